@@ -1,0 +1,5 @@
+import sys
+
+from fedmoo.cli import main
+
+sys.exit(main())

@@ -1,0 +1,104 @@
+"""Base class of every server rule. Algorithms are pure: ``server_update`` returns a new state."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from fedmoo.errors import UserError
+from fedmoo.state import ClientSpec, Cohort, ServerState
+
+
+class Algorithm:
+    """A federated server rule.
+
+    Subclasses set ``name`` (the slug used in YAML, CLI and CSV), ``description`` (one line for
+    ``fedmoo list``), validate their hyperparameters in ``__init__`` and implement ``step``.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    state_cls: ClassVar[type[ServerState]] = ServerState
+
+    # -- construction -------------------------------------------------------------------------
+    def hparams(self) -> dict[str, Any]:
+        """Hyperparameters as given to the constructor (for repr, summary.json and tables)."""
+        sig = inspect.signature(type(self).__init__)
+        return {k: getattr(self, k) for k in sig.parameters if k != "self" and hasattr(self, k)}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.hparams().items())
+        return f"{self.name}({args})"
+
+    def check_run(self, num_clients: int, clients_per_round: int) -> None:
+        """Reject run settings the algorithm cannot work with (raise UserError)."""
+
+    # -- the round ----------------------------------------------------------------------------
+    def init(self, w0: Tensor, num_clients: int) -> ServerState:
+        return self.state_cls(w=w0.detach().clone(), round=0)
+
+    def client_spec(self, state: ServerState, client_ids: Tensor) -> ClientSpec:
+        return ClientSpec()
+
+    def server_update(self, state: ServerState, cohort: Cohort) -> tuple[ServerState, dict[str, float]]:
+        """Apply one round: returns the new state (round + 1) and diagnostics."""
+        direction, step, changes, diag = self.step(state, cohort)
+        w = state.w - step * direction
+        diag = {"server/d_norm": float(torch.linalg.vector_norm(direction)), **diag}
+        return dataclasses.replace(state, w=w, round=state.round + 1, **changes), diag
+
+    def step(
+        self, state: ServerState, cohort: Cohort
+    ) -> tuple[Tensor, float, dict[str, Any], dict[str, float]]:
+        """Return (direction d, step size eta, state field changes, diagnostics)."""
+        raise NotImplementedError
+
+    # -- evaluation ---------------------------------------------------------------------------
+    def eval_params(self, state: ServerState) -> Tensor:
+        """Parameters evaluated for the reported ``test/...`` metrics: ``[d]`` or per client ``[N, d]``."""
+        return state.w
+
+    def extra_eval_params(self, state: ServerState) -> dict[str, Tensor]:
+        """Further models to evaluate, logged under ``<prefix>/...`` (e.g. Ditto's ``global``)."""
+        return {}
+
+
+def require_range(name: str, value: float, lo: float | None = None, hi: float | None = None,
+                  algo: str = "", lo_open: bool = False) -> float:
+    """Validate a hyperparameter and raise a one-line UserError naming the YAML key."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"algo.{name}={value!r} for {algo} must be a number") from None
+    bad_lo = lo is not None and (value <= lo if lo_open else value < lo)
+    bad_hi = hi is not None and value > hi
+    if bad_lo or bad_hi or value != value:
+        lo_s = "-inf" if lo is None else f"{lo}"
+        hi_s = "inf" if hi is None else f"{hi}"
+        br = "(" if lo_open else "["
+        raise UserError(
+            f"algo.{name}={value} is out of range for {algo}: allowed {br}{lo_s}, {hi_s}]; "
+            f"override it, e.g. algo.{name}={lo if lo is not None and not lo_open else 1}"
+        )
+    return value
+
+
+def require_choice(name: str, value: str, choices: tuple[str, ...], algo: str = "") -> str:
+    if value not in choices:
+        raise UserError(
+            f"algo.{name}={value!r} is not valid for {algo}: choose one of {', '.join(choices)}"
+        )
+    return value
+
+
+def mixing_weights(cohort: Cohort, weighting: str) -> Tensor:
+    """FedAvg weights p_k: ``samples`` (n_k / sum n) or ``uniform`` (1/K)."""
+    if weighting == "uniform":
+        return torch.full((cohort.size,), 1.0 / cohort.size, dtype=cohort.deltas.dtype,
+                          device=cohort.deltas.device)
+    n = cohort.num_samples.to(cohort.deltas.dtype)
+    return n / n.sum()

@@ -1,0 +1,29 @@
+"""FedAvg (McMahan et al., AISTATS 2017): weighted average of the clients' pseudo-gradients."""
+
+from __future__ import annotations
+
+from fedmoo.algorithms import register
+from fedmoo.algorithms.base import Algorithm, mixing_weights, require_choice, require_range
+
+
+@register
+class FedAvg(Algorithm):
+    """Federated averaging.
+
+    ``d = sum_k p_k g_k`` and ``w <- w - eta d``.
+
+    Hyperparameters:
+      weighting: ``samples`` (p_k = n_k / sum n, default) or ``uniform`` (p_k = 1/K).
+      eta: server learning rate (default 1; eta = 1 is the classic model average).
+    """
+
+    name = "fedavg"
+    description = "Federated averaging: sample-weighted (or uniform) mean of client updates"
+
+    def __init__(self, weighting: str = "samples", eta: float = 1.0):
+        self.weighting = require_choice("weighting", weighting, ("samples", "uniform"), self.name)
+        self.eta = require_range("eta", eta, 0.0, None, self.name, lo_open=True)
+
+    def step(self, state, cohort):
+        p = mixing_weights(cohort, self.weighting)
+        return p @ cohort.deltas, self.eta, {}, {}

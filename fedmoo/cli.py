@@ -1,0 +1,129 @@
+"""Command-line interface: ``fedmoo run|list`` (``run`` hands its arguments to Hydra).
+
+Torch is imported lazily so ``fedmoo --help`` and ``fedmoo list`` are instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+CONF_DIR = Path(__file__).parent / "conf"
+GROUPS = ("algo", "data", "partition", "model", "client", "attack", "experiment", "debug")
+
+HELP = """usage: fedmoo <command> [args]
+
+fedmoo runs fair and robust federated learning experiments from Hydra configs.
+
+commands:
+  run [overrides] [-m]   train; any Hydra override, e.g. `fedmoo run algo=fedavg rounds=20`,
+                         `fedmoo run -m seed=0,1,2` (one directory per job), `fedmoo run --cfg job`
+  list [group]           list what exists in each config group (algo, data, partition, model, ...)
+
+Results go to outputs/runs/<date>/<time>_<algo>_<data>/ (rounds.csv, clients.csv, summary.json).
+Run `fedmoo <command> --help` for the options of a command.
+"""
+
+
+def _fail(msg: str) -> int:
+    print(f"fedmoo: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def group_options(group: str) -> dict[str, str]:
+    """Options of a config group (nested folders give ``sub/name``) with their descriptions."""
+    root = CONF_DIR / group
+    out: dict[str, str] = {}
+    if not root.is_dir():
+        return out
+    for path in sorted(root.rglob("*.yaml")):
+        name = path.relative_to(root).with_suffix("").as_posix()
+        out[name] = describe_yaml(path)
+    return out
+
+
+def describe_yaml(path: Path) -> str:
+    """The first comment line of a YAML file that is not a Hydra directive."""
+    for line in path.read_text().splitlines():
+        s = line.strip()
+        if not s.startswith("#"):
+            break
+        text = s.lstrip("#").strip()
+        if text and not text.startswith("@package"):
+            return text
+    return ""
+
+
+def check_overrides(args: list[str]) -> str | None:
+    """Reject `group=option` overrides that name no option (Hydra's own message is a traceback-
+    like block); returns an error message or None."""
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, _, value = arg.partition("=")
+        key = key.lstrip("+~")
+        if key not in GROUPS or value in ("", "null"):
+            continue
+        options = group_options(key)
+        for choice in value.split(","):
+            choice = choice.strip()
+            if choice.startswith(("range(", "choice(", "glob(", "interval(")):
+                continue
+            if choice not in options:
+                return (f"unknown {key} {choice!r}; choose one of: {', '.join(options)} "
+                        f"(see `fedmoo list {key}`)")
+    return None
+
+
+def cmd_run(args: list[str]) -> int:
+    err = check_overrides(args)
+    if err:
+        return _fail(err)
+    from fedmoo import app
+
+    sys.argv = ["fedmoo run", *args]
+    app.main()
+    return 0
+
+
+def cmd_list(args: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="fedmoo list", description="List config group options.")
+    p.add_argument("group", nargs="?", choices=GROUPS, help="only this group")
+    ns = p.parse_args(args)
+    for group in [ns.group] if ns.group else GROUPS:
+        options = group_options(group)
+        print(f"{group}:")
+        if not options:
+            print("  (none)")
+        width = max((len(n) for n in options), default=0)
+        for name, desc in options.items():
+            print(f"  {name:<{width}}  {desc}".rstrip())
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(HELP)
+        return 0
+    if argv[0] == "--version":
+        from fedmoo import __version__
+
+        print(f"fedmoo {__version__}")
+        return 0
+    cmd = COMMANDS.get(argv[0])
+    if cmd is None:
+        return _fail(f"unknown command {argv[0]!r}; choose one of: {', '.join(COMMANDS)}")
+    try:
+        return cmd(argv[1:])
+    except KeyboardInterrupt:
+        print("fedmoo: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

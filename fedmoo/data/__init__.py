@@ -1,0 +1,122 @@
+"""Datasets and their federation: ``load_federated(cfg)`` -> FederatedData."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedmoo.data import partition as _partition
+from fedmoo.data.federated import ClientSplit, FederatedData, Source
+from fedmoo.errors import UserError
+
+# data slug -> "module:function" returning a Source; the function takes data_dir and the
+# data config's loader keys.
+SOURCES: dict[str, str] = {
+    "synthetic": "fedmoo.data.synthetic:load",
+}
+
+# Keys of a data config that describe the dataset rather than configure its loader.
+META_KEYS = {"name", "input_shape", "num_classes", "task", "description"}
+
+
+def load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
+    name = data_cfg.get("name")
+    if name not in SOURCES:
+        raise UserError(f"unknown data {name!r}; choose one of: {', '.join(sorted(SOURCES))}")
+    module, fn = SOURCES[name].split(":")
+    loader = getattr(importlib.import_module(module), fn)
+    kwargs = {k: v for k, v in data_cfg.items() if k not in META_KEYS}
+    return loader(Path(data_dir), **kwargs)
+
+
+def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> FederatedData:
+    """Partition a source into ``num_clients`` clients with train / val / test index sets."""
+    cfg = dict(part_cfg)
+    name = cfg.pop("name")
+    seed = int(cfg.pop("seed", 0))
+    split = cfg.pop("split", "dataset")
+    fractions = tuple(cfg.pop("fractions", (0.8, 0.1, 0.1)))
+    rng = np.random.default_rng(seed)
+    y = source.y.numpy() if source.y.dim() == 1 else source.y[:, 0].numpy()
+    is_test = source.is_test.numpy()
+
+    if name == "natural":
+        if source.owner is None:
+            raise UserError("partition=natural needs a naturally federated dataset "
+                            "(synthetic, femnist, shakespeare, adult); use partition=iid/shards/dirichlet")
+        owner = source.owner.numpy()
+        n_owners = int(owner.max()) + 1
+        if num_clients != n_owners:
+            raise UserError(
+                f"num_clients={num_clients} but this dataset has {n_owners} natural clients; "
+                f"set num_clients={n_owners}"
+            )
+        pools = {"all": np.arange(len(y))}
+        assign = lambda idx: [idx[owner[idx] == k] for k in range(n_owners)]  # noqa: E731
+    else:
+        fn = _partition.get(name)
+        assign = lambda idx: [idx[p] for p in fn(y[idx], num_clients, rng, **cfg)]  # noqa: E731
+
+    if split == "dataset":
+        train_idx = np.flatnonzero(~is_test)
+        test_idx = np.flatnonzero(is_test)
+        train = assign(train_idx)
+        test = assign(test_idx) if name == "natural" or len(test_idx) == 0 else \
+            _test_like_train(train, y, test_idx, rng)
+        val = None
+    elif split == "pooled":
+        if len(fractions) != 3 or abs(sum(fractions) - 1) > 1e-6 or min(fractions) < 0:
+            raise UserError(f"partition.fractions={list(fractions)} must be three non-negative "
+                            "numbers (train, val, test) summing to 1")
+        parts = assign(np.arange(len(y)))
+        train, val, test = _partition.split_fractions(parts, fractions, rng)
+    else:
+        raise UserError(f"partition.split={split!r} is not valid: choose dataset or pooled")
+
+    empty = [k for k, p in enumerate(train) if len(p) == 0]
+    if empty:
+        raise UserError(
+            f"partition={name} left client {empty[0]} (and {len(empty) - 1} more) without training "
+            f"samples; lower num_clients (now {num_clients}) or change the partition"
+        )
+    return FederatedData(
+        x=source.x, y=source.y,
+        train=ClientSplit.from_lists(train), test=ClientSplit.from_lists(test),
+        val=None if val is None else ClientSplit.from_lists(val),
+        num_classes=source.num_classes, input_shape=tuple(source.input_shape), task=source.task,
+        client_names=source.client_names if name == "natural" else None,
+        class_names=source.class_names,
+    )
+
+
+def _test_like_train(train: list[np.ndarray], y: np.ndarray, test_idx: np.ndarray,
+                     rng: np.random.Generator) -> list[np.ndarray]:
+    """Give each client test samples with its training label distribution.
+
+    Each test sample of label c goes to a client drawn with probability proportional to the
+    client's number of training samples of label c; classes nobody trains on are spread evenly.
+    """
+    n_cls = int(y.max()) + 1
+    counts = np.stack([np.bincount(y[p], minlength=n_cls) for p in train]).astype(float)  # [N, C]
+    out: list[list[int]] = [[] for _ in train]
+    for c in range(n_cls):
+        idx = test_idx[y[test_idx] == c]
+        if len(idx) == 0:
+            continue
+        w = counts[:, c]
+        w = np.full(len(train), 1.0) if w.sum() == 0 else w
+        owners = rng.choice(len(train), size=len(idx), p=w / w.sum())
+        for i, k in zip(idx, owners):
+            out[k].append(i)
+    return [np.sort(np.array(o, dtype=np.int64)) for o in out]
+
+
+def load_federated(data_cfg: dict[str, Any], part_cfg: dict[str, Any], num_clients: int,
+                   data_dir: str | Path) -> FederatedData:
+    return federate(load_source(data_cfg, data_dir), part_cfg, num_clients)
+
+
+__all__ = ["ClientSplit", "FederatedData", "Source", "federate", "load_federated", "load_source"]

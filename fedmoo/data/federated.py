@@ -1,0 +1,106 @@
+"""The federated dataset: all samples as a few device tensors, clients as index tensors.
+
+A ``Source`` is what a dataset loader returns (every sample of the dataset, its official
+train/test flag and, for naturally federated data, the owner of each sample). ``FederatedData``
+is the result of partitioning: per-client train / val / test index sets stored in CSR form
+(one concatenated index tensor + offsets), so evaluation of all clients is a few big passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+@dataclass
+class Source:
+    x: Tensor                      # [M, ...] float32 features (already normalised)
+    y: Tensor                      # [M] int64 labels (or [M, S] targets)
+    is_test: Tensor                # [M] bool, the dataset's own test split
+    num_classes: int
+    input_shape: tuple[int, ...]
+    owner: Tensor | None = None    # [M] int64 natural client of each sample (LEAF users, ...)
+    client_names: list[str] | None = None
+    class_names: list[str] | None = None
+    task: str = "classification"
+
+
+@dataclass
+class ClientSplit:
+    """Per-client index sets in CSR form: client k owns ``index[offsets[k]:offsets[k+1]]``."""
+
+    index: Tensor    # [M_s] int64 indices into the sample tensors
+    offsets: Tensor  # [N + 1] int64
+
+    @classmethod
+    def from_lists(cls, parts: list[np.ndarray]) -> "ClientSplit":
+        sizes = np.array([len(p) for p in parts], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        index = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+        return cls(torch.from_numpy(index), torch.from_numpy(offsets))
+
+    @property
+    def num_clients(self) -> int:
+        return int(self.offsets.numel() - 1)
+
+    @property
+    def sizes(self) -> Tensor:
+        return self.offsets[1:] - self.offsets[:-1]
+
+    def of(self, k: int) -> Tensor:
+        return self.index[int(self.offsets[k]) : int(self.offsets[k + 1])]
+
+    def owner(self) -> Tensor:
+        """Client id of every entry of ``index``."""
+        return torch.repeat_interleave(
+            torch.arange(self.num_clients, device=self.offsets.device), self.sizes
+        )
+
+    def to(self, device) -> "ClientSplit":
+        return ClientSplit(self.index.to(device), self.offsets.to(device))
+
+
+@dataclass
+class FederatedData:
+    x: Tensor
+    y: Tensor
+    train: ClientSplit
+    test: ClientSplit
+    val: ClientSplit | None
+    num_classes: int
+    input_shape: tuple[int, ...]
+    task: str = "classification"
+    client_names: list[str] | None = None
+    class_names: list[str] | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def num_clients(self) -> int:
+        return self.train.num_clients
+
+    def split(self, name: str) -> ClientSplit:
+        s = getattr(self, name)
+        if s is None:
+            raise ValueError(f"this federation has no {name!r} split")
+        return s
+
+    def to(self, device) -> "FederatedData":
+        return FederatedData(
+            x=self.x.to(device), y=self.y.to(device), train=self.train.to(device),
+            test=self.test.to(device), val=None if self.val is None else self.val.to(device),
+            num_classes=self.num_classes, input_shape=self.input_shape, task=self.task,
+            client_names=self.client_names, class_names=self.class_names, meta=self.meta,
+        )
+
+    def save_partition(self, path) -> None:
+        """Write the client index sets to ``path`` (.npz) so a run's federation is on record."""
+        arrays = {}
+        for name in ("train", "val", "test"):
+            s = getattr(self, name)
+            if s is not None:
+                arrays[f"{name}_index"] = s.index.cpu().numpy()
+                arrays[f"{name}_offsets"] = s.offsets.cpu().numpy()
+        np.savez_compressed(path, **arrays)

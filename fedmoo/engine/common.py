@@ -1,0 +1,84 @@
+"""Pieces both engines share, so they train on exactly the same batches with the same math."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+EVAL_CHUNK = 4096
+
+
+def round_seed(seed: int, round_idx: int) -> int:
+    """A 63-bit seed for everything random in round ``round_idx`` of a run seeded ``seed``.
+
+    Deriving it from (seed, round) makes every round reproducible on its own, which is what
+    exact resume and engine equivalence rely on.
+    """
+    return int(np.random.SeedSequence([int(seed), int(round_idx)]).generate_state(1, np.uint64)[0]
+               >> np.uint64(1))
+
+
+def sample_losses(out: Tensor, y: Tensor, task: str) -> Tensor:
+    """Per-sample training loss: cross-entropy for classification, MSE for regression."""
+    if task == "classification":
+        return F.cross_entropy(out, y, reduction="none")
+    return F.mse_loss(out, y.to(out.dtype), reduction="none").flatten(1).mean(1)
+
+
+def sample_correct(out: Tensor, y: Tensor, task: str) -> Tensor:
+    if task == "classification":
+        return (out.argmax(dim=1) == y).to(out.dtype)
+    return torch.zeros(out.shape[0], dtype=out.dtype, device=out.device)
+
+
+@torch.no_grad()
+def forward_stats(model: nn.Module, x: Tensor, y: Tensor, idx: Tensor, task: str,
+                  chunk: int = EVAL_CHUNK) -> tuple[Tensor, Tensor]:
+    """Per-sample loss and correctness of ``model`` on samples ``idx`` (eval mode, no grad)."""
+    was_training = model.training
+    model.eval()
+    losses, correct = [], []
+    for s in range(0, idx.numel(), chunk):
+        b = idx[s : s + chunk]
+        out = model(x[b])
+        losses.append(sample_losses(out, y[b], task))
+        correct.append(sample_correct(out, y[b], task))
+    model.train(was_training)
+    if not losses:
+        z = torch.zeros(0, device=x.device)
+        return z, z
+    return torch.cat(losses), torch.cat(correct)
+
+
+def client_batches(n: int, batch_size: int | None, epochs: int, local_steps: int | None,
+                   gen: torch.Generator) -> list[tuple[int, Tensor]]:
+    """The local minibatches of one client as (epoch, positions into its sample list).
+
+    Each epoch is a fresh permutation from ``gen`` cut into batches of ``batch_size`` (the last
+    one may be short; ``None`` = full batch). With ``local_steps`` the client takes exactly that
+    many steps, running as many epochs as needed.
+    """
+    b = n if not batch_size or batch_size <= 0 or batch_size > n else int(batch_size)
+    out: list[tuple[int, Tensor]] = []
+    ep = 0
+    while True:
+        perm = torch.randperm(n, generator=gen)
+        for s in range(0, n, b):
+            out.append((ep, perm[s : s + b]))
+            if local_steps is not None and len(out) >= local_steps:
+                return out
+        ep += 1
+        if local_steps is None and ep >= epochs:
+            return out
+
+
+def param_views(model: nn.Module, flat: Tensor) -> list[Tensor]:
+    """Views of a flat ``[d]`` vector shaped like the model's trainable parameters."""
+    views, off = [], 0
+    for p in model.parameters():
+        if p.requires_grad:
+            views.append(flat[off : off + p.numel()].view_as(p))
+            off += p.numel()
+    return views

@@ -1,0 +1,62 @@
+"""Evaluation of one model (or one model per client) on every client's split, in big passes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from fedmoo.data.federated import FederatedData
+from fedmoo.engine.common import forward_stats
+from fedmoo.params import set_flat
+
+
+@dataclass
+class ClientEval:
+    """Per-client results on one split: accuracy in %, mean loss, number of samples."""
+
+    acc: np.ndarray
+    loss: np.ndarray
+    count: np.ndarray
+    correct: np.ndarray
+
+
+def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: Tensor,
+                     clients: Tensor | None = None) -> ClientEval:
+    """Evaluate ``params`` (``[d]``, or ``[N, d]`` one model per client) on each client's split.
+
+    With one model, all clients' samples go through the network in a few large chunks and the
+    per-client sums are formed with one ``scatter_add``. ``clients`` restricts to a subset.
+    """
+    s = data.split(split)
+    n_clients = s.num_clients
+    dev = data.x.device
+    if params.dim() == 1:
+        set_flat(model, params)
+        owner = s.owner()
+        index = s.index
+        if clients is not None:
+            keep = torch.zeros(n_clients, dtype=torch.bool, device=dev)
+            keep[clients.to(dev)] = True
+            mask = keep[owner]
+            owner, index = owner[mask], index[mask]
+        loss, correct = forward_stats(model, data.x, data.y, index, data.task)
+        sums = torch.zeros(3, n_clients, dtype=torch.float64, device=dev)
+        sums[0].scatter_add_(0, owner, loss.double())
+        sums[1].scatter_add_(0, owner, correct.double())
+        sums[2].scatter_add_(0, owner, torch.ones_like(loss, dtype=torch.float64))
+    else:
+        sums = torch.zeros(3, n_clients, dtype=torch.float64, device=dev)
+        ids = range(n_clients) if clients is None else clients.tolist()
+        for k in ids:
+            set_flat(model, params[k])
+            loss, correct = forward_stats(model, data.x, data.y, s.of(k), data.task)
+            sums[:, k] = torch.stack([loss.double().sum(), correct.double().sum(),
+                                      torch.tensor(float(loss.numel()), device=dev)])
+    sums = sums.cpu().numpy()
+    count = sums[2]
+    denom = np.maximum(count, 1)
+    return ClientEval(acc=100.0 * sums[1] / denom, loss=sums[0] / denom, count=count,
+                      correct=sums[1])

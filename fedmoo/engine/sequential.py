@@ -1,0 +1,90 @@
+"""The reference engine: a plain loop over the cohort's clients, one model, minibatch SGD.
+
+It is deliberately simple; the batched engine must reproduce its numbers.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import Tensor, nn
+
+from fedmoo.data.federated import FederatedData
+from fedmoo.engine.common import client_batches, forward_stats, param_views, sample_losses
+from fedmoo.params import get_flat, set_flat
+from fedmoo.state import ClientSpec, Cohort
+
+
+class SequentialEngine:
+    def __init__(self, model: nn.Module, data: FederatedData, lr: float, batch_size: int | None,
+                 epochs: int = 1, local_steps: int | None = None, momentum: float = 0.0,
+                 weight_decay: float = 0.0):
+        self.model = model
+        self.personal_model = copy.deepcopy(model)
+        self.data = data
+        self.lr = float(lr)
+        self.batch_size = batch_size
+        self.epochs = int(epochs)
+        self.local_steps = None if local_steps is None else int(local_steps)
+        self.momentum = float(momentum)
+        self.weight_decay = float(weight_decay)
+
+    def _optimizer(self, model: nn.Module, momentum: float) -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=self.lr, momentum=momentum,
+                               weight_decay=self.weight_decay)
+
+    def _step(self, model, opt, xb, yb, anchor: list[Tensor], mu: float, scale) -> Tensor:
+        """One SGD step on ``scale * mean loss + (mu/2)||w - anchor||^2``; returns the mean loss."""
+        loss = sample_losses(model(xb), yb, self.data.task).mean()
+        opt.zero_grad(set_to_none=False)
+        (loss if scale is None else loss * scale).backward()
+        if mu:
+            with torch.no_grad():
+                params = [p for p in model.parameters() if p.requires_grad]
+                for p, a in zip(params, anchor):
+                    p.grad.add_(p - a, alpha=mu)
+        opt.step()
+        return loss.detach()
+
+    def train(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
+        data, model, task = self.data, self.model, self.data.task
+        gen = torch.Generator().manual_seed(seed)
+        k_count, dev = client_ids.numel(), w.device
+        deltas = torch.empty(k_count, w.numel(), dtype=w.dtype, device=dev)
+        stats = torch.zeros(4, k_count, dtype=w.dtype, device=dev)  # loss_b, acc_b, loss_a, n
+        personal = None if spec.personal is None else spec.personal.clone()
+        anchor = param_views(model, w)
+        model.train()
+        for i, k in enumerate(client_ids.tolist()):
+            idx = data.train.of(k)
+            n = idx.numel()
+            set_flat(model, w)
+            lb, cb = forward_stats(model, data.x, data.y, idx, task)
+            stats[0, i], stats[1, i], stats[3, i] = lb.mean(), 100.0 * cb.mean(), n
+            opt = self._optimizer(model, self.momentum)
+            if personal is not None:
+                set_flat(self.personal_model, personal[i])
+                popt = self._optimizer(self.personal_model, 0.0)
+            scale = None if spec.loss_scale is None else spec.loss_scale[i]
+            batches = client_batches(n, self.batch_size, self.epochs, self.local_steps, gen)
+            last_ep = batches[-1][0]
+            last_sum = torch.zeros((), dtype=w.dtype, device=dev)
+            last_cnt = 0
+            for ep, pos in batches:
+                b = idx[pos.to(idx.device)]
+                xb, yb = data.x[b], data.y[b]
+                if personal is not None:
+                    self._step(self.personal_model, popt, xb, yb, anchor, spec.personal_lam, scale)
+                loss = self._step(model, opt, xb, yb, anchor, spec.prox_mu, scale)
+                if ep == last_ep:
+                    last_sum += loss * b.numel()
+                    last_cnt += b.numel()
+            stats[2, i] = last_sum / last_cnt
+            deltas[i] = w - get_flat(model)
+            if personal is not None:
+                personal[i] = get_flat(self.personal_model)
+        return Cohort(
+            client_ids=client_ids, deltas=deltas, num_samples=stats[3], loss_before=stats[0],
+            loss_after=stats[2], acc_before=stats[1], local_lr=self.lr, personal=personal,
+        )

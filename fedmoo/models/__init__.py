@@ -1,0 +1,38 @@
+"""The papers' networks. ``build(model_cfg, input_shape, num_classes)`` -> nn.Module.
+
+Models are written so a batched engine can vectorise them over clients: no ``nn.LSTM``, no
+BatchNorm running statistics in the paper models, no data-dependent Python control flow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from torch import nn
+
+from fedmoo.errors import UserError
+
+# model slug -> "module:class"; the class takes input_shape, num_classes and the model config keys.
+MODELS: dict[str, str] = {
+    "logreg": "fedmoo.models.linear:LogReg",
+    "mlp": "fedmoo.models.linear:MLP",
+}
+
+
+def names() -> list[str]:
+    return sorted(MODELS)
+
+
+def build(model_cfg: dict[str, Any], input_shape, num_classes: int) -> nn.Module:
+    cfg = dict(model_cfg)
+    name = cfg.pop("name", None)
+    cfg.pop("description", None)
+    if name not in MODELS:
+        raise UserError(f"unknown model {name!r}; choose one of: {', '.join(names())}")
+    module, cls_name = MODELS[name].split(":")
+    cls = getattr(importlib.import_module(module), cls_name)
+    try:
+        return cls(tuple(int(s) for s in input_shape), int(num_classes), **cfg)
+    except TypeError as e:
+        raise UserError(f"model={name}: {e}") from None

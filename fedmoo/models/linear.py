@@ -1,0 +1,44 @@
+"""Logistic regression and multilayer perceptrons on flattened inputs."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class LogReg(nn.Module):
+    """Multinomial logistic regression ``x -> W x + b``.
+
+    ``softmax_output=True`` makes the forward return ``softmax(W x + b)``; the engine's
+    cross-entropy is then applied to probabilities (softmax twice). This reproduces the FedFV
+    authors' code for the FMNIST 3-client table, whose dynamics depend on it (see docs).
+    The bias starts at zero, as in that code.
+    """
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, softmax_output: bool = False):
+        super().__init__()
+        self.linear = nn.Linear(math.prod(input_shape), num_classes)
+        nn.init.zeros_(self.linear.bias)
+        self.softmax_output = bool(softmax_output)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.linear(x.flatten(1))
+        return torch.softmax(out, dim=1) if self.softmax_output else out
+
+
+class MLP(nn.Module):
+    """Fully connected ReLU network ``in -> hidden[0] -> ... -> num_classes``."""
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, hidden=(200, 200)):
+        super().__init__()
+        sizes = [math.prod(input_shape), *[int(h) for h in hidden]]
+        layers: list[nn.Module] = []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        layers.append(nn.Linear(sizes[-1], num_classes))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x.flatten(1))

@@ -1,0 +1,103 @@
+"""Result files of a run: rounds.csv (appended and flushed per row), clients.csv, summary.json.
+
+Files that are rewritten (summary.json, clients.csv) go to a temporary file first and are renamed,
+so a killed run never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _fmt(v: Any) -> Any:
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else str(v)
+    return v
+
+
+class RoundsWriter:
+    """Append one row per evaluated round; the header is the union of keys seen so far.
+
+    A key that appears after the first row (rare) rewrites the file once with the wider header.
+    """
+
+    def __init__(self, path: Path, rows: Iterable[dict[str, Any]] = ()):
+        self.path = Path(path)
+        self.rows: list[dict[str, Any]] = list(rows)
+        self.columns: list[str] = []
+        for r in self.rows:
+            self._extend(r)
+        self._rewrite()
+
+    def _extend(self, row: dict[str, Any]) -> bool:
+        new = [k for k in row if k not in self.columns]
+        self.columns += new
+        return bool(new)
+
+    def _rewrite(self) -> None:
+        lines = []
+        if self.columns:
+            import io
+
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=self.columns, restval="")
+            w.writeheader()
+            for r in self.rows:
+                w.writerow({k: _fmt(v) for k, v in r.items()})
+            lines.append(buf.getvalue())
+        atomic_write_text(self.path, "".join(lines))
+
+    def log(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if self._extend(row) or len(self.rows) == 1:
+            self._rewrite()
+            return
+        with open(self.path, "a", newline="") as f:
+            csv.DictWriter(f, fieldnames=self.columns, restval="").writerow(
+                {k: _fmt(v) for k, v in row.items()})
+            f.flush()
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    import io
+
+    buf = io.StringIO()
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: _fmt(v) for k, v in r.items()})
+    atomic_write_text(Path(path), buf.getvalue())
+
+
+def write_json(path: Path, obj: dict[str, Any]) -> None:
+    def clean(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+
+    atomic_write_text(Path(path), json.dumps(clean(obj), indent=2, sort_keys=False) + "\n")
+
+
+def read_rounds(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))

@@ -1,0 +1,102 @@
+"""The data contracts between the engine, the algorithms and the runner.
+
+``Cohort`` is what local training of the K sampled clients produces; ``ServerState`` is what an
+algorithm carries across rounds (subclassed by algorithms with more state); ``ClientSpec`` is what
+an algorithm asks the engine to do on the clients. See DESIGN.md, "Public Python contract".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class ServerState:
+    """Global model ``w`` (flat ``[d]``) and the number of completed rounds.
+
+    Algorithms with state that crosses rounds subclass this dataclass; every field must be a
+    tensor, a number, a string, or a dict/list of those, so checkpoints can be saved safely.
+    """
+
+    w: Tensor
+    round: int = 0
+
+
+@dataclass
+class Cohort:
+    """The result of local training of the K clients sampled in one round.
+
+    deltas are pseudo-gradients ``g_k = w_t - w_k`` (descent sign), ``[K, d]`` (or ``[K, S, d]``
+    for multi-objective algorithms, with ``task_mask [K, S]``).
+    """
+
+    client_ids: Tensor
+    deltas: Tensor
+    num_samples: Tensor | None = None
+    loss_before: Tensor | None = None
+    loss_after: Tensor | None = None
+    acc_before: Tensor | None = None
+    local_lr: float = 0.01
+    personal: Tensor | None = None
+    task_mask: Tensor | None = None
+    buffers: dict[str, Tensor] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        k = self.deltas.shape[0]
+        if self.client_ids.shape[0] != k:
+            raise ValueError(f"client_ids has {self.client_ids.shape[0]} entries, deltas has {k} rows")
+        if self.num_samples is None:
+            self.num_samples = torch.ones(k, dtype=self.deltas.dtype, device=self.deltas.device)
+        for name in ("num_samples", "loss_before", "loss_after", "acc_before"):
+            v = getattr(self, name)
+            if v is not None and v.shape[0] != k:
+                raise ValueError(f"{name} has {v.shape[0]} entries, deltas has {k} rows")
+
+    @property
+    def size(self) -> int:
+        return int(self.deltas.shape[0])
+
+    def replace(self, **changes: Any) -> "Cohort":
+        return dataclasses.replace(self, **changes)
+
+    def require(self, name: str, algo: str) -> Tensor:
+        v = getattr(self, name)
+        if v is None:
+            raise ValueError(f"{algo} needs cohort.{name}, which the caller did not provide")
+        return v
+
+
+@dataclass
+class ClientSpec:
+    """What the engine must do on the cohort's clients this round.
+
+    - ``prox_mu``: proximal term ``(mu/2)||w - w_t||^2`` in the local objective (FedProx, MGDA-Prox).
+    - ``personal`` / ``personal_lam``: personal models ``[K, d]`` trained alongside the global copy
+      on the same minibatches, with ``lam (v - w_t)`` added to their gradient (Ditto). The engine
+      returns the updated ones in ``Cohort.personal``.
+    - ``loss_scale``: per-client factor ``[K]`` multiplying the training loss (loss-scaling attack).
+    """
+
+    prox_mu: float = 0.0
+    personal: Tensor | None = None
+    personal_lam: float = 0.0
+    loss_scale: Tensor | None = None
+
+
+def state_to_dict(state: ServerState) -> dict[str, Any]:
+    """Plain dict of a state dataclass (tensors are kept; safe for ``torch.save``)."""
+    return {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+
+
+def state_from_dict(template: ServerState, values: dict[str, Any]) -> ServerState:
+    """Rebuild a state of the template's class from ``state_to_dict`` output."""
+    names = {f.name for f in dataclasses.fields(template)}
+    unknown = set(values) - names
+    if unknown:
+        raise ValueError(f"checkpoint state has unknown fields {sorted(unknown)}")
+    return dataclasses.replace(template, **values)
