@@ -1,0 +1,56 @@
+"""Shared fixtures: run the CLI of THIS checkout in a subprocess, tiny configs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(args: list[str], cwd: Path, timeout: int = 300, env: dict | None = None):
+    """Run ``python -m fedmoo ARGS`` with this checkout first on the path."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    e.setdefault("FEDMOO_DATA", str(cwd / "data"))
+    if env:
+        e.update(env)
+    return subprocess.run([sys.executable, "-m", "fedmoo", *args], cwd=cwd, env=e,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def cli(tmp_path):
+    def _run(*args: str, **kw):
+        return run_cli(list(args), tmp_path, **kw)
+
+    _run.cwd = tmp_path
+    return _run
+
+
+def small_cfg(**overrides) -> dict:
+    """A resolved config for ``fedmoo.runner.run`` without Hydra: tiny synthetic federation."""
+    cfg = {
+        "seed": 0, "rounds": 3, "num_clients": 6, "clients_per_round": 3, "eval_every": 1,
+        "eval_split": "test", "checkpoint_every": 0, "device": "cpu", "engine": "sequential",
+        "data_dir": "./data", "progress": False, "traceback": False,
+        "data": {"name": "synthetic", "input_shape": [60], "num_classes": 10, "num_users": 6,
+                 "alpha": 1.0, "beta": 1.0, "iid": False, "seed": 0, "max_samples": 200},
+        "partition": {"name": "natural", "seed": 0, "split": "dataset", "fractions": [0.8, 0.1, 0.1]},
+        "model": {"name": "logreg", "softmax_output": False},
+        "client": {"lr": 0.05, "batch_size": 10, "epochs": 1, "local_steps": None,
+                   "momentum": 0.0, "weight_decay": 0.0},
+        "algo": {"name": "fedavg", "weighting": "samples", "eta": 1.0},
+        "attack": {"name": "none"},
+    }
+    for key, value in overrides.items():
+        node = cfg
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node[p]
+        node[parts[-1]] = value
+    return cfg
