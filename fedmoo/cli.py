@@ -76,7 +76,19 @@ def check_overrides(args: list[str]) -> str | None:
     return None
 
 
+def _aliases(args: list[str]) -> list[str]:
+    """``debug=true`` / ``debug=false`` (Hydra would read a boolean, not a group option)."""
+    out = []
+    for a in args:
+        if a.lower() == "debug=true":
+            out.append("debug=traceback")
+        elif a.lower() != "debug=false":
+            out.append(a)
+    return out
+
+
 def cmd_run(args: list[str]) -> int:
+    args = _aliases(args)
     err = check_overrides(args)
     if err:
         return _fail(err)
