@@ -9,6 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from fedmoo.errors import UserError
+
 CONF_DIR = Path(__file__).parent / "conf"
 GROUPS = ("algo", "data", "partition", "model", "client", "attack", "experiment", "debug")
 
@@ -20,6 +22,10 @@ commands:
   run [overrides] [-m]   train; any Hydra override, e.g. `fedmoo run algo=fedavg rounds=20`,
                          `fedmoo run -m seed=0,1,2` (one directory per job), `fedmoo run --cfg job`
   list [group]           list what exists in each config group (algo, data, partition, model, ...)
+  table DIR... [--spec NAME] [--format csv|md|latex] [--out FILE]
+                         aggregate runs/sweeps over seeds into a paper-style table
+  plot DIR... --out DIR [--metric M]
+                         curves over rounds (mean ± std over seeds) and client-accuracy histograms
 
 Results go to outputs/runs/<date>/<time>_<algo>_<data>/ (rounds.csv, clients.csv, summary.json).
 Run `fedmoo <command> --help` for the options of a command.
@@ -114,7 +120,19 @@ def cmd_list(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list}
+def cmd_table(args: list[str]) -> int:
+    from fedmoo import tables
+
+    return tables.main(args)
+
+
+def cmd_plot(args: list[str]) -> int:
+    from fedmoo import plots
+
+    return plots.main(args)
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"unknown command {argv[0]!r}; choose one of: {', '.join(COMMANDS)}")
     try:
         return cmd(argv[1:])
+    except UserError as e:
+        return _fail(str(e))
     except KeyboardInterrupt:
         print("fedmoo: interrupted", file=sys.stderr)
         return 130
