@@ -9,6 +9,10 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from fedmoo.gpu_lease import lease_device, register_resolvers
+
+register_resolvers()  # ${fedmoo.gpus:} in hydra/launcher/local_gpus.yaml
+
 
 def _report(result) -> None:
     f = result.final
@@ -42,7 +46,8 @@ def main(cfg: DictConfig) -> float | None:
             raise UserError(f"invalid configuration: {str(e).splitlines()[0]}") from None
         from fedmoo.runner import run
 
-        result = run(container, run_dir)
+        with lease_device(container.get("device", "auto")) as device:
+            result = run({**container, "device": device}, run_dir)
     except (UserError, DivergenceError) as e:
         if traceback:
             raise

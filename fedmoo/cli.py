@@ -21,6 +21,8 @@ fedmoo runs fair and robust federated learning experiments from Hydra configs.
 commands:
   run [overrides] [-m]   train; any Hydra override, e.g. `fedmoo run algo=fedavg rounds=20`,
                          `fedmoo run -m seed=0,1,2` (one directory per job), `fedmoo run --cfg job`
+  prepare [overrides] [-m]
+                         download and cache the datasets a run or sweep needs (before fanning out)
   list [group]           list what exists in each config group (algo, data, partition, model, ...)
   table DIR... [--spec NAME] [--format csv|md|latex] [--out FILE]
                          aggregate runs/sweeps over seeds into a paper-style table
@@ -95,7 +97,9 @@ def _aliases(args: list[str]) -> list[str]:
 
 def cmd_run(args: list[str]) -> int:
     args = _aliases(args)
-    err = check_overrides(args)
+    from fedmoo.launchers import check_launcher
+
+    err = check_overrides(args) or check_launcher(args)
     if err:
         return _fail(err)
     from fedmoo import app
@@ -120,6 +124,12 @@ def cmd_list(args: list[str]) -> int:
     return 0
 
 
+def cmd_prepare(args: list[str]) -> int:
+    from fedmoo import prepare
+
+    return prepare.main(args)
+
+
 def cmd_table(args: list[str]) -> int:
     from fedmoo import tables
 
@@ -132,7 +142,8 @@ def cmd_plot(args: list[str]) -> int:
     return plots.main(args)
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot}
+COMMANDS = {"run": cmd_run, "prepare": cmd_prepare, "list": cmd_list, "table": cmd_table,
+            "plot": cmd_plot}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,157 @@
+"""Spread parallel local jobs over the GPUs: each job leases a free GPU through a lock file.
+
+With ``device=auto`` and more than one visible GPU, a job (one ``fedmoo run``, or one job of a
+``fedmoo run -m hydra/launcher=local_gpus`` sweep) claims ``gpu<i>.lock`` in a lock directory by
+creating it atomically (``O_CREAT | O_EXCL``), trains on ``cuda:<i>`` and removes the file when
+it ends. A lock whose process is gone (killed job) is taken over. With one GPU or none, or a
+device named explicitly, nothing happens. Under Slurm or Ray each job already sees exactly one
+GPU (they set ``CUDA_VISIBLE_DEVICES``), so the lease is a no-op there too.
+
+Nothing here touches CUDA: GPUs are counted from ``CUDA_VISIBLE_DEVICES`` or the driver's
+``/proc`` entries, so the parent process of a sweep never creates a CUDA context.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from fedmoo.errors import UserError
+
+PROC_GPUS = Path("/proc/driver/nvidia/gpus")
+POLL_S = 0.5
+
+
+def visible_gpu_count(environ: dict[str, str] | None = None, proc_dir: Path = PROC_GPUS) -> int:
+    """Number of GPUs this process may use, without initialising CUDA.
+
+    ``CUDA_VISIBLE_DEVICES`` wins when set (an empty value or ``-1`` hides every GPU); otherwise
+    the NVIDIA driver's ``/proc/driver/nvidia/gpus`` entries are counted (0 without a driver).
+    """
+    env = os.environ if environ is None else environ
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        count = 0
+        for v in ids:  # CUDA stops at the first invalid entry
+            if v.startswith("-"):
+                break
+            count += 1
+        return count
+    try:
+        return sum(1 for _ in proc_dir.iterdir())
+    except OSError:
+        return 0
+
+
+def parallel_jobs() -> int:
+    """Jobs to run at once on this machine: one per visible GPU, one on a CPU-only machine."""
+    return max(1, visible_gpu_count())
+
+
+def register_resolvers() -> None:
+    """``${fedmoo.gpus:}`` in configs (hydra/launcher/local_gpus.yaml uses it for n_jobs)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("fedmoo.gpus"):
+        OmegaConf.register_new_resolver("fedmoo.gpus", parallel_jobs)
+
+
+def default_lock_dir() -> Path:
+    env = os.environ.get("FEDMOO_GPU_LOCK_DIR")
+    if env:
+        return Path(env)
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"fedmoo-gpu-locks-{uid}"
+
+
+def _holder_alive(lock: Path) -> bool:
+    """False when the lock names a process of this host that no longer exists."""
+    try:
+        host, pid = lock.read_text().split()[:2]
+        pid_i = int(pid)
+    except (OSError, ValueError):
+        # Being written right now by its creator, or unreadable: treat as held.
+        return True
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid_i, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def try_acquire(lock_dir: Path, num_gpus: int) -> tuple[int, Path] | None:
+    """Claim the first free GPU index; returns (index, lock path) or None when all are busy."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    me = f"{socket.gethostname()} {os.getpid()}\n"
+    for i in range(num_gpus):
+        lock = lock_dir / f"gpu{i}.lock"
+        for _ in range(2):  # second try after removing a stale lock
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if _holder_alive(lock):
+                    break
+                with contextlib.suppress(FileNotFoundError):
+                    lock.unlink()
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(me)
+            return i, lock
+    return None
+
+
+def release(lock: Path) -> None:
+    """Remove a lock this process holds (a lock taken over by another process is left alone)."""
+    try:
+        host, pid = lock.read_text().split()[:2]
+    except (OSError, ValueError):
+        return
+    if host == socket.gethostname() and int(pid) == os.getpid():
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+
+
+@contextlib.contextmanager
+def lease_device(device: str, num_gpus: int | None = None, lock_dir: Path | None = None,
+                 timeout_s: float | None = None) -> Iterator[str]:
+    """Yield the device a job should use, holding a GPU lease for the duration of the block.
+
+    ``device`` other than ``auto``, or at most one visible GPU: yields ``device`` unchanged.
+    Otherwise waits (polling) until a GPU is free and yields ``cuda:<i>``. ``timeout_s``
+    (default: env ``FEDMOO_GPU_LEASE_TIMEOUT``, else wait forever) bounds the wait.
+    """
+    count = visible_gpu_count() if num_gpus is None else num_gpus
+    if str(device) != "auto" or count <= 1:
+        yield str(device)
+        return
+    lock_dir = default_lock_dir() if lock_dir is None else Path(lock_dir)
+    if timeout_s is None and os.environ.get("FEDMOO_GPU_LEASE_TIMEOUT"):
+        timeout_s = float(os.environ["FEDMOO_GPU_LEASE_TIMEOUT"])
+    start, announced = time.monotonic(), False
+    while (got := try_acquire(lock_dir, count)) is None:
+        if timeout_s is not None and time.monotonic() - start >= timeout_s:
+            raise UserError(
+                f"device=auto: all {count} GPUs stayed leased for {timeout_s:g} s (locks in "
+                f"{lock_dir}); run fewer parallel jobs (hydra.launcher.n_jobs) or pin device=cuda:N"
+            )
+        if not announced:
+            print(f"fedmoo: all {count} GPUs are leased; waiting for one (locks in {lock_dir})",
+                  file=sys.stderr)
+            announced = True
+        time.sleep(POLL_S)
+    index, lock = got
+    try:
+        yield f"cuda:{index}"
+    finally:
+        release(lock)

@@ -1,0 +1,37 @@
+"""fedmoo's Hydra launcher configs (conf/hydra/launcher/) and the plugins they need.
+
+``fedmoo run -m hydra/launcher=NAME`` checks here first, so a missing plugin is one readable
+line with the pip command instead of Hydra's instantiation traceback.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+# launcher config -> (plugin module, pip requirement)
+PLUGINS: dict[str, tuple[str, str]] = {
+    "local_gpus": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher"),
+    "slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher"),
+    "ray": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher"),
+}
+
+
+def plugin_available(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def check_launcher(args: list[str]) -> str | None:
+    """An error message when ``hydra/launcher=X`` names a fedmoo launcher whose plugin is not
+    installed; None otherwise (other launchers are left to Hydra)."""
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep or key.lstrip("+~") != "hydra/launcher" or value not in PLUGINS:
+            continue
+        module, requirement = PLUGINS[value]
+        if not plugin_available(module):
+            return (f"hydra/launcher={value} needs the {requirement} plugin, which is not "
+                    f"installed; pip install \"fedmoo[launchers]\" (or {requirement})")
+    return None

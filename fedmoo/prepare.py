@@ -1,0 +1,115 @@
+"""``fedmoo prepare [overrides] [-m]``: download and cache the datasets of a run or a sweep.
+
+Run it once before ``fedmoo run -m ...`` fans jobs out, so parallel jobs (local processes, Slurm
+array tasks, Ray workers) find the files in ``data_dir`` instead of all downloading them at
+once. With ``-m`` the overrides are expanded like Hydra's basic sweeper does (comma lists,
+``range()``, ``choice()``, ``glob()`` and the config's ``hydra.sweeper.params``); every distinct
+(data config, data_dir) pair is loaded once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from fedmoo.errors import UserError
+
+USAGE = "fedmoo prepare [overrides] [-m]"
+
+
+def _parse(overrides: list[str]):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        return OverridesParser.create().parse_overrides(overrides)
+    except HydraException as e:
+        raise UserError(f"invalid override: {str(e).splitlines()[0]}") from None
+
+
+def _sweeper_params(fixed: list[str]) -> list[str]:
+    """``hydra.sweeper.params`` of the config the fixed overrides select, as ``key=value``."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
+            cfg = compose(config_name="config", overrides=fixed, return_hydra_config=True)
+        params = OmegaConf.to_container(cfg.hydra.sweeper, resolve=False).get("params") or {}
+    except (HydraException, OmegaConfBaseException) as e:
+        raise UserError(f"invalid configuration: {str(e).splitlines()[0]}") from None
+    finally:
+        GlobalHydra.instance().clear()
+    return [f"{k}={v}" for k, v in params.items()]
+
+
+def expand(overrides: list[str], multirun: bool) -> list[list[str]]:
+    """The override list of every job ``fedmoo run [-m] OVERRIDES`` would launch.
+
+    ``hydra.*`` and ``hydra/...`` overrides (launcher, sweep directory) are dropped: they cannot
+    change a job's data.
+    """
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.errors import HydraException
+
+    parsed = [o for o in _parse(overrides) if not o.key_or_group.startswith(("hydra.", "hydra/"))]
+    sweeps = [o for o in parsed if o.is_sweep_override()]
+    if not multirun:
+        if sweeps:
+            raise UserError(f"{sweeps[0].input_line} is a sweep; add -m to prepare every job")
+        return [[o.input_line for o in parsed]]
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    all_params = _parse(_sweeper_params(fixed) + [o.input_line for o in parsed])
+    try:
+        return BasicSweeper.split_arguments(all_params, None)[0]
+    except HydraException as e:
+        raise UserError(f"cannot expand the sweep: {str(e).splitlines()[0]}") from None
+
+
+def datasets(jobs: list[list[str]]) -> list[tuple[dict[str, Any], str]]:
+    """Distinct (data config, data_dir) pairs of the jobs, in first-seen order."""
+    from fedmoo.config import compose
+
+    seen: dict[str, tuple[dict[str, Any], str]] = {}
+    for job in jobs:
+        cfg = compose(job)
+        key = json.dumps([cfg["data"], str(cfg["data_dir"])], sort_keys=True, default=str)
+        seen.setdefault(key, (cfg["data"], str(cfg["data_dir"])))
+    return list(seen.values())
+
+
+def main(args: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="fedmoo prepare", usage=USAGE,
+        description="Download and cache the datasets that `fedmoo run [-m] OVERRIDES` needs "
+                    "(run it once before a parallel sweep).")
+    p.add_argument("-m", "--multirun", action="store_true", help="expand sweep overrides")
+    p.add_argument("overrides", nargs="*", help="the same overrides as `fedmoo run`")
+    ns = p.parse_args(args)
+
+    from fedmoo.cli import _aliases, check_overrides
+
+    overrides = _aliases(ns.overrides)
+    err = check_overrides(overrides)
+    if err:
+        raise UserError(err)
+    jobs = expand(overrides, ns.multirun)
+    pairs = datasets(jobs)
+
+    from fedmoo.data import load_source
+
+    for data_cfg, data_dir in pairs:
+        t0 = time.perf_counter()
+        src = load_source(data_cfg, data_dir)
+        n_test = int(src.is_test.sum())
+        print(f"ready: data={data_cfg['name']} in {data_dir}: {len(src.y) - n_test} train + "
+              f"{n_test} test samples, input {list(src.input_shape)} "
+              f"({time.perf_counter() - t0:.1f} s)")
+    print(f"prepared {len(pairs)} dataset(s) for {len(jobs)} job(s)")
+    return 0
