@@ -1,0 +1,13 @@
+"""fedmoo's server rules in Flower deployments (``pip install "fedmoo[flower]"``).
+
+``FedmooStrategy`` (Message API) and ``FedmooFitStrategy`` (``aggregate_fit`` API) run any
+registered fedmoo algorithm as a Flower strategy; ``fedmoo.flower.client`` trains on the clients
+and reports the scalars the rules need. See docs/scaling.md.
+"""
+
+from fedmoo.flower.aggregation import Reply, ServerRule
+from fedmoo.flower.client import FedmooClient, LocalTrainer, client_app, trainable_arrays
+from fedmoo.flower.strategy import FedmooFitStrategy, FedmooStrategy
+
+__all__ = ["FedmooClient", "FedmooFitStrategy", "FedmooStrategy", "LocalTrainer", "Reply",
+           "ServerRule", "client_app", "trainable_arrays"]

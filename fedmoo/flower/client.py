@@ -1,0 +1,165 @@
+"""The client side of a Flower deployment of a fedmoo rule: local SGD in plain PyTorch.
+
+``LocalTrainer`` holds one client's data and trains the received global model the way fedmoo's
+reference engine does (same minibatches from the same seed, same proximal term, same scalars):
+``loss_before`` / ``acc_before`` of the received model on the whole local training set,
+``loss_after`` = mean training loss of the last local epoch, the learning rate and the client
+index. These are the metrics ``fedmoo.flower.strategy`` turns into fedmoo's Cohort, so every
+rule (q-FedAvg and AFL need ``loss_before``, AdaFed ``loss_after``, FedFA ``acc_before``...)
+gets what it needs.
+
+- ``FedmooClient`` wraps a trainer as a ``flwr.client.NumPyClient``;
+- ``client_app(make_trainer)`` builds a Message-API ``ClientApp`` from a factory
+  ``make_trainer(context) -> LocalTrainer``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.client import NumPyClient
+from flwr.clientapp import ClientApp
+from torch import Tensor, nn
+
+from fedmoo.engine.common import client_batches, forward_stats, param_views, sample_losses
+from fedmoo.flower.aggregation import ACC_BEFORE, CLIENT_ID, LOCAL_LR, LOSS_AFTER, LOSS_BEFORE, \
+    PROX_MU, ROUND
+from fedmoo.params import set_flat
+
+
+def trainable_arrays(model: nn.Module) -> list[np.ndarray]:
+    """The model's trainable parameters as numpy arrays (the arrays the strategy exchanges)."""
+    return [p.detach().cpu().numpy().copy() for p in model.parameters() if p.requires_grad]
+
+
+def client_seed(seed: int, server_round: int, client_id: int) -> int:
+    """Seed of one client's minibatch order in one round (independent of the other clients)."""
+    return int(np.random.SeedSequence([int(seed), int(server_round), int(client_id)])
+               .generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+class LocalTrainer:
+    """One client's data and local optimiser settings (keys as in conf/client/*.yaml).
+
+    ``x``/``y`` are the client's training samples, ``x_test``/``y_test`` its evaluation samples;
+    ``task`` is ``classification`` or ``regression``.
+    """
+
+    def __init__(self, model: nn.Module, client_id: int, x: Tensor, y: Tensor,
+                 x_test: Tensor | None = None, y_test: Tensor | None = None, *, lr: float,
+                 batch_size: int | None = None, epochs: int = 1, local_steps: int | None = None,
+                 momentum: float = 0.0, weight_decay: float = 0.0,
+                 task: str = "classification", seed: int = 0):
+        self.model, self.client_id = model, int(client_id)
+        self.x, self.y, self.x_test, self.y_test = x, y, x_test, y_test
+        self.lr, self.batch_size, self.epochs = float(lr), batch_size, int(epochs)
+        self.local_steps = None if local_steps is None else int(local_steps)
+        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
+        self.task, self.seed = task, int(seed)
+
+    def _flat(self, arrays: list[np.ndarray]) -> Tensor:
+        p = next(self.model.parameters())
+        return torch.cat([torch.as_tensor(np.asarray(a)).reshape(-1) for a in arrays]).to(p)
+
+    def train(self, arrays: list[np.ndarray], prox_mu: float = 0.0, server_round: int = 0,
+              generator_seed: int | None = None) -> tuple[list[np.ndarray], int, dict[str, float]]:
+        """Local training from the global ``arrays``; returns (new arrays, n, metrics)."""
+        model, x, y = self.model, self.x, self.y
+        w = self._flat(arrays)
+        set_flat(model, w)
+        idx = torch.arange(y.shape[0], device=y.device)
+        lb, cb = forward_stats(model, x, y, idx, self.task)
+        seed = client_seed(self.seed, server_round, self.client_id) if generator_seed is None \
+            else generator_seed
+        gen = torch.Generator().manual_seed(seed)
+        anchor = param_views(model, w)
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.SGD(params, lr=self.lr, momentum=self.momentum,
+                              weight_decay=self.weight_decay)
+        batches = client_batches(idx.numel(), self.batch_size, self.epochs, self.local_steps, gen)
+        last_ep, last_sum, last_cnt = batches[-1][0], 0.0, 0
+        model.train()
+        for ep, pos in batches:
+            b = idx[pos.to(idx.device)]
+            loss = sample_losses(model(x[b]), y[b], self.task).mean()
+            opt.zero_grad(set_to_none=False)
+            loss.backward()
+            if prox_mu:
+                with torch.no_grad():
+                    for p, a in zip(params, anchor):
+                        p.grad.add_(p - a, alpha=prox_mu)
+            opt.step()
+            if ep == last_ep:
+                last_sum += float(loss.detach()) * b.numel()
+                last_cnt += b.numel()
+        metrics = {CLIENT_ID: self.client_id, LOSS_BEFORE: float(lb.mean()),
+                   LOSS_AFTER: last_sum / last_cnt, ACC_BEFORE: 100.0 * float(cb.mean()),
+                   LOCAL_LR: self.lr}
+        return trainable_arrays(model), int(idx.numel()), metrics
+
+    def evaluate(self, arrays: list[np.ndarray]) -> tuple[float, int, dict[str, float]]:
+        """(mean loss, number of samples, {"accuracy": %}) of ``arrays`` on the test samples."""
+        x, y = (self.x, self.y) if self.x_test is None else (self.x_test, self.y_test)
+        set_flat(self.model, self._flat(arrays))
+        losses, correct = forward_stats(self.model, x, y, torch.arange(y.shape[0],
+                                                                       device=y.device), self.task)
+        n = int(y.shape[0])
+        if n == 0:
+            return 0.0, 0, {"accuracy": 0.0}
+        return float(losses.mean()), n, {"accuracy": 100.0 * float(correct.mean())}
+
+
+def _round_config(config) -> tuple[float, int]:
+    """(prox_mu, round) from a round's config (Flower's Message API also sends server-round)."""
+    return float(config.get(PROX_MU, 0.0)), int(config.get(ROUND, config.get("server-round", 0)))
+
+
+class FedmooClient(NumPyClient):
+    """A ``flwr.client.NumPyClient`` around a trainer (``.to_client()`` gives a Flower Client)."""
+
+    def __init__(self, trainer: LocalTrainer):
+        self.trainer = trainer
+
+    def get_parameters(self, config):
+        return trainable_arrays(self.trainer.model)
+
+    def fit(self, parameters, config):
+        mu, rnd = _round_config(config)
+        return self.trainer.train(parameters, prox_mu=mu, server_round=rnd)
+
+    def evaluate(self, parameters, config):
+        return self.trainer.evaluate(parameters)
+
+
+def client_app(make_trainer: Callable[[Context], LocalTrainer]) -> ClientApp:
+    """A Message-API ``ClientApp``; ``make_trainer(context)`` gives the node's trainer (e.g.
+    from ``context.node_config["partition-id"]``) and is called once per node."""
+    app = ClientApp()
+    trainers: dict[int, LocalTrainer] = {}
+
+    def trainer_of(context: Context) -> LocalTrainer:
+        if context.node_id not in trainers:
+            trainers[context.node_id] = make_trainer(context)
+        return trainers[context.node_id]
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        trainer = trainer_of(context)
+        arrays = next(iter(msg.content.array_records.values())).to_numpy_ndarrays()
+        mu, rnd = _round_config(next(iter(msg.content.config_records.values()), {}))
+        new, n, metrics = trainer.train(arrays, prox_mu=mu, server_round=rnd)
+        content = RecordDict({"arrays": ArrayRecord(new),
+                              "metrics": MetricRecord({**metrics, "num-examples": n})})
+        return Message(content=content, reply_to=msg)
+
+    @app.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        arrays = next(iter(msg.content.array_records.values())).to_numpy_ndarrays()
+        loss, n, extra = trainer_of(context).evaluate(arrays)
+        content = RecordDict({"metrics": MetricRecord({"loss": loss, **extra, "num-examples": n})})
+        return Message(content=content, reply_to=msg)
+
+    return app

@@ -1,0 +1,112 @@
+"""Every fedmoo server rule as a Flower strategy.
+
+Two adapters over the same ``ServerRule`` (fedmoo.flower.aggregation):
+
+- ``FedmooStrategy`` for Flower's Message API (``flwr.serverapp``; ``ServerApp`` +
+  ``strategy.start(grid, ...)``), the API new Flower apps use;
+- ``FedmooFitStrategy`` for the ``flwr.server.strategy.Strategy`` API (``aggregate_fit`` with
+  ``FitRes``), which Flower still runs through ``ServerAppComponents`` and ``flwr.server.Server``.
+
+Both sample ``clients_per_round`` of ``num_clients`` nodes per round, send the rule's client
+configuration (``prox_mu``, the round number) with the global model, and replace Flower's
+averaging by the algorithm's ``server_update`` on the cohort built from the replies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.common import FitIns, FitRes, Parameters, Scalar, ndarrays_to_parameters, \
+    parameters_to_ndarrays
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.strategy import FedAvg as FitFedAvg
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg as MessageFedAvg
+
+from fedmoo.algorithms import Algorithm
+from fedmoo.flower.aggregation import ROUND, Reply, ServerRule
+
+NUM_EXAMPLES = "num-examples"   # Message API metric key of the training-set size (Flower's default)
+
+
+class FedmooStrategy(MessageFedAvg):
+    """A fedmoo algorithm as a Message-API Flower strategy.
+
+    ``algo`` is a slug (``"fedmgda_plus"``), an algo config mapping (``{"name": "fedfv",
+    "alpha": 0.1}``) or an ``Algorithm``; ``initial_arrays`` the model's trainable parameters
+    (``fedmoo.flower.client.trainable_arrays(model)``). Further keywords go to Flower's FedAvg
+    (evaluation sampling, record keys). Start it with
+    ``strategy.start(grid, strategy.initial_record(), num_rounds=...)``.
+    """
+
+    def __init__(self, algo: str | dict[str, Any] | Algorithm, initial_arrays: list[np.ndarray],
+                 num_clients: int, clients_per_round: int | None = None,
+                 local_lr: float | None = None, **kwargs: Any):
+        self.rule = ServerRule(algo, initial_arrays, num_clients, clients_per_round, local_lr)
+        k, n = self.rule.clients_per_round, self.rule.num_clients
+        kwargs.setdefault("fraction_train", k / n)
+        kwargs.setdefault("min_train_nodes", k)
+        kwargs.setdefault("min_available_nodes", n)
+        kwargs.setdefault("fraction_evaluate", 0.0)
+        super().__init__(**kwargs)
+
+    def initial_record(self) -> ArrayRecord:
+        return ArrayRecord(self.rule.arrays())
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        config = ConfigRecord({**dict(config), **self.rule.client_config(), ROUND: server_round})
+        return super().configure_train(server_round, arrays, config, grid)
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        valid, _ = self._check_and_log_replies(replies, is_train=True)
+        if not valid:
+            return None, None
+        batch = []
+        for msg in valid:
+            metrics = dict(next(iter(msg.content.metric_records.values())))
+            arrays = next(iter(msg.content.array_records.values())).to_numpy_ndarrays()
+            batch.append(Reply(arrays, int(metrics[self.weighted_by_key]), metrics,
+                               str(msg.metadata.src_node_id)))
+        new, diag = self.rule.aggregate(batch)
+        return ArrayRecord(new), MetricRecord(diag)
+
+
+class FedmooFitStrategy(FitFedAvg):
+    """A fedmoo algorithm as a ``flwr.server.strategy`` strategy (``aggregate_fit``/``FitRes``).
+
+    Same arguments as ``FedmooStrategy``; further keywords go to ``flwr.server.strategy.FedAvg``.
+    """
+
+    def __init__(self, algo: str | dict[str, Any] | Algorithm, initial_arrays: list[np.ndarray],
+                 num_clients: int, clients_per_round: int | None = None,
+                 local_lr: float | None = None, **kwargs: Any):
+        self.rule = ServerRule(algo, initial_arrays, num_clients, clients_per_round, local_lr)
+        k, n = self.rule.clients_per_round, self.rule.num_clients
+        kwargs.setdefault("fraction_fit", k / n)
+        kwargs.setdefault("min_fit_clients", k)
+        kwargs.setdefault("min_available_clients", n)
+        kwargs.setdefault("fraction_evaluate", 0.0)
+        kwargs.setdefault("initial_parameters", ndarrays_to_parameters(self.rule.arrays()))
+        super().__init__(**kwargs)
+
+    def configure_fit(self, server_round: int, parameters: Parameters,
+                      client_manager: ClientManager) -> list[tuple[ClientProxy, FitIns]]:
+        extra = {**self.rule.client_config(), ROUND: server_round}
+        return [(proxy, FitIns(ins.parameters, {**ins.config, **extra}))
+                for proxy, ins in super().configure_fit(server_round, parameters, client_manager)]
+
+    def aggregate_fit(self, server_round: int, results: list[tuple[ClientProxy, FitRes]],
+                      failures: list[tuple[ClientProxy, FitRes] | BaseException]
+                      ) -> tuple[Parameters | None, dict[str, Scalar]]:
+        if not results or (failures and not self.accept_failures):
+            return None, {}
+        batch = [Reply(parameters_to_ndarrays(res.parameters), int(res.num_examples),
+                       dict(res.metrics), str(proxy.cid)) for proxy, res in results]
+        new, diag = self.rule.aggregate(batch)
+        return ndarrays_to_parameters(new), diag
