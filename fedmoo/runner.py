@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 import fedmoo
-from fedmoo import algorithms, attacks, data as fdata, engine as fengine, models
+from fedmoo import algorithms, attacks, data as fdata, engine as fengine, loggers, models
 from fedmoo.engine.common import round_seed
 from fedmoo.engine.evaluate import evaluate_clients
 from fedmoo.errors import DivergenceError, UserError
@@ -118,6 +118,7 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
     state = algo.init(get_flat(model), num_clients=num_clients)
     sampler = ClientSampler(num_clients, per_round, seed)
     writer = RoundsWriter(run_dir / "rounds.csv")
+    tracker = loggers.build(cfg.get("logger"), run_dir)
 
     rounds, eval_every = int(cfg["rounds"]), int(cfg["eval_every"])
     status, final = "completed", {}
@@ -143,6 +144,7 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
                 row["time/elapsed_s"] = now - t_start
                 last_eval_t, last_eval_round = now, done
                 writer.log(row)
+                tracker.log(row)
                 final = row
                 bar.set_postfix_str(f"acc {row.get('test/acc_mean', float('nan')):.2f} "
                                     f"std {row.get('test/acc_std', float('nan')):.2f}")
@@ -152,8 +154,10 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
         _finish(run_dir, cfg, algo, model, federation, state, eval_split, status, final, t_start,
                 device, write_clients=False, message=str(e))
         bar.close()
+        tracker.close()
         raise
     bar.close()
+    tracker.close()
     wall = _finish(run_dir, cfg, algo, model, federation, state, eval_split, status, final,
                    t_start, device)
     return RunResult(run_dir=run_dir, status=status, final=final, rows=writer.rows, wall_time_s=wall)
