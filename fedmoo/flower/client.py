@@ -25,8 +25,15 @@ from flwr.clientapp import ClientApp
 from torch import Tensor, nn
 
 from fedmoo.engine.common import client_batches, forward_stats, param_views, sample_losses
-from fedmoo.flower.aggregation import ACC_BEFORE, CLIENT_ID, LOCAL_LR, LOSS_AFTER, LOSS_BEFORE, \
-    PROX_MU, ROUND
+from fedmoo.flower.aggregation import (
+    ACC_BEFORE,
+    CLIENT_ID,
+    LOCAL_LR,
+    LOSS_AFTER,
+    LOSS_BEFORE,
+    PROX_MU,
+    ROUND,
+)
 from fedmoo.params import set_flat
 
 

@@ -19,8 +19,14 @@ from typing import Any
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
-from flwr.common import FitIns, FitRes, Parameters, Scalar, ndarrays_to_parameters, \
-    parameters_to_ndarrays
+from flwr.common import (
+    FitIns,
+    FitRes,
+    Parameters,
+    Scalar,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg as FitFedAvg

@@ -58,9 +58,8 @@ def test_leases_are_distinct_and_released(tmp_path):
 
 def test_released_on_exception(tmp_path):
     locks = tmp_path / "locks"
-    with pytest.raises(RuntimeError):
-        with lease_device("auto", num_gpus=2, lock_dir=locks):
-            raise RuntimeError("job failed")
+    with pytest.raises(RuntimeError), lease_device("auto", num_gpus=2, lock_dir=locks):
+        raise RuntimeError("job failed")
     assert list(locks.iterdir()) == []
 
 
@@ -70,7 +69,7 @@ def test_stale_lock_of_dead_process_is_taken_over(tmp_path):
     locks = tmp_path / "locks"
     locks.mkdir()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True).stdout.strip()
+                          capture_output=True, text=True, check=True).stdout.strip()
     (locks / "gpu0.lock").write_text(f"{socket.gethostname()} {dead}\n")
     (locks / "gpu1.lock").write_text(f"otherhost {os.getpid()}\n")   # another node: kept
     with lease_device("auto", num_gpus=2, lock_dir=locks) as dev:
@@ -81,11 +80,11 @@ def test_stale_lock_of_dead_process_is_taken_over(tmp_path):
 
 def test_all_busy_times_out_with_user_error(tmp_path):
     locks = tmp_path / "locks"
-    with lease_device("auto", num_gpus=2, lock_dir=locks):
-        with lease_device("auto", num_gpus=2, lock_dir=locks):
-            with pytest.raises(UserError, match="all 2 GPUs stayed leased"):
-                with lease_device("auto", num_gpus=2, lock_dir=locks, timeout_s=0.2):
-                    pass
+    with lease_device("auto", num_gpus=2, lock_dir=locks), \
+            lease_device("auto", num_gpus=2, lock_dir=locks), \
+            pytest.raises(UserError, match="all 2 GPUs stayed leased"), \
+            lease_device("auto", num_gpus=2, lock_dir=locks, timeout_s=0.2):
+        pass
 
 
 def test_parallel_processes_get_different_gpus(tmp_path):
@@ -120,6 +119,7 @@ def test_parent_process_does_no_cuda_work():
             "c = OmegaConf.create({'n': '${fedmoo.gpus:}'}); "
             "print(c.n, 'torch' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "0,1"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       check=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["2", "False"]

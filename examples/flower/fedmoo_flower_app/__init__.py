@@ -1,0 +1,1 @@
+"""A Flower App running fedmoo server rules (see examples/flower/pyproject.toml)."""
