@@ -27,7 +27,7 @@ class FedMGDA(Algorithm):
     ``lam = argmin 1/2 lam^T G lam`` with ``G_ij = <g_i, g_j>`` (normalised updates if
     ``normalize``), ``sum lam = 1``, ``max(0, lam0_k - eps) <= lam_k <= min(1, lam0_k + eps)``;
     ``d = sum lam_k g_k``; ``w <- w - eta_t d`` with ``eta_t = eta * beta^floor(t / 100)`` and
-    ``beta = eta_decay^(100 / total_rounds)`` (the step has decayed by ``eta_decay`` at the end).
+    ``beta = eta_decay^(100 / total_rounds)`` (decayed by ``eta_decay`` at round total_rounds).
     The K x K QP is solved in float64 on the CPU (qpsolvers; a bounded Frank-Wolfe solve takes
     over if the solver fails). With eps = 1 d is a common descent direction:
     ``<g_k, d> >= ||d||^2`` for every k.
@@ -89,7 +89,8 @@ class FedMGDA(Algorithm):
 class FedMGDAPlus(FedMGDA):
     """FedMGDA+: normalised updates, eps = 1, eta = 1 decayed to 1/10 over the run.
 
-    Same rule and hyperparameters as ``fedmgda`` (see there); only the defaults differ.
+    Same rule, hyperparameters and FedAvg reduction as ``fedmgda`` (see there); only the
+    defaults differ.
     """
 
     name = "fedmgda_plus"
@@ -105,7 +106,8 @@ class FedMGDAPlus(FedMGDA):
 class FedAvgN(FedMGDA):
     """FedAvg-n: the uniform mean of normalised updates (FedMGDA+ with eps = 0), decaying step.
 
-    Same rule and hyperparameters as ``fedmgda`` (see there); only the defaults differ.
+    Same rule, hyperparameters and FedAvg reduction as ``fedmgda`` (see there); only the
+    defaults differ.
     """
 
     name = "fedavg_n"
@@ -121,7 +123,8 @@ class FedAvgN(FedMGDA):
 class MGDAProx(FedMGDA):
     """MGDA-Prox: FedMGDA+ with a client proximal term mu = 0.1.
 
-    Same rule and hyperparameters as ``fedmgda`` (see there); only the defaults differ.
+    Same rule, hyperparameters and FedAvg reduction as ``fedmgda`` (see there); only the
+    defaults differ.
     """
 
     name = "mgda_prox"

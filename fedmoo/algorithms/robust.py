@@ -22,6 +22,9 @@ class Median(Algorithm):
     name = "median"
     description = "Coordinate-wise median of client updates (robust aggregator)"
 
+    def __init__(self):
+        pass
+
     def step(self, state, cohort):
         s = cohort.deltas.sort(dim=0).values
         k = cohort.size
@@ -82,6 +85,8 @@ class Krum(_KrumBase):
 
     Hyperparameters:
       f: number of Byzantine clients assumed per cohort, integer >= 0 with K >= 2f + 3 (default 1).
+
+    Never FedAvg: it applies a single client's update (Multi-Krum with m = K is FedAvg).
     """
 
     name = "krum"
