@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import inspect
+import math
 from typing import Any, ClassVar
 
 import torch

@@ -11,7 +11,12 @@ import torch
 
 from fedmoo.algorithms import register
 from fedmoo.algorithms.base import (
-    Algorithm, mixing_weights, require_bool, require_choice, require_int, require_range,
+    Algorithm,
+    mixing_weights,
+    require_bool,
+    require_choice,
+    require_int,
+    require_range,
 )
 from fedmoo.moo.gram import combine, gram, normalizer
 from fedmoo.moo.minnorm import SOLVERS, min_norm_weights

@@ -13,6 +13,10 @@ def _vec(values, n, default, dtype=torch.float64):
     return torch.as_tensor(values, dtype=dtype)
 
 
+def ramp(n: int) -> torch.Tensor:
+    return torch.linspace(0.5, 2.0, n, dtype=torch.float64)
+
+
 def make_cohort(deltas, loss_before=None, loss_after=None, acc_before=None, num_samples=None,
                 ids=None, local_lr=0.1, personal=None) -> Cohort:
     """A Cohort with every engine-reported field; unspecified per-client values are distinct."""
@@ -20,7 +24,6 @@ def make_cohort(deltas, loss_before=None, loss_after=None, acc_before=None, num_
     if d.dim() == 1:
         d = d[:, None]
     k = d.shape[0]
-    ramp = lambda n: torch.linspace(0.5, 2.0, n, dtype=torch.float64)  # noqa: E731
     return Cohort(
         client_ids=torch.arange(k) if ids is None else torch.as_tensor(ids, dtype=torch.long),
         deltas=d,
