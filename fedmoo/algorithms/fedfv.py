@@ -79,6 +79,18 @@ class FedFV(Algorithm):
             return torch.from_numpy(rng.permutation(loss.numel()))
         return torch.sort(loss, stable=True, descending=self.order == "reverse").indices
 
+    def external_projection(self, g: Tensor, hist: Tensor, last: Tensor, t: int) -> Tensor:
+        """Step 5: for each of the last tau rounds (oldest first), project ``g [d]`` off the sum
+        of that round's history updates (``hist [N, d]``, ``last [N]``) that conflict with it."""
+        ks = range(self.tau, 0, -1) if self.history == "paper" else range(self.tau - 1, -1, -1)
+        for k in ks:
+            rows = (last == t - k).nonzero().flatten()
+            if rows.numel():
+                past = hist[rows.to(hist.device)].to(g.dtype)
+                conflicting = ((past @ g) < 0).to(g.dtype)
+                g = remove_conflict(g, conflicting @ past)
+        return g
+
     def step(self, state, cohort):
         k_count, t = cohort.size, state.round
         loss = cohort.require("loss_before", self.name).to(torch.float64).cpu()
@@ -98,13 +110,7 @@ class FedFV(Algorithm):
             last = state.last_round.index_copy(0, ids, torch.full_like(ids, t))
             changes = {"history": hist, "last_round": last}
             if t >= self.tau:
-                ks = range(self.tau, 0, -1) if self.history == "paper" else range(self.tau - 1, -1, -1)
-                for k in ks:
-                    rows = (last == t - k).nonzero().flatten()
-                    if rows.numel():
-                        past = hist[rows.to(hist.device)].to(g.dtype)
-                        conflicting = ((past @ g) < 0).to(g.dtype)
-                        g = remove_conflict(g, conflicting @ past)
+                g = self.external_projection(g, hist, last, t)
 
         uniform = torch.full((k_count,), 1.0 / k_count, dtype=torch.float64)
         target = (uniform @ g_mat @ uniform).clamp_min(0.0).sqrt()
