@@ -20,6 +20,8 @@ commands:
   run [overrides] [-m]   train; any Hydra override, e.g. `fedmoo run algo=fedavg rounds=20`,
                          `fedmoo run -m seed=0,1,2` (one directory per job), `fedmoo run --cfg job`
   list [group]           list what exists in each config group (algo, data, partition, model, ...)
+  describe [overrides]   dataset sizes, model parameters, per-client sizes and labels (no training);
+                         --json, --model-only, --plot FILE.png
 
 Results go to outputs/runs/<date>/<time>_<algo>_<data>/ (rounds.csv, clients.csv, summary.json).
 Run `fedmoo <command> --help` for the options of a command.
@@ -102,7 +104,13 @@ def cmd_list(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list}
+def cmd_describe(args: list[str]) -> int:
+    from fedmoo import describe
+
+    return describe.main(args)
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list, "describe": cmd_describe}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -67,6 +67,7 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
     fractions = tuple(cfg.pop("fractions", (0.8, 0.1, 0.1)))
     order = tuple(cfg.pop("order", _partition.SPLITS))
     compact = bool(cfg.pop("compact_labels", False))
+    pool = cfg.pop("pool", "all")
     rng = np.random.default_rng(seed)
     y = source.y.numpy() if source.y.dim() == 1 else source.y[:, 0].numpy()
     is_test = source.is_test.numpy()
@@ -103,7 +104,10 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
         if sorted(order) != sorted(_partition.SPLITS):
             raise UserError(f"partition.order={list(order)} must list train, val and test once "
                             "each (the order in which each client's shuffled samples are cut)")
-        parts = assign(np.arange(len(y)))
+        if pool not in ("all", "train"):
+            raise UserError(f"partition.pool={pool!r} is not valid: choose all (pool the "
+                            "dataset's train and test samples) or train (its train split only)")
+        parts = assign(np.arange(len(y)) if pool == "all" else np.flatnonzero(~is_test))
         train, val, test = _partition.split_fractions(parts, fractions, rng, order)
     else:
         raise UserError(f"partition.split={split!r} is not valid: choose dataset or pooled")
