@@ -19,7 +19,8 @@ USAGE = "fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]"
 
 def compose(overrides: list[str]) -> dict[str, Any]:
     """The resolved config ``fedmoo run OVERRIDES`` would use (Hydra's compose API)."""
-    from hydra import compose as hydra_compose, initialize_config_module
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -43,7 +44,8 @@ def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
     """Everything ``describe`` prints, as one JSON-ready dict (plus private text-only keys)."""
     import numpy as np
 
-    from fedmoo import data as fdata, models
+    from fedmoo import data as fdata
+    from fedmoo import models
     from fedmoo.params import num_params
 
     info: dict[str, Any] = {"num_clients": int(cfg["num_clients"]), "clients": []}

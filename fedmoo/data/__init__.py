@@ -83,7 +83,6 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
                 f"num_clients={num_clients} but this dataset has {n_owners} natural clients; "
                 f"set num_clients={n_owners}"
             )
-        pools = {"all": np.arange(len(y))}
         assign = lambda idx: [idx[owner[idx] == k] for k in range(n_owners)]  # noqa: E731
     else:
         fn = _partition.get(name)

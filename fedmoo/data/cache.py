@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -27,6 +27,6 @@ def load(data_dir: Path, test_fraction: float = 0.25, split_seed: int = 0) -> So
     is_test = np.zeros(len(y), bool)
     for c in range(10):
         idx = rng.permutation(np.flatnonzero(y == c))
-        is_test[idx[: int(round(test_fraction * len(idx)))]] = True
+        is_test[idx[: round(test_fraction * len(idx))]] = True
     return Source(x=torch.from_numpy(x), y=torch.from_numpy(y), is_test=torch.from_numpy(is_test),
                   num_classes=10, input_shape=(1, 8, 8), class_names=[str(c) for c in range(10)])
