@@ -9,6 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from fedmoo.errors import UserError
+
 CONF_DIR = Path(__file__).parent / "conf"
 GROUPS = ("algo", "data", "partition", "model", "client", "attack", "experiment", "debug")
 
@@ -22,6 +24,10 @@ commands:
   list [group]           list what exists in each config group (algo, data, partition, model, ...)
   describe [overrides]   dataset sizes, model parameters, per-client sizes and labels (no training);
                          --json, --model-only, --plot FILE.png
+  table DIR... [--spec NAME] [--format csv|md|latex] [--out FILE]
+                         aggregate runs/sweeps over seeds into a paper-style table
+  plot DIR... --out DIR [--metric M]
+                         curves over rounds (mean ± std over seeds) and client-accuracy histograms
 
 Results go to outputs/runs/<date>/<time>_<algo>_<data>/ (rounds.csv, clients.csv, summary.json).
 Run `fedmoo <command> --help` for the options of a command.
@@ -78,7 +84,19 @@ def check_overrides(args: list[str]) -> str | None:
     return None
 
 
+def _aliases(args: list[str]) -> list[str]:
+    """``debug=true`` / ``debug=false`` (Hydra would read a boolean, not a group option)."""
+    out = []
+    for a in args:
+        if a.lower() == "debug=true":
+            out.append("debug=traceback")
+        elif a.lower() != "debug=false":
+            out.append(a)
+    return out
+
+
 def cmd_run(args: list[str]) -> int:
+    args = _aliases(args)
     err = check_overrides(args)
     if err:
         return _fail(err)
@@ -110,7 +128,20 @@ def cmd_describe(args: list[str]) -> int:
     return describe.main(args)
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "describe": cmd_describe}
+def cmd_table(args: list[str]) -> int:
+    from fedmoo import tables
+
+    return tables.main(args)
+
+
+def cmd_plot(args: list[str]) -> int:
+    from fedmoo import plots
+
+    return plots.main(args)
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list, "describe": cmd_describe, "table": cmd_table,
+            "plot": cmd_plot}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"unknown command {argv[0]!r}; choose one of: {', '.join(COMMANDS)}")
     try:
         return cmd(argv[1:])
+    except UserError as e:
+        return _fail(str(e))
     except KeyboardInterrupt:
         print("fedmoo: interrupted", file=sys.stderr)
         return 130

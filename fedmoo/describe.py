@@ -12,25 +12,10 @@ import json
 import sys
 from typing import Any
 
+from fedmoo.config import compose
 from fedmoo.errors import UserError
 
 USAGE = "fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]"
-
-
-def compose(overrides: list[str]) -> dict[str, Any]:
-    """The resolved config ``fedmoo run OVERRIDES`` would use (Hydra's compose API)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-    from hydra.errors import HydraException
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        with initialize_config_module("fedmoo.conf", version_base="1.3"):
-            cfg = hydra_compose("config", overrides=overrides)
-        return OmegaConf.to_container(cfg, resolve=True)
-    except (HydraException, OmegaConfBaseException, ValueError) as e:
-        raise UserError(f"invalid configuration: {str(e).splitlines()[0]}") from None
 
 
 def _declared_classes(cfg: dict[str, Any]) -> int:

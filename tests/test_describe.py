@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from fedmoo.describe import compose, describe
+from fedmoo.config import compose
+from fedmoo.describe import describe
 
 
 def test_describe_json_schema_on_digits(cli):

@@ -7,6 +7,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedmoo.errors import UserError
+
+
+def image_shape(input_shape: tuple[int, ...], model: str) -> tuple[int, int, int]:
+    """``(C, H, W)`` of an image dataset, or a UserError for other inputs."""
+    if len(input_shape) != 3:
+        raise UserError(f"model={model} needs image inputs [C, H, W] but the data gives "
+                        f"{list(input_shape)}; choose model=logreg or model=mlp for this data")
+    return input_shape
+
 
 def _after(size: int, kernel: int, pool: int = 1, padding: int = 0) -> int:
     return (size + 2 * padding - kernel + 1) // pool
@@ -18,7 +28,7 @@ class CNNCifar(nn.Module):
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int):
         super().__init__()
-        c, h, w = input_shape
+        c, h, w = image_shape(input_shape, "cnn_cifar")
         self.conv1 = nn.Conv2d(c, 64, 5)
         self.conv2 = nn.Conv2d(64, 64, 5)
         self.lrn = nn.LocalResponseNorm(2)
@@ -40,7 +50,7 @@ class CNNFmnist(nn.Module):
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int):
         super().__init__()
-        c, h, w = input_shape
+        c, h, w = image_shape(input_shape, "cnn_fmnist")
         self.conv1 = nn.Conv2d(c, 10, 5)
         self.conv2 = nn.Conv2d(10, 20, 5)
         self.drop2d = nn.Dropout2d(0.5)
@@ -62,7 +72,7 @@ class CNNFemnist(nn.Module):
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int):
         super().__init__()
-        c, h, w = input_shape
+        c, h, w = image_shape(input_shape, "cnn_femnist")
         self.conv1 = nn.Conv2d(c, 32, 3)
         self.conv2 = nn.Conv2d(32, 64, 3)
         self.drop1 = nn.Dropout(0.25)
@@ -83,7 +93,7 @@ class CNNMnist(nn.Module):
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int):
         super().__init__()
-        c, h, w = input_shape
+        c, h, w = image_shape(input_shape, "cnn_mnist")
         self.conv1 = nn.Conv2d(c, 32, 5, padding=2)
         self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
         hh, ww = _after(_after(h, 5, 2, 2), 5, 2, 2), _after(_after(w, 5, 2, 2), 5, 2, 2)

@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedmoo.models.cnn import image_shape
+
 
 class BasicBlock(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int, groups: int):
@@ -33,7 +35,7 @@ class BasicBlock(nn.Module):
 class ResNet18GN(nn.Module):
     def __init__(self, input_shape: tuple[int, ...], num_classes: int, groups: int = 2):
         super().__init__()
-        c = input_shape[0]
+        c = image_shape(input_shape, "resnet18_gn")[0]
         self.stem = nn.Sequential(nn.Conv2d(c, 64, 3, 1, 1, bias=False), nn.GroupNorm(groups, 64),
                                   nn.ReLU())
         blocks, cin = [], 64

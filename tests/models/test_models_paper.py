@@ -63,3 +63,8 @@ def test_lstm_cell_matches_nn_lstm():
     want = model.out(seq[:, -1])
     got = model(tokens.double())                         # token ids stored as floats
     assert torch.allclose(got, want, atol=1e-12)
+
+
+def test_image_model_on_vector_data_is_a_user_error():
+    with pytest.raises(UserError, match="model=cnn_cifar needs image inputs"):
+        models.build({"name": "cnn_cifar"}, (60,), 10)

@@ -1,0 +1,118 @@
+"""``fedmoo plot``: curves over rounds (mean ± band over seeds) and client-accuracy histograms."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from fedmoo.errors import UserError
+from fedmoo.jobs import Job, config_keys, find_jobs, group_jobs
+
+
+def _label(keys, values) -> str:
+    return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in zip(keys, values)) or "run"
+
+
+def _curves(group: list[Job], metric: str):
+    import pandas as pd
+
+    series = []
+    for j in group:
+        if j.rows_path is None:
+            continue
+        df = pd.read_csv(j.rows_path)
+        if metric in df.columns:
+            series.append(df.set_index("round")[metric].astype(float))
+    if not series:
+        return None
+    frame = pd.concat(series, axis=1)
+    return frame.index.to_numpy(), frame.mean(axis=1).to_numpy(), frame.std(axis=1, ddof=0).to_numpy()
+
+
+def plot_metric(groups, keys, metric: str, out: Path) -> bool:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    drawn = 0
+    for values, group in groups.items():
+        c = _curves(group, metric)
+        if c is None:
+            continue
+        x, m, s = c
+        line, = ax.plot(x, m, label=f"{_label(keys, values)} (n={len(group)})")
+        ax.fill_between(x, m - s, m + s, color=line.get_color(), alpha=0.2)
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return False
+    ax.set_xlabel("round")
+    ax.set_ylabel(metric)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def plot_client_hist(groups, keys, out: Path) -> bool:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    drawn = 0
+    bins = np.linspace(0, 100, 21)
+    for values, group in groups.items():
+        accs = [pd.read_csv(j.clients_path)["accuracy"].to_numpy() for j in group if j.clients_path]
+        if not accs:
+            continue
+        ax.hist(np.concatenate(accs), bins=bins, alpha=0.5, label=_label(keys, values),
+                density=True)
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return False
+    ax.set_xlabel("final test accuracy of a client (%)")
+    ax.set_ylabel("density of clients")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="fedmoo plot",
+                                description="Plot metrics over rounds for runs and sweeps.")
+    p.add_argument("dirs", nargs="+", help="sweep or run directories (searched recursively)")
+    p.add_argument("--metric", action="append", help="rounds.csv column (repeatable; default "
+                   "test/acc_mean and test/acc_std, plus round/improved_frac when logged)")
+    p.add_argument("--out", required=True, help="directory for the PNG files")
+    ns = p.parse_args(argv)
+    jobs = find_jobs(ns.dirs)
+    keys = config_keys(jobs)
+    groups = group_jobs(jobs, keys)
+    out = Path(ns.out)
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = ns.metric or ["test/acc_mean", "test/acc_std", "round/improved_frac"]
+    written = []
+    for m in metrics:
+        f = out / (m.replace("/", "_") + ".png")
+        if plot_metric(groups, keys, m, f):
+            written.append(f)
+        elif ns.metric:
+            raise UserError(f"--metric {m} is not a column of any rounds.csv under {ns.dirs}")
+    f = out / "client_accuracy_hist.png"
+    if plot_client_hist(groups, keys, f):
+        written.append(f)
+    for f in written:
+        print(f"wrote {f}")
+    return 0

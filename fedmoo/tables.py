@@ -1,0 +1,150 @@
+"""``fedmoo table``: aggregate a sweep over seeds and lay it out like a paper's table.
+
+Rows are configurations (the override keys that vary between jobs, seed excluded), columns are
+metrics as ``mean ± std`` over seeds. A table spec (``conf/table/<paper>/<table>.yaml``) chooses
+and labels the metrics, orders and labels the rows, and may carry the paper's published values so
+ours and theirs appear side by side with the difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from fedmoo.errors import UserError
+from fedmoo.jobs import Job, config_keys, find_jobs, group_jobs
+
+TABLE_DIR = Path(__file__).parent / "conf" / "table"
+DEFAULT_METRICS = ["test/acc_mean", "test/acc_std", "test/acc_worst10", "test/acc_best10"]
+
+
+def load_spec(name: str) -> dict[str, Any]:
+    path = TABLE_DIR / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.relative_to(TABLE_DIR).with_suffix("").as_posix()
+                       for p in TABLE_DIR.rglob("*.yaml"))
+        raise UserError(f"unknown table spec {name!r}; choose one of: {', '.join(known) or '(none)'}")
+    spec = yaml.safe_load(path.read_text()) or {}
+    spec.setdefault("metrics", [{"key": m} for m in DEFAULT_METRICS])
+    spec["metrics"] = [m if isinstance(m, dict) else {"key": m} for m in spec["metrics"]]
+    return spec
+
+
+def _row_label(keys: list[str], values: tuple) -> str:
+    if not keys:
+        return "all"
+    return " ".join(f"{k}={v}" for k, v in zip(keys, values))
+
+
+def build_table(jobs: list[Job], spec: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One record per configuration; returns (records, problems)."""
+    keys = spec.get("group_by") or config_keys(jobs)
+    metrics = [m["key"] for m in spec["metrics"]]
+    rows_spec: dict[str, Any] = spec.get("rows") or {}
+    problems = [f"{j.path}: {j.status}" for j in jobs if j.status != "completed"]
+    records = []
+    for values, group in group_jobs(jobs, keys).items():
+        done = [j for j in group if j.status == "completed"]
+        rec: dict[str, Any] = dict(zip(keys, values))
+        row_key = values[0] if len(values) == 1 else _row_label(keys, values)
+        info = rows_spec.get(str(row_key), {}) if isinstance(rows_spec, dict) else {}
+        rec["_label"] = info.get("label", _row_label(keys, values))
+        rec["_order"] = list(rows_spec).index(str(row_key)) if str(row_key) in rows_spec else 10**6
+        paper = info.get("paper")
+        for i, m in enumerate(metrics):
+            vals = np.array([v for v in (j.metric(m) for j in done) if v is not None], dtype=float)
+            rec[f"{m}/mean"] = float(vals.mean()) if len(vals) else math.nan
+            rec[f"{m}/std"] = float(vals.std()) if len(vals) else math.nan
+            if paper is not None and i < len(paper) and paper[i] is not None:
+                rec[f"{m}/paper"] = float(paper[i])
+        rec["n_seeds"] = len(done)
+        records.append(rec)
+    records.sort(key=lambda r: (r["_order"], r["_label"]))
+    return records, problems
+
+
+def _fmt(x: float, decimals: int) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{decimals}f}"
+
+
+def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: list[str]) -> str:
+    metrics = spec["metrics"]
+    dec = int(spec.get("decimals", 2))
+    if fmt == "csv":
+        import csv
+
+        buf = io.StringIO()
+        cols = list(keys)
+        for m in metrics:
+            cols += [f"{m['key']}/mean", f"{m['key']}/std"]
+            if any(f"{m['key']}/paper" in r for r in records):
+                cols.append(f"{m['key']}/paper")
+        cols.append("n_seeds")
+        w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", restval="")
+        w.writeheader()
+        for r in records:
+            w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
+        return buf.getvalue()
+    has_paper = any(f"{m['key']}/paper" in r for r in records for m in metrics)
+    header = ["configuration"] + [m.get("label", m["key"]) for m in metrics] + ["seeds"]
+    lines = []
+    for r in records:
+        cells = [r["_label"]]
+        for m in metrics:
+            k = m["key"]
+            cell = f"{_fmt(r[f'{k}/mean'], dec)} ± {_fmt(r[f'{k}/std'], dec)}"
+            if f"{k}/paper" in r:
+                p = r[f"{k}/paper"]
+                cell += f" (paper {_fmt(p, dec)}, Δ {r[f'{k}/mean'] - p:+.{dec}f})"
+            cells.append(cell)
+        cells.append(str(r["n_seeds"]))
+        lines.append(cells)
+    if fmt == "md":
+        out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        out += ["| " + " | ".join(c) + " |" for c in lines]
+        title = spec.get("title")
+        return (f"**{title}**\n\n" if title else "") + "\n".join(out) + "\n"
+    if fmt == "latex":
+        esc = lambda s: s.replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$").replace("Δ", r"$\Delta$")  # noqa: E731
+        out = [r"\begin{tabular}{l" + "c" * (len(header) - 1) + "}", r"\toprule",
+               " & ".join(esc(h) for h in header) + r" \\", r"\midrule"]
+        out += [" & ".join(esc(c) for c in cells) + r" \\" for cells in lines]
+        out += [r"\bottomrule", r"\end{tabular}"]
+        return "\n".join(out) + "\n"
+    raise UserError(f"--format {fmt!r} is not valid; choose csv, md or latex")
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="fedmoo table",
+        description="Aggregate runs/sweeps over seeds into a paper-style table.")
+    p.add_argument("dirs", nargs="+", help="sweep or run directories (searched recursively)")
+    p.add_argument("--spec", help="table spec in conf/table, e.g. fedfv/table3")
+    p.add_argument("--format", default="md", choices=("csv", "md", "latex"))
+    p.add_argument("--out", help="write the table to this file instead of stdout")
+    p.add_argument("--metric", action="append", help="metric column (repeatable; default: "
+                   "mean, std, worst10, best10 of test accuracy)")
+    ns = p.parse_args(argv)
+    spec = load_spec(ns.spec) if ns.spec else {"metrics": [{"key": m} for m in DEFAULT_METRICS]}
+    if ns.metric:
+        spec["metrics"] = [{"key": m} for m in ns.metric]
+    jobs = find_jobs(ns.dirs)
+    keys = spec.get("group_by") or config_keys(jobs)
+    records, problems = build_table(jobs, spec)
+    text = render(records, spec, ns.format, keys)
+    if ns.out:
+        Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(ns.out).write_text(text)
+        print(f"wrote {ns.out} ({len(records)} configurations, {len(jobs)} jobs)")
+    else:
+        sys.stdout.write(text)
+    for prob in problems:
+        print(f"fedmoo table: not included: {prob}", file=sys.stderr)
+    return 0

@@ -1,0 +1,61 @@
+"""FedProx Synthetic(alpha, beta) generator statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fedmoo.data import federate
+from fedmoo.data.synthetic import generate
+
+
+def test_shapes_classes_and_user_sizes():
+    src = generate(num_users=30, alpha=1.0, beta=1.0, seed=0)
+    assert src.x.shape[1] == 60 and src.input_shape == (60,) and src.num_classes == 10
+    sizes = torch.bincount(src.owner, minlength=30).numpy()
+    assert len(sizes) == 30 and sizes.min() >= 50            # lognormal(4, 2) + 50
+    assert src.y.min() >= 0 and src.y.max() <= 9
+    # per-user 90/10 split after a shuffle
+    test = torch.bincount(src.owner[src.is_test], minlength=30).numpy()
+    assert np.array_equal(sizes - test, (0.9 * sizes).astype(int))
+
+
+def test_seeded_and_sizes_follow_lognormal():
+    a, b = generate(num_users=5, seed=3), generate(num_users=5, seed=3)
+    assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
+    expected = np.random.default_rng(3).lognormal(4, 2, 5).astype(int) + 50
+    assert np.array_equal(torch.bincount(a.owner).numpy(), expected)
+
+
+def test_labels_are_argmax_of_a_per_user_linear_model():
+    src = generate(num_users=4, seed=1, max_samples=400)
+    for k in range(4):
+        m = src.owner == k
+        x, y = src.x[m].double(), src.y[m]
+        # a linear classifier must fit each user's labels perfectly (they are its argmax)
+        w = torch.zeros(60, 10, dtype=torch.float64, requires_grad=True)
+        b = torch.zeros(10, dtype=torch.float64, requires_grad=True)
+        opt = torch.optim.LBFGS([w, b], max_iter=200)
+
+        def closure():
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(x @ w + b, y)
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        assert ((x @ w + b).argmax(1) == y).double().mean() > 0.97
+
+
+def test_iid_variant_and_cap():
+    src = generate(num_users=3, seed=0, iid=True, max_samples=60)
+    assert torch.bincount(src.owner).max() <= 60
+
+
+def test_natural_federation_keeps_users_train_test():
+    src = generate(num_users=6, seed=0, max_samples=100)
+    fed = federate(src, {"name": "natural", "seed": 0, "split": "dataset"}, num_clients=6)
+    assert fed.num_clients == 6 and fed.val is None
+    for k in range(6):
+        assert (src.owner[fed.train.of(k)] == k).all() and (src.owner[fed.test.of(k)] == k).all()
+        assert not src.is_test[fed.train.of(k)].any() and src.is_test[fed.test.of(k)].all()

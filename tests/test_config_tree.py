@@ -1,0 +1,61 @@
+"""Every YAML of every config group composes, and what it names can be instantiated."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedmoo import algorithms, attacks, data as fdata, models
+from fedmoo.cli import describe_yaml, group_options
+from fedmoo.config import compose
+from fedmoo.data import partition as fpartition
+
+
+def _options(group):
+    return sorted(group_options(group))
+
+
+@pytest.mark.parametrize("name", _options("algo"))
+def test_algo_yaml_instantiates(name):
+    cfg = compose([f"algo={name}"])
+    algo = algorithms.build(cfg["algo"])
+    assert algo.name == name == cfg["algo"]["name"]   # one slug everywhere
+
+
+@pytest.mark.parametrize("name", _options("model"))
+def test_model_yaml_instantiates(name):
+    cfg = compose([f"model={name}", "data=cifar10"])   # an image dataset fits every model
+    data = cfg["data"]
+    models.build(cfg["model"], data["input_shape"], data["num_classes"])
+
+
+@pytest.mark.parametrize("name", _options("data"))
+def test_data_yaml_composes(name):
+    cfg = compose([f"data={name}"])
+    assert cfg["data"]["name"] in fdata.SOURCES
+    assert "input_shape" in cfg["data"] and "num_classes" in cfg["data"]
+
+
+@pytest.mark.parametrize("name", _options("partition"))
+def test_partition_yaml_composes(name):
+    cfg = compose([f"partition={name}"])
+    assert cfg["partition"]["name"] == "natural" or cfg["partition"]["name"] in fpartition.names()
+
+
+@pytest.mark.parametrize("name", _options("attack"))
+def test_attack_yaml_instantiates(name):
+    cfg = compose([f"attack={name}"])
+    attacks.build(cfg["attack"], cfg["num_clients"])
+
+
+@pytest.mark.parametrize("name", _options("experiment") + _options("debug"))
+def test_global_presets_compose(name):
+    group = "experiment" if name in _options("experiment") else "debug"
+    compose([f"{group}={name}"])
+
+
+def test_every_yaml_has_a_description():
+    for group in ("algo", "data", "partition", "model", "client", "attack", "experiment", "debug"):
+        for name in group_options(group):
+            from fedmoo.cli import CONF_DIR
+
+            assert describe_yaml(CONF_DIR / group / f"{name}.yaml"), f"{group}/{name}.yaml"

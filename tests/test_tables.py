@@ -1,0 +1,85 @@
+"""`fedmoo table` / `fedmoo plot` on job directories written by the test (real on-disk layout)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+import yaml
+
+from fedmoo.jobs import config_keys, find_jobs
+from fedmoo.tables import build_table, render
+
+
+def _job(root, name, overrides, seed, final, status="completed", rounds=None, clients=None):
+    d = root / name
+    (d / ".hydra").mkdir(parents=True)
+    (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides + [f"seed={seed}"]))
+    (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": seed}))
+    if status is not None:
+        (d / "summary.json").write_text(json.dumps({"status": status, "final": final}))
+    if rounds:
+        with open(d / "rounds.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rounds[0]))
+            w.writeheader()
+            w.writerows(rounds)
+    if clients:
+        (d / "clients.csv").write_text("client,accuracy\n" + "".join(f"{i},{a}\n" for i, a in enumerate(clients)))
+    return d
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 80.0, "test/acc_std": 10.0})
+    _job(tmp_path, "1", ["algo=fedavg"], 1, {"test/acc_mean": 82.0, "test/acc_std": 12.0})
+    _job(tmp_path, "2", ["algo=fedfv", "algo.alpha=0.5"], 0, {"test/acc_mean": 79.0, "test/acc_std": 2.0})
+    _job(tmp_path, "3", ["algo=fedfv", "algo.alpha=0.5"], 1, {"test/acc_mean": float("nan")}, status="diverged")
+    _job(tmp_path, "4", ["algo=fedfv", "algo.alpha=0.5"], 2, {}, status=None)
+    return tmp_path
+
+
+def test_groups_by_varying_overrides_and_aggregates_seeds(sweep):
+    jobs = find_jobs([sweep])
+    assert len(jobs) == 5
+    keys = config_keys(jobs)
+    assert keys == ["algo", "algo.alpha"]
+    spec = {"metrics": [{"key": "test/acc_mean"}, {"key": "test/acc_std", "label": "Var."}],
+            "rows": {"algo=fedavg algo.alpha=": {"label": "FedAvg", "paper": [80.4, 11.5]}}}
+    recs, problems = build_table(jobs, spec)
+    fedavg = next(r for r in recs if r["algo"] == "fedavg")
+    assert fedavg["test/acc_mean/mean"] == 81.0 and fedavg["test/acc_mean/std"] == 1.0
+    assert fedavg["n_seeds"] == 2 and fedavg["_label"] == "FedAvg"
+    assert fedavg["test/acc_mean/paper"] == 80.4
+    fedfv = next(r for r in recs if r["algo"] == "fedfv")
+    assert fedfv["n_seeds"] == 1 and fedfv["test/acc_mean/mean"] == 79.0   # diverged job excluded
+    assert sorted(p.split(": ")[1] for p in problems) == ["diverged", "missing"]
+
+    md = render(recs, spec, "md", keys)
+    assert "| FedAvg | 81.00 ± 1.00 (paper 80.40, Δ +0.60) | 11.00 ± 1.00 (paper 11.50, Δ -0.50) | 2 |" in md
+    rows = list(csv.DictReader(io.StringIO(render(recs, spec, "csv", keys))))
+    assert rows[0]["algo"] == "fedavg" and float(rows[0]["test/acc_mean/mean"]) == 81.0
+    assert list(rows[0])[:2] == ["algo", "algo.alpha"] and "n_seeds" in rows[0]
+    assert r"\begin{tabular}" in render(recs, spec, "latex", keys)
+
+
+def test_cli_table_and_plot(sweep, cli):
+    for name, seed, acc in (("0", 0, [10, 20]), ("1", 1, [12, 22])):
+        with open(sweep / name / "rounds.csv", "w") as f:
+            f.write("round,test/acc_mean\n1,%d\n2,%d\n" % tuple(acc))
+        (sweep / name / "clients.csv").write_text("client,accuracy\n0,50\n1,70\n")
+    r = cli("table", str(sweep), "--format", "csv", "--out", str(sweep / "t.csv"))
+    assert r.returncode == 0, r.stderr
+    assert "not included" in r.stderr and (sweep / "t.csv").exists()
+    r = cli("plot", str(sweep), "--out", str(sweep / "plots"), "--metric", "test/acc_mean")
+    assert r.returncode == 0, r.stderr
+    assert (sweep / "plots" / "test_acc_mean.png").stat().st_size > 1000
+    assert (sweep / "plots" / "client_accuracy_hist.png").exists()
+
+
+def test_table_errors_are_one_line(cli, tmp_path):
+    r = cli("table", str(tmp_path / "nope"))
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "no such directory" in r.stderr
+    r = cli("table", str(tmp_path), "--spec", "nope/nope")
+    assert r.returncode == 2
