@@ -22,6 +22,8 @@ commands:
   run [overrides] [-m]   train; any Hydra override, e.g. `fedmoo run algo=fedavg rounds=20`,
                          `fedmoo run -m seed=0,1,2` (one directory per job), `fedmoo run --cfg job`
   list [group]           list what exists in each config group (algo, data, partition, model, ...)
+  describe [overrides]   dataset sizes, model parameters, per-client sizes and labels (no training);
+                         --json, --model-only, --plot FILE.png
   table DIR... [--spec NAME] [--format csv|md|latex] [--out FILE]
                          aggregate runs/sweeps over seeds into a paper-style table
   plot DIR... --out DIR [--metric M]
@@ -120,6 +122,12 @@ def cmd_list(args: list[str]) -> int:
     return 0
 
 
+def cmd_describe(args: list[str]) -> int:
+    from fedmoo import describe
+
+    return describe.main(args)
+
+
 def cmd_table(args: list[str]) -> int:
     from fedmoo import tables
 
@@ -132,7 +140,8 @@ def cmd_plot(args: list[str]) -> int:
     return plots.main(args)
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "table": cmd_table, "plot": cmd_plot}
+COMMANDS = {"run": cmd_run, "list": cmd_list, "describe": cmd_describe, "table": cmd_table,
+            "plot": cmd_plot}
 
 
 def main(argv: list[str] | None = None) -> int:
