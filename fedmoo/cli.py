@@ -24,6 +24,8 @@ commands:
   prepare [overrides] [-m]
                          download and cache the datasets a run or sweep needs (before fanning out)
   list [group]           list what exists in each config group (algo, data, partition, model, ...)
+  describe [overrides]   dataset sizes, model parameters, per-client sizes and labels (no training);
+                         --json, --model-only, --plot FILE.png
   table DIR... [--spec NAME] [--format csv|md|latex] [--out FILE]
                          aggregate runs/sweeps over seeds into a paper-style table
   plot DIR... --out DIR [--metric M]
@@ -130,6 +132,12 @@ def cmd_prepare(args: list[str]) -> int:
     return prepare.main(args)
 
 
+def cmd_describe(args: list[str]) -> int:
+    from fedmoo import describe
+
+    return describe.main(args)
+
+
 def cmd_table(args: list[str]) -> int:
     from fedmoo import tables
 
@@ -142,8 +150,8 @@ def cmd_plot(args: list[str]) -> int:
     return plots.main(args)
 
 
-COMMANDS = {"run": cmd_run, "prepare": cmd_prepare, "list": cmd_list, "table": cmd_table,
-            "plot": cmd_plot}
+COMMANDS = {"run": cmd_run, "prepare": cmd_prepare, "list": cmd_list, "describe": cmd_describe,
+            "table": cmd_table, "plot": cmd_plot}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,7 @@ def test_algo_yaml_instantiates(name):
 
 @pytest.mark.parametrize("name", _options("model"))
 def test_model_yaml_instantiates(name):
-    cfg = compose([f"model={name}"])
+    cfg = compose([f"model={name}", "data=cifar10"])   # an image dataset fits every model
     data = cfg["data"]
     models.build(cfg["model"], data["input_shape"], data["num_classes"])
 

@@ -9,7 +9,8 @@ from fedmoo.algorithms.base import Algorithm
 from fedmoo.errors import UserError
 
 # One module per algorithm family; each module registers its public names.
-_MODULES = ["fedavg"]
+_MODULES = ["fedavg", "fedprox", "qfedavg", "afl", "fedmgda", "fedfv", "adafed", "term", "ditto",
+            "fedfa", "robust"]
 
 _REGISTRY: dict[str, type[Algorithm]] = {}
 

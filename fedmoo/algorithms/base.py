@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 from typing import Any, ClassVar
 
 import torch
@@ -68,20 +69,21 @@ class Algorithm:
 
 
 def require_range(name: str, value: float, lo: float | None = None, hi: float | None = None,
-                  algo: str = "", lo_open: bool = False) -> float:
+                  algo: str = "", lo_open: bool = False, hi_open: bool = False) -> float:
     """Validate a hyperparameter and raise a one-line UserError naming the YAML key."""
     try:
         value = float(value)
     except (TypeError, ValueError):
         raise UserError(f"algo.{name}={value!r} for {algo} must be a number") from None
     bad_lo = lo is not None and (value <= lo if lo_open else value < lo)
-    bad_hi = hi is not None and value > hi
-    if bad_lo or bad_hi or value != value:
+    bad_hi = hi is not None and (value >= hi if hi_open else value > hi)
+    if bad_lo or bad_hi or not math.isfinite(value):
         lo_s = "-inf" if lo is None else f"{lo}"
         hi_s = "inf" if hi is None else f"{hi}"
         br = "(" if lo_open else "["
+        cl = ")" if hi_open or hi is None else "]"
         raise UserError(
-            f"algo.{name}={value} is out of range for {algo}: allowed {br}{lo_s}, {hi_s}]; "
+            f"algo.{name}={value} is out of range for {algo}: allowed {br}{lo_s}, {hi_s}{cl}; "
             f"override it, e.g. algo.{name}={lo if lo is not None and not lo_open else 1}"
         )
     return value
@@ -102,3 +104,17 @@ def mixing_weights(cohort: Cohort, weighting: str) -> Tensor:
                           device=cohort.deltas.device)
     n = cohort.num_samples.to(cohort.deltas.dtype)
     return n / n.sum()
+
+
+def require_int(name: str, value: Any, lo: int = 0, algo: str = "") -> int:
+    """Validate an integer hyperparameter ``>= lo`` (booleans and fractions are rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise UserError(f"algo.{name}={value!r} for {algo} must be an integer >= {lo}; "
+                        f"override it, e.g. algo.{name}={lo}")
+    return value
+
+
+def require_bool(name: str, value: Any, algo: str = "") -> bool:
+    if not isinstance(value, bool):
+        raise UserError(f"algo.{name}={value!r} for {algo} must be true or false")
+    return value

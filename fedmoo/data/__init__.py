@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from fedmoo.data import partition as _partition
 from fedmoo.data.federated import ClientSplit, FederatedData, Source
@@ -16,6 +18,18 @@ from fedmoo.errors import UserError
 # data config's loader keys.
 SOURCES: dict[str, str] = {
     "synthetic": "fedmoo.data.synthetic:load",
+    "digits": "fedmoo.data.digits:load",
+    "mnist": "fedmoo.data.mnist:load_mnist",
+    "fmnist": "fedmoo.data.mnist:load_fmnist",
+    "emnist": "fedmoo.data.mnist:load_emnist",
+    "cifar10": "fedmoo.data.cifar:load_cifar10",
+    "cifar100": "fedmoo.data.cifar:load_cifar100",
+    "femnist": "fedmoo.data.leaf:load_femnist",
+    "shakespeare": "fedmoo.data.leaf:load_shakespeare",
+    "adult": "fedmoo.data.adult:load",
+    "celeba": "fedmoo.data.celeba:load",
+    "cinic10": "fedmoo.data.imagefolder:load_cinic10",
+    "tinyimagenet": "fedmoo.data.imagefolder:load_tinyimagenet",
 }
 
 # Keys of a data config that describe the dataset rather than configure its loader.
@@ -29,7 +43,19 @@ def load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
     module, fn = SOURCES[name].split(":")
     loader = getattr(importlib.import_module(module), fn)
     kwargs = {k: v for k, v in data_cfg.items() if k not in META_KEYS}
+    _check_keys(f"data={name}", loader, kwargs, "data")
     return loader(Path(data_dir), **kwargs)
+
+
+def _check_keys(what: str, fn, kwargs: dict[str, Any], prefix: str) -> None:
+    """Reject config keys that ``fn`` does not take, naming the keys it does take."""
+    params = inspect.signature(fn).parameters
+    allowed = [p for p in params if params[p].kind == inspect.Parameter.KEYWORD_ONLY
+               or params[p].default is not inspect.Parameter.empty]
+    unknown = [k for k in kwargs if k not in allowed]
+    if unknown:
+        raise UserError(f"{what} has no option {prefix}.{unknown[0]}; its options are: "
+                        f"{', '.join(allowed) or '(none)'}")
 
 
 def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> FederatedData:
@@ -39,6 +65,9 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
     seed = int(cfg.pop("seed", 0))
     split = cfg.pop("split", "dataset")
     fractions = tuple(cfg.pop("fractions", (0.8, 0.1, 0.1)))
+    order = tuple(cfg.pop("order", _partition.SPLITS))
+    compact = bool(cfg.pop("compact_labels", False))
+    pool = cfg.pop("pool", "all")
     rng = np.random.default_rng(seed)
     y = source.y.numpy() if source.y.dim() == 1 else source.y[:, 0].numpy()
     is_test = source.is_test.numpy()
@@ -54,10 +83,10 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
                 f"num_clients={num_clients} but this dataset has {n_owners} natural clients; "
                 f"set num_clients={n_owners}"
             )
-        pools = {"all": np.arange(len(y))}
         assign = lambda idx: [idx[owner[idx] == k] for k in range(n_owners)]  # noqa: E731
     else:
         fn = _partition.get(name)
+        _check_keys(f"partition={name}", fn, cfg, "partition")
         assign = lambda idx: [idx[p] for p in fn(y[idx], num_clients, rng, **cfg)]  # noqa: E731
 
     if split == "dataset":
@@ -65,14 +94,20 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
         test_idx = np.flatnonzero(is_test)
         train = assign(train_idx)
         test = assign(test_idx) if name == "natural" or len(test_idx) == 0 else \
-            _test_like_train(train, y, test_idx, rng)
+            _test_like_train(train, y, test_idx, rng, train_idx)
         val = None
     elif split == "pooled":
         if len(fractions) != 3 or abs(sum(fractions) - 1) > 1e-6 or min(fractions) < 0:
             raise UserError(f"partition.fractions={list(fractions)} must be three non-negative "
                             "numbers (train, val, test) summing to 1")
-        parts = assign(np.arange(len(y)))
-        train, val, test = _partition.split_fractions(parts, fractions, rng)
+        if sorted(order) != sorted(_partition.SPLITS):
+            raise UserError(f"partition.order={list(order)} must list train, val and test once "
+                            "each (the order in which each client's shuffled samples are cut)")
+        if pool not in ("all", "train"):
+            raise UserError(f"partition.pool={pool!r} is not valid: choose all (pool the "
+                            "dataset's train and test samples) or train (its train split only)")
+        parts = assign(np.arange(len(y)) if pool == "all" else np.flatnonzero(~is_test))
+        train, val, test = _partition.split_fractions(parts, fractions, rng, order)
     else:
         raise UserError(f"partition.split={split!r} is not valid: choose dataset or pooled")
 
@@ -82,29 +117,50 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
             f"partition={name} left client {empty[0]} (and {len(empty) - 1} more) without training "
             f"samples; lower num_clients (now {num_clients}) or change the partition"
         )
+    x, y_all, num_classes = source.x, source.y, source.num_classes
+    if compact:
+        x, y_all, num_classes, (train, val, test) = _compact(x, y_all, (train, val, test))
     return FederatedData(
-        x=source.x, y=source.y,
+        x=x, y=y_all,
         train=ClientSplit.from_lists(train), test=ClientSplit.from_lists(test),
         val=None if val is None else ClientSplit.from_lists(val),
-        num_classes=source.num_classes, input_shape=tuple(source.input_shape), task=source.task,
+        num_classes=num_classes, input_shape=tuple(source.input_shape), task=source.task,
         client_names=source.client_names if name == "natural" else None,
         class_names=source.class_names,
     )
 
 
+def _compact(x, y, splits):
+    """Keep only the samples some client uses and renumber their labels 0..C'-1 in label order
+    (e.g. FMNIST classes 0, 2, 6 -> 0, 1, 2 for a 3-class model)."""
+    if y.dim() != 1:
+        raise UserError("partition.compact_labels=true needs single-label data")
+    lists = [s for s in splits if s is not None]
+    used = np.unique(np.concatenate([p for parts in lists for p in parts]))
+    new_pos = np.full(len(y), -1, dtype=np.int64)
+    new_pos[used] = np.arange(len(used))
+    y_used = y[torch.from_numpy(used)]
+    labels, y_new = torch.unique(y_used, return_inverse=True)
+    remap = [None if s is None else [new_pos[p] for p in s] for s in splits]
+    return x[torch.from_numpy(used)], y_new, int(labels.numel()), remap
+
+
 def _test_like_train(train: list[np.ndarray], y: np.ndarray, test_idx: np.ndarray,
-                     rng: np.random.Generator) -> list[np.ndarray]:
+                     rng: np.random.Generator, train_pool: np.ndarray) -> list[np.ndarray]:
     """Give each client test samples with its training label distribution.
 
     Each test sample of label c goes to a client drawn with probability proportional to the
-    client's number of training samples of label c; classes nobody trains on are spread evenly.
+    client's number of training samples of label c. Classes of the training pool that the
+    partition gave to nobody (e.g. one_class_per_client's unused classes) are left out; classes
+    absent from the training pool are spread evenly.
     """
     n_cls = int(y.max()) + 1
     counts = np.stack([np.bincount(y[p], minlength=n_cls) for p in train]).astype(float)  # [N, C]
+    in_pool = np.bincount(y[train_pool], minlength=n_cls) > 0
     out: list[list[int]] = [[] for _ in train]
     for c in range(n_cls):
         idx = test_idx[y[test_idx] == c]
-        if len(idx) == 0:
+        if len(idx) == 0 or (in_pool[c] and counts[:, c].sum() == 0):
             continue
         w = counts[:, c]
         w = np.full(len(train), 1.0) if w.sum() == 0 else w

@@ -48,19 +48,122 @@ def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[
     return [np.sort(p) for p in np.array_split(rng.permutation(len(labels)), num_clients)]
 
 
+@partitioner("shards")
+def shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator,
+           shards_per_client: int = 2, num_shards: int | None = None) -> list[np.ndarray]:
+    """McMahan et al.'s pathological split: sort by label, cut ``num_shards`` equal contiguous
+    shards (default ``num_clients * shards_per_client``), give each client ``shards_per_client``
+    distinct random shards. Samples beyond ``num_shards * shard_size`` are left out. A shard
+    holds one label when class sizes are multiples of the shard size (CIFAR-10, FMNIST)."""
+    spc = int(shards_per_client)
+    need = num_clients * spc
+    total = need if num_shards is None else int(num_shards)
+    if spc < 1 or total < need:
+        raise UserError(
+            f"partition.num_shards={total} is fewer than num_clients x shards_per_client = "
+            f"{num_clients} x {spc}; raise num_shards or lower shards_per_client"
+        )
+    size = len(labels) // total
+    if size == 0:
+        raise UserError(f"partition=shards: {len(labels)} samples cannot fill {total} shards; "
+                        "lower partition.num_shards or num_clients")
+    order = np.argsort(labels, kind="stable")
+    chosen = rng.permutation(total)[:need].reshape(num_clients, spc)
+    return [np.sort(np.concatenate([order[s * size:(s + 1) * size] for s in row]))
+            for row in chosen]
+
+
+@partitioner("dirichlet")
+def dirichlet(labels: np.ndarray, num_clients: int, rng: np.random.Generator, beta: float = 0.5,
+              min_size: int = 10, max_tries: int = 1000) -> list[np.ndarray]:
+    """Label skew by Dirichlet(beta) proportions per class (NIID-Bench's ``noniid-labeldir``).
+
+    For each class, its shuffled samples are cut among the clients with proportions drawn from
+    Dirichlet(beta, ..., beta), giving nothing more to clients that already hold N / num_clients
+    samples; the draw is repeated until every client has at least ``min_size`` samples.
+    Smaller ``beta`` = stronger label skew.
+    """
+    n = len(labels)
+    if beta <= 0:
+        raise UserError(f"partition.beta={beta} must be positive (e.g. 0.5 or 0.05)")
+    if min_size * num_clients > n:
+        raise UserError(f"partition.min_size={min_size} x num_clients={num_clients} exceeds the "
+                        f"{n} samples; lower min_size or num_clients")
+    classes = np.unique(labels)
+    for _ in range(int(max_tries)):
+        parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+        sizes = np.zeros(num_clients, dtype=np.int64)
+        for c in classes:
+            idx = rng.permutation(np.flatnonzero(labels == c))
+            open_ = sizes < n / num_clients
+            p = rng.dirichlet(np.full(num_clients, float(beta))) * open_
+            p = p / p.sum() if p.sum() > 0 else open_ / open_.sum()
+            cuts = (np.cumsum(p) * len(idx)).astype(int)[:-1]
+            for k, chunk in enumerate(np.split(idx, cuts)):
+                parts[k].append(chunk)
+                sizes[k] += len(chunk)
+        if sizes.min() >= min_size:
+            return [np.sort(np.concatenate(q)) for q in parts]
+    raise UserError(f"partition=dirichlet found no split with every client holding >= "
+                    f"{min_size} samples in {max_tries} tries; lower partition.min_size or "
+                    "num_clients, or raise partition.beta")
+
+
+@partitioner("one_class_per_client")
+def one_class_per_client(labels: np.ndarray, num_clients: int, rng: np.random.Generator,
+                         classes: list[int] | None = None) -> list[np.ndarray]:
+    """Client k holds every sample of ``classes[k]`` (default: class k); other classes are unused.
+    FedFV Table 3 / AdaFed Table 7: classes [0, 2, 6] of Fashion-MNIST (T-shirt, pullover, shirt)."""
+    cls = list(range(num_clients)) if classes is None else [int(c) for c in classes]
+    if len(cls) != num_clients:
+        raise UserError(f"partition.classes has {len(cls)} classes but num_clients={num_clients}; "
+                        f"set num_clients={len(cls)}")
+    return [np.flatnonzero(labels == c) for c in cls]
+
+
+@partitioner("femnist_skewed")
+def femnist_skewed(labels: np.ndarray, num_clients: int, rng: np.random.Generator,
+                   classes: list[int] | None = None,
+                   classes_per_client: int = 5) -> list[np.ndarray]:
+    """FedProx-style skew: client k holds classes ``classes[(k + j) % C]`` for
+    ``j < classes_per_client``; each class's shuffled samples are split evenly among its clients.
+    Default classes 36..45 = lower-case a..j of the 62 FEMNIST / EMNIST-byclass classes."""
+    cls = list(range(36, 46)) if classes is None else [int(c) for c in classes]
+    per = int(classes_per_client)
+    if not 1 <= per <= len(cls):
+        raise UserError(f"partition.classes_per_client={per} must be between 1 and the "
+                        f"{len(cls)} classes")
+    owners: dict[int, list[int]] = {c: [] for c in range(len(cls))}
+    for k in range(num_clients):
+        for j in range(per):
+            owners[(k + j) % len(cls)].append(k)
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+    for c, ks in owners.items():
+        idx = rng.permutation(np.flatnonzero(labels == cls[c]))
+        for k, chunk in zip(ks, np.array_split(idx, len(ks)) if ks else []):
+            parts[k].append(chunk)
+    return [np.sort(np.concatenate(q)) for q in parts]
+
+
+SPLITS = ("train", "val", "test")
+
+
 def split_fractions(parts: list[np.ndarray], fractions: tuple[float, float, float],
-                    rng: np.random.Generator) -> tuple[list[np.ndarray], ...]:
+                    rng: np.random.Generator,
+                    order: tuple[str, ...] = SPLITS) -> tuple[list[np.ndarray], ...]:
     """Shuffle each client's samples and cut them into train / val / test by fractions.
 
-    Boundaries are ``int(f_train n)`` and ``int((f_train + f_val) n)`` as in the reference codes.
+    ``fractions`` are the (train, val, test) shares; ``order`` is the order in which the pieces
+    are cut from the shuffled list (the FedFV code cuts train, test, val). Boundaries are
+    ``int(f_1 n)`` and ``int((f_1 + f_2) n)`` as in the reference codes.
     """
-    tr, va, te = [], [], []
+    share = dict(zip(SPLITS, fractions))
+    out: dict[str, list[np.ndarray]] = {s: [] for s in SPLITS}
     for p in parts:
         p = rng.permutation(p)
         n = len(p)
-        a = int(fractions[0] * n)
-        b = int((fractions[0] + fractions[1]) * n)
-        tr.append(p[:a])
-        va.append(p[a:b])
-        te.append(p[b:])
-    return tr, va, te
+        a = int(share[order[0]] * n)
+        b = int((share[order[0]] + share[order[1]]) * n)
+        for name, piece in zip(order, (p[:a], p[a:b], p[b:])):
+            out[name].append(piece)
+    return out["train"], out["val"], out["test"]

@@ -17,6 +17,12 @@ from fedmoo.errors import UserError
 MODELS: dict[str, str] = {
     "logreg": "fedmoo.models.linear:LogReg",
     "mlp": "fedmoo.models.linear:MLP",
+    "cnn_cifar": "fedmoo.models.cnn:CNNCifar",
+    "cnn_fmnist": "fedmoo.models.cnn:CNNFmnist",
+    "cnn_femnist": "fedmoo.models.cnn:CNNFemnist",
+    "cnn_mnist": "fedmoo.models.cnn:CNNMnist",
+    "lstm_shakespeare": "fedmoo.models.lstm:LSTMShakespeare",
+    "resnet18_gn": "fedmoo.models.resnet:ResNet18GN",
 }
 
 

@@ -1,0 +1,79 @@
+"""AFL, Agnostic Federated Learning (Mohri, Sivek & Suresh, ICML 2019): a minimax over client mixtures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from fedmoo.algorithms import register
+from fedmoo.algorithms.base import Algorithm, require_bool, require_range
+from fedmoo.errors import UserError
+from fedmoo.moo.gram import combine
+from fedmoo.moo.simplex import project_simplex
+from fedmoo.state import ServerState
+
+
+@dataclass
+class AFLState(ServerState):
+    """``lam [N]`` float64: mixture weights over ALL clients; ``w_avg [d]``: average of iterates."""
+
+    lam: Tensor | None = None
+    w_avg: Tensor | None = None
+
+
+@register
+class AFL(Algorithm):
+    """Stochastic-AFL: gradient descent on w, projected gradient ascent on the mixture lambda.
+
+    Every round (full participation): ``d = sum_k lam_k g_k / sum lam``, ``w <- w - eta d``
+    (the clients' local step size plays the paper's gamma_w; one full-batch local step is
+    exactly the authors' update), then ``lam <- Proj_simplex(lam + gamma_lambda * loss_before)``
+    with the correct Euclidean projection. The reported model is the running average of the
+    iterates w_1..w_t (as in the paper and fair_flearn) unless ``average_iterates`` is false.
+
+    Hyperparameters:
+      gamma_lambda: step of the ascent on lambda >= 0 (grid {0.01, 0.1, 0.2, 0.5, 1}; default 0.1).
+      eta: server step > 0 (default 1).
+      average_iterates: evaluate the averaged iterate (default true) or the last one.
+
+    Needs ``clients_per_round = num_clients``. Reduces to uniform FedAvg (evaluated at the last
+    iterate) at ``gamma_lambda = 0`` with ``average_iterates = false``.
+    """
+
+    name = "afl"
+    description = "AFL: agnostic FL, minimax over client mixtures (needs clients_per_round=null)"
+    state_cls = AFLState
+
+    def __init__(self, gamma_lambda: float = 0.1, eta: float = 1.0, average_iterates: bool = True):
+        self.gamma_lambda = require_range("gamma_lambda", gamma_lambda, 0.0, None, self.name)
+        self.eta = require_range("eta", eta, 0.0, None, self.name, lo_open=True)
+        self.average_iterates = require_bool("average_iterates", average_iterates, self.name)
+
+    def check_run(self, num_clients, clients_per_round):
+        if clients_per_round < num_clients:
+            raise UserError(
+                f"algo=afl needs full participation but clients_per_round={clients_per_round} < "
+                f"num_clients={num_clients}; set clients_per_round=null"
+            )
+
+    def init(self, w0, num_clients):
+        w0 = w0.detach().clone()
+        lam = torch.full((num_clients,), 1.0 / num_clients, dtype=torch.float64)
+        return AFLState(w=w0, round=0, lam=lam, w_avg=w0.clone())
+
+    def step(self, state, cohort):
+        ids = cohort.client_ids.cpu()
+        lam_k = state.lam[ids]
+        d = combine(lam_k / lam_k.sum(), cohort.deltas)
+        w_next = state.w - self.eta * d
+        loss = cohort.require("loss_before", self.name).to(torch.float64).cpu()
+        lam = project_simplex(state.lam.index_add(0, ids, self.gamma_lambda * loss))
+        t = state.round
+        w_avg = (t * state.w_avg + w_next) / (t + 1)
+        diag = {"server/lambda_max": float(lam.max()), "server/lambda_min": float(lam.min())}
+        return d, self.eta, {"lam": lam, "w_avg": w_avg}, diag
+
+    def eval_params(self, state):
+        return state.w_avg if self.average_iterates else state.w

@@ -1,0 +1,74 @@
+"""FedFA (Huang, Li, Liu, Yu & Zhou, "Fairness-aware Federated Learning", 2020), as implemented
+by the FedFV authors in easyFL (the paper text was not available to us)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from fedmoo.algorithms import register
+from fedmoo.algorithms.base import Algorithm, require_range
+from fedmoo.moo.gram import TINY, combine
+from fedmoo.state import ServerState
+
+
+@dataclass
+class FedFAState(ServerState):
+    """``freq [N]`` float64: times each client was selected; ``momentum [d]``: server momentum."""
+
+    freq: Tensor | None = None
+    momentum: Tensor | None = None
+
+
+def _shares(v: Tensor) -> Tensor:
+    """``v / sum v`` (``[K]``), uniform if the sum vanishes."""
+    s = v.sum()
+    return torch.where(s.abs() > TINY, v / s, torch.full_like(v, 1.0 / v.numel()))
+
+
+@register
+class FedFA(Algorithm):
+    """Weights from training accuracy and selection frequency, plus a damping server momentum.
+
+    With acc_k = acc_before (%) and f_k = times selected (this round included):
+    ``A_k = -log2(acc_k / sum acc + 1e-6)``, ``Q_k = -log2(1 - f_k / sum f + 1e-5)``,
+    ``p = (1 - beta) A / sum A + beta Q / sum Q``; ``w_avg = w_t - sum p_k g_k``;
+    ``m <- gamma m + (1 - gamma)(w_avg - w_t)``; ``w_{t+1} = w_avg - client.lr * m``.
+    The "double momentum" of the method also needs client SGD momentum 0.9: set
+    ``client.momentum=0.9`` (the engine owns local training; the FedFV experiments used it).
+
+    Hyperparameters:
+      beta: weight of the frequency term in [0, 1] (default 0.5).
+      gamma: server momentum in [0, 1) (default 0.5).
+
+    Not reducible to FedAvg (the accuracy/frequency weights are never n_k-proportional).
+    """
+
+    name = "fedfa"
+    description = "FedFA: accuracy- and frequency-based weights with server momentum (use client.momentum=0.9)"
+    state_cls = FedFAState
+
+    def __init__(self, beta: float = 0.5, gamma: float = 0.5):
+        self.beta = require_range("beta", beta, 0.0, 1.0, self.name)
+        self.gamma = require_range("gamma", gamma, 0.0, 1.0, self.name, hi_open=True)
+
+    def init(self, w0, num_clients):
+        w0 = w0.detach().clone()
+        return FedFAState(w=w0, round=0, freq=torch.zeros(num_clients, dtype=torch.float64),
+                          momentum=torch.zeros_like(w0))
+
+    def step(self, state, cohort):
+        ids = cohort.client_ids.cpu()
+        freq = state.freq.index_add(0, ids, torch.ones(cohort.size, dtype=torch.float64))
+        f = freq[ids]
+        acc = cohort.require("acc_before", self.name).to(torch.float64).cpu()
+        a = -torch.log2(acc / acc.sum().clamp_min(TINY) + 1e-6)
+        q = -torch.log2(1.0 - f / f.sum() + 1e-5)
+        p = (1.0 - self.beta) * _shares(a) + self.beta * _shares(q)
+        avg_step = combine(p, cohort.deltas)                 # w_t - w_avg
+        momentum = self.gamma * state.momentum - (1.0 - self.gamma) * avg_step
+        d = avg_step + cohort.local_lr * momentum
+        diag = {"server/p_max": float(p.max())}
+        return d, 1.0, {"freq": freq, "momentum": momentum}, diag

@@ -1,0 +1,135 @@
+"""Byzantine-robust aggregators, baselines for attack experiments: coordinate-wise median and
+trimmed mean (Yin, Chen, Ramchandran & Bartlett, ICML 2018), Krum and Multi-Krum (Blanchard,
+El Mhamdi, Guerraoui & Stainer, NeurIPS 2017). Each replaces FedAvg's averaging; ``w <- w - d``."""
+
+from __future__ import annotations
+
+import torch
+
+from fedmoo.algorithms import register
+from fedmoo.algorithms.base import Algorithm, require_int, require_range
+from fedmoo.errors import UserError
+from fedmoo.moo.gram import combine, gram
+
+
+@register
+class Median(Algorithm):
+    """Coordinate-wise median of the updates (mean of the two middle values for even K).
+
+    No hyperparameters. Equals FedAvg only for K <= 2 (uniform weights).
+    """
+
+    name = "median"
+    description = "Coordinate-wise median of client updates (robust aggregator)"
+
+    def __init__(self):
+        pass
+
+    def step(self, state, cohort):
+        s = cohort.deltas.sort(dim=0).values
+        k = cohort.size
+        return 0.5 * (s[(k - 1) // 2] + s[k // 2]), 1.0, {}, {}
+
+
+@register
+class TrimmedMean(Algorithm):
+    """Coordinate-wise trimmed mean: drop the ``floor(beta K)`` largest and smallest values of every
+    coordinate and average the rest.
+
+    Hyperparameters:
+      beta: fraction trimmed on each side, in [0, 0.5) (default 0.1).
+
+    Reduces to uniform FedAvg at ``beta = 0`` (or whenever ``beta K < 1``).
+    """
+
+    name = "trimmed_mean"
+    description = "Coordinate-wise trimmed mean of client updates (robust aggregator)"
+
+    def __init__(self, beta: float = 0.1):
+        self.beta = require_range("beta", beta, 0.0, 0.5, self.name, hi_open=True)
+
+    def step(self, state, cohort):
+        k = cohort.size
+        b = int(self.beta * k)
+        s = cohort.deltas.sort(dim=0).values
+        return s[b : k - b].mean(0), 1.0, {}, {"server/trimmed": float(2 * b)}
+
+
+def krum_scores(g: torch.Tensor, f: int) -> torch.Tensor:
+    """Krum score ``[K]`` from the Gram matrix ``g [K, K]``: for each update, the sum of squared
+    distances to its ``K - f - 2`` nearest other updates."""
+    sq = g.diagonal()
+    dist = (sq[:, None] + sq[None, :] - 2.0 * g).clamp_min(0.0)
+    dist.fill_diagonal_(float("inf"))
+    m = g.shape[0] - f - 2
+    return dist.sort(dim=1).values[:, :m].sum(1)
+
+
+class _KrumBase(Algorithm):
+    def _check_f(self, clients_per_round: int) -> None:
+        if clients_per_round < 2 * self.f + 3:
+            raise UserError(
+                f"algo={self.name} with algo.f={self.f} needs clients_per_round >= 2f+3 = "
+                f"{2 * self.f + 3}, got {clients_per_round}; lower algo.f or raise clients_per_round"
+            )
+
+    def selection(self, cohort, count: int) -> torch.Tensor:
+        """Indices ``[count]`` of the updates with the lowest Krum scores (ties: lowest index)."""
+        scores = krum_scores(gram(cohort.deltas), self.f)
+        return torch.sort(scores, stable=True).indices[:count]
+
+
+@register
+class Krum(_KrumBase):
+    """Krum: apply the single update with the smallest Krum score.
+
+    Hyperparameters:
+      f: number of Byzantine clients assumed per cohort, integer >= 0 with K >= 2f + 3 (default 1).
+
+    Never FedAvg: it applies a single client's update (Multi-Krum with m = K is FedAvg).
+    """
+
+    name = "krum"
+    description = "Krum: apply the one client update closest to its neighbours (robust aggregator)"
+
+    def __init__(self, f: int = 1):
+        self.f = require_int("f", f, 0, self.name)
+
+    def check_run(self, num_clients, clients_per_round):
+        self._check_f(clients_per_round)
+
+    def step(self, state, cohort):
+        i = int(self.selection(cohort, 1)[0])
+        return cohort.deltas[i], 1.0, {}, {"server/krum_client": float(cohort.client_ids[i])}
+
+
+@register
+class MultiKrum(_KrumBase):
+    """Multi-Krum: uniform mean of the ``m`` updates with the smallest Krum scores.
+
+    Hyperparameters:
+      f: number of Byzantine clients assumed per cohort, integer >= 0 with K >= 2f + 3 (default 1).
+      m: number of updates averaged, integer >= 1, or null (default) for ``K - f``.
+
+    Reduces to uniform FedAvg when ``m = K``.
+    """
+
+    name = "multikrum"
+    description = "Multi-Krum: average the m client updates with the best Krum scores (robust aggregator)"
+
+    def __init__(self, f: int = 1, m: int | None = None):
+        self.f = require_int("f", f, 0, self.name)
+        self.m = None if m is None else require_int("m", m, 1, self.name)
+
+    def check_run(self, num_clients, clients_per_round):
+        self._check_f(clients_per_round)
+        if self.m is not None and self.m > clients_per_round:
+            raise UserError(f"algo.m={self.m} for multikrum is larger than clients_per_round="
+                            f"{clients_per_round}; set algo.m<={clients_per_round} or null")
+
+    def step(self, state, cohort):
+        count = cohort.size - self.f if self.m is None else min(self.m, cohort.size)
+        pick = self.selection(cohort, count)
+        uniform = torch.zeros(cohort.size, dtype=torch.float64)
+        uniform[pick] = 1.0 / count
+        return combine(uniform, cohort.deltas), 1.0, {}, {"server/selected": float(count)}

@@ -1,0 +1,64 @@
+"""TERM, federated (Li, Beirami, Sanjabi & Smith, "Tilted Empirical Risk Minimization", ICLR 2021),
+as in the federated trainer of the authors' code (litian96/TERM, fair_flearn/.../tilting.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from fedmoo.algorithms import register
+from fedmoo.algorithms.base import Algorithm, require_choice, require_range
+from fedmoo.moo.gram import combine
+from fedmoo.state import ServerState
+
+
+@dataclass
+class TERMState(ServerState):
+    """``est``: running normaliser of the tilted weights (0-d float64 tensor, starts at 0)."""
+
+    est: Tensor | None = None
+
+
+@register
+class TERM(Algorithm):
+    """Tilted averaging: client weights grow like ``exp(t * loss)``.
+
+    ``normalization: reference`` (the authors' code): ``M = max F_k``,
+    ``e_k = exp(t (F_k - M))``, ``est <- 0.5 est + 0.5 mean(e)``, ``omega_k = e_k / (est K)`` and
+    ``w <- w - (1/K) sum omega_k g_k`` (the code's final plain average adds the 1/K, and est
+    starts at 0 so round 0 weights are doubled). ``normalization: softmax``:
+    ``omega = softmax(t F)`` and ``w <- w - sum omega_k g_k``. F = loss_before.
+
+    Hyperparameters:
+      t: tilt, any real number (t > 0 favours high-loss clients, t < 0 suppresses outliers;
+        grid {0.1, 0.5, 1, 2, 5}; default 0.1, the code's default).
+      normalization: ``reference`` (default) or ``softmax``.
+
+    Reduces to uniform FedAvg at ``t = 0`` with ``normalization = softmax``.
+    """
+
+    name = "term"
+    description = "TERM: tilted averaging, client weights proportional to exp(t * loss)"
+    state_cls = TERMState
+
+    def __init__(self, t: float = 0.1, normalization: str = "reference"):
+        self.t = require_range("t", t, None, None, self.name)
+        self.normalization = require_choice("normalization", normalization,
+                                            ("reference", "softmax"), self.name)
+
+    def init(self, w0, num_clients):
+        return TERMState(w=w0.detach().clone(), round=0, est=torch.zeros((), dtype=torch.float64))
+
+    def step(self, state, cohort):
+        f = cohort.require("loss_before", self.name).to(torch.float64).cpu()
+        k_count = cohort.size
+        if self.normalization == "softmax":
+            omega = torch.softmax(self.t * f, dim=0)
+            return combine(omega, cohort.deltas), 1.0, {}, {"server/omega_max": float(omega.max())}
+        e = torch.exp(self.t * (f - f.max()))
+        est = 0.5 * state.est + 0.5 * e.mean()
+        omega = e / (est * k_count)
+        d = combine(omega / k_count, cohort.deltas)
+        return d, 1.0, {"est": est}, {"server/omega_max": float(omega.max())}

@@ -1,0 +1,100 @@
+"""UCI Adult as in AFL / q-FFL: 99 one-hot categorical features, two domains (phd, non-phd).
+
+Files ``data_dir/adult/adult.data`` (training) and ``adult.test``: comma + space separated
+records of 15 fields, ``?`` for a missing value. ``adult.test`` starts with a
+``|1x3 Cross validator`` line and its labels end with a dot (``>50K.``). Blank lines are skipped.
+Continuous columns are dropped; each categorical column is one-hot over its fixed vocabulary (a
+missing value gives an all-zero block). Label 1 = income ``>50K``. Client 0 ``phd`` holds the
+records whose education is Doctorate, client 1 ``non-phd`` the rest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fedmoo.data.download import Resource, ensure
+from fedmoo.data.federated import Source
+from fedmoo.errors import UserError
+
+URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/adult/"
+FIELDS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
+          "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
+          "hours-per-week", "native-country", "income"]
+VOCAB = {
+    "workclass": ["Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov",
+                  "State-gov", "Without-pay", "Never-worked"],
+    "education": ["Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm",
+                  "Assoc-voc", "9th", "7th-8th", "12th", "Masters", "1st-4th", "10th",
+                  "Doctorate", "5th-6th", "Preschool"],
+    "marital-status": ["Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed",
+                       "Married-spouse-absent", "Married-AF-spouse"],
+    "occupation": ["Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial",
+                   "Prof-specialty", "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical",
+                   "Farming-fishing", "Transport-moving", "Priv-house-serv", "Protective-serv",
+                   "Armed-Forces"],
+    "relationship": ["Wife", "Own-child", "Husband", "Not-in-family", "Other-relative",
+                     "Unmarried"],
+    "race": ["White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"],
+    "sex": ["Female", "Male"],
+    "native-country": [
+        "United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany",
+        "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China", "Cuba", "Iran",
+        "Honduras", "Philippines", "Italy", "Poland", "Jamaica", "Vietnam", "Mexico", "Portugal",
+        "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador", "Taiwan", "Haiti", "Columbia",
+        "Hungary", "Guatemala", "Nicaragua", "Scotland", "Thailand", "Yugoslavia", "El-Salvador",
+        "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands"],
+}
+NUM_FEATURES = sum(len(v) for v in VOCAB.values())   # 99
+DOMAINS = ["phd", "non-phd"]
+
+
+def parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One Adult file -> (features [n, 99] float32, labels [n], domain [n] 0=phd / 1=non-phd)."""
+    offsets, off = {}, 0
+    for col, vocab in VOCAB.items():
+        offsets[col] = (off, {v: i for i, v in enumerate(vocab)})
+        off += len(vocab)
+    rows, labels, domain = [], [], []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("|"):
+            continue
+        vals = [v.strip() for v in line.split(",")]
+        if len(vals) != len(FIELDS):
+            raise UserError(f"{path}:{lineno}: {len(vals)} fields, Adult records have "
+                            f"{len(FIELDS)}; re-download the file")
+        rec = dict(zip(FIELDS, vals))
+        hot = []
+        for col, (start, index) in offsets.items():
+            v = rec[col]
+            if v == "?":
+                continue
+            if v not in index:
+                raise UserError(f"{path}:{lineno}: unknown {col} value {v!r}")
+            hot.append(start + index[v])
+        rows.append(hot)
+        labels.append(1 if rec["income"].rstrip(".") == ">50K" else 0)
+        domain.append(0 if rec["education"] == "Doctorate" else 1)
+    x = np.zeros((len(rows), NUM_FEATURES), np.float32)
+    for i, hot in enumerate(rows):
+        x[i, hot] = 1.0
+    return x, np.array(labels, np.int64), np.array(domain, np.int64)
+
+
+def load(data_dir: Path, download: bool = True) -> Source:
+    root = data_dir / "adult"
+    names = ("adult.data", "adult.test")
+    ensure("adult", root, [Resource(URL + n) for n in names], root, download,
+           lambda: all((root / n).is_file() for n in names))
+    (xtr, ytr, dtr), (xte, yte, dte) = parse(root / names[0]), parse(root / names[1])
+    return Source(
+        x=torch.from_numpy(np.concatenate([xtr, xte])),
+        y=torch.from_numpy(np.concatenate([ytr, yte])),
+        is_test=torch.from_numpy(np.concatenate([np.zeros(len(ytr), bool), np.ones(len(yte), bool)])),
+        owner=torch.from_numpy(np.concatenate([dtr, dte])),
+        num_classes=2, input_shape=(NUM_FEATURES,), client_names=list(DOMAINS),
+        class_names=["<=50K", ">50K"],
+    )

@@ -1,0 +1,32 @@
+"""scikit-learn's bundled 8x8 handwritten digits: a real, tiny image set that needs no download.
+
+1,797 images with values 0..16 (scaled to [0, 1]), 10 classes. The data has no official test
+split; a stratified ``test_fraction`` of each class, drawn with ``split_seed``, plays that role.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fedmoo.data.federated import Source
+from fedmoo.errors import UserError
+
+
+def load(data_dir: Path, test_fraction: float = 0.25, split_seed: int = 0) -> Source:
+    from sklearn.datasets import load_digits
+
+    if not 0 <= test_fraction < 1:
+        raise UserError(f"data.test_fraction={test_fraction} must be in [0, 1)")
+    d = load_digits()
+    x = (d.images.astype(np.float32) / 16.0)[:, None]           # [1797, 1, 8, 8]
+    y = d.target.astype(np.int64)
+    rng = np.random.default_rng(split_seed)
+    is_test = np.zeros(len(y), bool)
+    for c in range(10):
+        idx = rng.permutation(np.flatnonzero(y == c))
+        is_test[idx[: round(test_fraction * len(idx))]] = True
+    return Source(x=torch.from_numpy(x), y=torch.from_numpy(y), is_test=torch.from_numpy(is_test),
+                  num_classes=10, input_shape=(1, 8, 8), class_names=[str(c) for c in range(10)])

@@ -1,0 +1,147 @@
+"""MNIST, Fashion-MNIST and EMNIST from IDX files (torchvision's ``<root>/<Name>/raw/`` layout).
+
+IDX: a 4-byte big-endian magic (two zero bytes, a dtype code, the number of dimensions), one
+big-endian uint32 per dimension, then the row-major data. Images have magic 2051 (uint8,
+3 dims), labels 2049 (uint8, 1 dim). Each file may be stored uncompressed or as ``.gz``.
+
+Fashion-MNIST is also read from ``/usr/share/datasets/fashion-mnist/`` (the gzip files that
+Debian's ``dataset-fashion-mnist`` package installs), so it works offline after
+``apt-get install dataset-fashion-mnist``. EMNIST images are stored transposed relative to MNIST
+(NIST's column order); the loader transposes them back.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fedmoo.data import pixels
+from fedmoo.data.download import Resource, ensure
+from fedmoo.data.federated import Source
+from fedmoo.errors import UserError
+
+IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+SPLITS = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+          "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+
+MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
+MNIST_MD5 = {"train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+             "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
+             "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
+             "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c"}
+FMNIST_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+FMNIST_MD5 = {"train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+              "train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
+              "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
+              "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310"}
+FMNIST_SYSTEM_DIR = "/usr/share/datasets/fashion-mnist"
+EMNIST_ZIP = Resource("https://biometrics.nist.gov/cs_links/EMNIST/gzip.zip",
+                      "58c8d27c78d21e728a6bc7b3cc06412e", extract=True)
+
+FMNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                  "Sneaker", "Bag", "Ankle boot"]
+EMNIST_BYCLASS = [*"0123456789", *"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *"abcdefghijklmnopqrstuvwxyz"]
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Parse one IDX file (plain or gzip-compressed) into a numpy array of its shape."""
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in IDX_DTYPES:
+        raise UserError(f"{path} is not an IDX file (bad magic number); re-download it")
+    ndim = raw[3]
+    dims = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    dtype = np.dtype(IDX_DTYPES[raw[2]])
+    start = 4 + 4 * ndim
+    count = int(np.prod(dims)) if dims else 0
+    if len(raw) - start != count * dtype.itemsize:
+        raise UserError(f"{path} is truncated: header says {dims}, file holds "
+                        f"{(len(raw) - start) // dtype.itemsize} values; re-download it")
+    return np.frombuffer(raw, dtype=dtype, offset=start).reshape(dims).astype(dtype.newbyteorder("="))
+
+
+def _find(dirs: list[Path], name: str) -> Path | None:
+    for d in dirs:
+        for cand in (d / name, d / f"{name}.gz"):
+            if cand.is_file():
+                return cand
+    return None
+
+
+def _complete(dirs: list[Path], names: list[str]) -> list[Path] | None:
+    """The first directory (in order) that holds every file, as paths; None if none does."""
+    for d in dirs:
+        found = [_find([d], n) for n in names]
+        if all(found):
+            return found
+    return None
+
+
+def _load_idx_pair(paths: list[Path]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(train images, train labels, test images, test labels) -> x [M,H,W], y [M], is_test [M]."""
+    xtr, ytr, xte, yte = (read_idx(p) for p in paths)
+    for x, y, p in ((xtr, ytr, paths[0]), (xte, yte, paths[2])):
+        if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
+            raise UserError(f"{p}: images {x.shape} and labels {y.shape} do not match; "
+                            "re-download the dataset")
+    x = np.concatenate([xtr, xte])
+    y = np.concatenate([ytr, yte]).astype(np.int64)
+    is_test = np.concatenate([np.zeros(len(ytr), bool), np.ones(len(yte), bool)])
+    return x, y, is_test
+
+
+def _source(x, y, is_test, normalize, num_classes, class_names, mean=None, std=None) -> Source:
+    x = x[:, None]                                     # [M, 1, H, W]
+    return Source(
+        x=pixels.normalize(x, is_test, normalize, mean, std),
+        y=torch.from_numpy(y), is_test=torch.from_numpy(is_test),
+        num_classes=num_classes, input_shape=tuple(x.shape[1:]), class_names=class_names,
+    )
+
+
+def _names(prefix: str = "") -> list[str]:
+    return [prefix + n for pair in (SPLITS["train"], SPLITS["test"]) for n in pair]
+
+
+def _load_family(dataset: str, dirs: list[Path], url: str, md5: dict[str, str],
+                 download: bool) -> tuple[np.ndarray, ...]:
+    names = _names()
+    folder = dirs[0]
+    ensure(dataset, folder, [Resource(url + f"{n}.gz", md5[f"{n}.gz"]) for n in names], folder,
+           download, lambda: _complete(dirs, names) is not None)
+    return _load_idx_pair(_complete(dirs, names))
+
+
+def load_mnist(data_dir: Path, normalize: str = "standard", download: bool = True) -> Source:
+    """MNIST (60,000 train / 10,000 test), ``standard`` = (x/255 - 0.1307) / 0.3081."""
+    x, y, t = _load_family("mnist", [data_dir / "MNIST" / "raw"], MNIST_URL, MNIST_MD5, download)
+    return _source(x, y, t, normalize, 10, [str(i) for i in range(10)], [0.1307], [0.3081])
+
+
+def load_fmnist(data_dir: Path, normalize: str = "pixel_zscore", download: bool = True,
+                system_dir: str | None = FMNIST_SYSTEM_DIR) -> Source:
+    """Fashion-MNIST from ``data_dir/FashionMNIST/raw`` or ``system_dir`` (Debian's package)."""
+    dirs = [data_dir / "FashionMNIST" / "raw"] + ([Path(system_dir)] if system_dir else [])
+    x, y, t = _load_family("fmnist", dirs, FMNIST_URL, FMNIST_MD5, download)
+    return _source(x, y, t, normalize, 10, FMNIST_CLASSES, [0.2860], [0.3530])
+
+
+def load_emnist(data_dir: Path, split: str = "byclass", normalize: str = "unit",
+                download: bool = True) -> Source:
+    """EMNIST ``split`` (byclass: 62 classes, digits, upper case, lower case in LEAF's order)."""
+    raw = data_dir / "EMNIST" / "raw"
+    names = [f"emnist-{split}-{n.replace('t10k', 'test')}" for n in _names()]
+
+    def present():
+        return _complete([raw, raw / "gzip"], names) is not None
+
+    ensure("emnist", raw, [EMNIST_ZIP], raw, download, present)
+    x, y, t = _load_idx_pair(_complete([raw, raw / "gzip"], names))
+    x = np.ascontiguousarray(x.transpose(0, 2, 1))     # NIST column order -> upright images
+    classes = EMNIST_BYCLASS if split == "byclass" else None
+    n_cls = len(classes) if classes else int(y.max()) + 1
+    return _source(x, y, t, normalize, n_cls, classes)

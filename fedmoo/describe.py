@@ -1,0 +1,143 @@
+"""``fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]``.
+
+Composes the same Hydra config as ``fedmoo run`` (same overrides), then, without training,
+reports the dataset sizes, the model's parameter count and, per client, the train / val / test
+sizes and the label histogram of its training samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from fedmoo.config import compose
+from fedmoo.errors import UserError
+
+USAGE = "fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]"
+
+
+def _declared_classes(cfg: dict[str, Any]) -> int:
+    part = cfg["partition"]
+    if part.get("compact_labels") and part.get("classes"):
+        return len(part["classes"])
+    return int(cfg["data"]["num_classes"])
+
+
+def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
+    """Everything ``describe`` prints, as one JSON-ready dict (plus private text-only keys)."""
+    import numpy as np
+
+    from fedmoo import data as fdata
+    from fedmoo import models
+    from fedmoo.params import num_params
+
+    info: dict[str, Any] = {"num_clients": int(cfg["num_clients"]), "clients": []}
+    meta = {"data": cfg["data"]["name"], "model": cfg["model"]["name"],
+            "partition": cfg["partition"]["name"]}
+    if model_only:
+        shape = tuple(int(s) for s in cfg["data"]["input_shape"])
+        n_cls = _declared_classes(cfg)
+    else:
+        source = fdata.load_source(cfg["data"], cfg["data_dir"])
+        fed = fdata.federate(source, cfg["partition"], int(cfg["num_clients"]))
+        shape, n_cls = fed.input_shape, fed.num_classes
+        n_test = int(source.is_test.sum())
+        meta["samples"] = (int(source.y.shape[0]), int(source.y.shape[0]) - n_test, n_test)
+        y = fed.y.numpy() if fed.y.dim() == 1 else None
+        sizes = {s: (None if getattr(fed, s) is None else getattr(fed, s).sizes.tolist())
+                 for s in ("train", "val", "test")}
+        for k in range(fed.num_clients):
+            row = {"id": k, **{s: (0 if v is None else int(v[k])) for s, v in sizes.items()}}
+            hist = {}
+            if y is not None:
+                counts = np.bincount(y[fed.train.of(k).numpy()], minlength=n_cls)
+                hist = {str(c): int(n) for c, n in enumerate(counts) if n}
+            row["labels"] = hist
+            info["clients"].append(row)
+        meta["has_val"] = fed.val is not None
+        meta["class_names"] = fed.class_names
+    model = models.build(cfg["model"], shape, n_cls)
+    info["num_params"] = num_params(model)
+    meta.update(input_shape=list(shape), num_classes=n_cls)
+    return {"num_params": info["num_params"], "num_clients": info["num_clients"],
+            "clients": info["clients"], "_meta": meta}
+
+
+def render_text(info: dict[str, Any]) -> str:
+    m = info["_meta"]
+    lines = []
+    if "samples" in m:
+        total, train, test = m["samples"]
+        lines.append(f"data: {m['data']}  {total} samples ({train} train / {test} test in the "
+                     f"dataset's split)  input {m['input_shape']}  classes {m['num_classes']}")
+    else:
+        lines.append(f"data: {m['data']}  input {m['input_shape']}  classes {m['num_classes']} "
+                     "(declared; no data loaded)")
+    lines.append(f"model: {m['model']}  {info['num_params']:,} parameters")
+    lines.append(f"partition: {m['partition']}  {info['num_clients']} clients")
+    if info["clients"]:
+        tr = [c["train"] for c in info["clients"]]
+        lines.append(f"train samples per client: min {min(tr)}  max {max(tr)}  total {sum(tr)}")
+        lines.append(f"{'client':>6} {'train':>7} {'val':>6} {'test':>6}  labels (train: label x count)")
+        for c in info["clients"]:
+            hist = " ".join(f"{lab}x{n}" for lab, n in c["labels"].items())
+            val = c["val"] if m.get("has_val") else "-"
+            lines.append(f"{c['id']:>6} {c['train']:>7} {val:>6} {c['test']:>6}  {hist}")
+    return "\n".join(lines)
+
+
+def plot(info: dict[str, Any], path: str) -> None:
+    """Clients x classes heat map of the training label counts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    m = info["_meta"]
+    if not info["clients"]:
+        raise UserError("--plot needs the data: drop --model-only")
+    grid = np.zeros((len(info["clients"]), m["num_classes"]))
+    for c in info["clients"]:
+        for lab, n in c["labels"].items():
+            grid[c["id"], int(lab)] = n
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.3 * grid.shape[1] + 2), 4.5))
+    im = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis")
+    ax.set_xlabel("class")
+    ax.set_ylabel("client")
+    ax.set_title(f"{m['data']} / {m['partition']}: training labels per client")
+    fig.colorbar(im, ax=ax, label="samples")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(args: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="fedmoo describe", usage=USAGE, description=__doc__.split("\n\n")[1])
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--model-only", action="store_true",
+                   help="build the model from the declared input shape and classes; load no data")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the clients x classes label heat map")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, as for `fedmoo run`")
+    ns = p.parse_args(args)
+    from fedmoo.cli import check_overrides
+
+    err = check_overrides(ns.overrides)
+    try:
+        if err:
+            raise UserError(err)
+        info = describe(compose(ns.overrides), model_only=ns.model_only)
+        if ns.plot:
+            plot(info, ns.plot)
+    except UserError as e:
+        print(f"fedmoo: error: {e}", file=sys.stderr)
+        return 2
+    if ns.json:
+        print(json.dumps({k: v for k, v in info.items() if not k.startswith("_")}))
+    else:
+        print(render_text(info))
+        if ns.plot:
+            print(f"plot: {ns.plot}")
+    return 0

@@ -1,0 +1,9 @@
+"""Pure tensor math of the server rules (no algorithm state, no config).
+
+- :mod:`fedmoo.moo.gram`: Gram matrix of the ``[K, d]`` updates and the one weighted sum.
+- :mod:`fedmoo.moo.simplex`: Euclidean projection onto the probability simplex.
+- :mod:`fedmoo.moo.minnorm`: min-norm point of a convex hull (box-constrained simplex QP via
+  qpsolvers, with a bounded Frank-Wolfe fallback).
+- :mod:`fedmoo.moo.gram_schmidt`: AdaFed's loss-scaled Gram-Schmidt in coefficient space.
+- :mod:`fedmoo.moo.conflict`: FedFV's projections of conflicting updates.
+"""

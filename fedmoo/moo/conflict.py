@@ -1,0 +1,36 @@
+"""Projections of conflicting updates (FedFV, Wang et al. IJCAI 2021)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from fedmoo.moo.gram import TINY
+
+
+def project_conflicts(g: Tensor, order: Tensor, project: Tensor) -> Tensor:
+    """FedFV's internal step in coefficient space: ``C [K, K]`` with ``x'_i = sum_j C_ij x_j``.
+
+    ``g [K, K]``: Gram matrix of the updates ``x``; ``order [K]``: the order in which clients are
+    projected against; ``project [K] bool``: which clients get projected (the others keep
+    ``x_i``). For every projected i, starting from ``x'_i = x_i``, for j in ``order`` (j != i):
+    if ``<x_j, x'_i> < 0`` then ``x'_i -= <x_j, x'_i> / ||x_j||^2 x_j``, always against the
+    ORIGINAL ``x_j``. All clients advance through ``order`` together: K steps over K-vectors.
+    """
+    g = g.to(torch.float64)
+    k_count = g.shape[0]
+    coef = torch.eye(k_count, dtype=torch.float64)
+    project = project.to(torch.bool).cpu()
+    idx = torch.arange(k_count)
+    for j in order.tolist():
+        dots = coef @ g[:, j]                                  # <x'_i, x_j> for every i
+        hit = project & (idx != j) & (dots < 0)
+        coef[:, j] -= torch.where(hit, dots / g[j, j].clamp_min(TINY), torch.zeros_like(dots))
+    return coef
+
+
+def remove_conflict(x: Tensor, s: Tensor) -> Tensor:
+    """``x - <x, s> / ||s||^2 s`` if ``<x, s> < 0``, else ``x``: ``x, s [d]`` -> ``[d]`` (no sync)."""
+    dot = x @ s
+    coef = torch.where(dot < 0, dot / (s @ s).clamp_min(TINY), torch.zeros_like(dot))
+    return x - coef * s

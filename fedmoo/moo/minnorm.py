@@ -1,0 +1,121 @@
+"""Min-norm point of the convex hull of K vectors, given only their Gram matrix.
+
+Solves the box-constrained simplex QP of FedMGDA+ (and, with no box, MGDA / FMGDA)::
+
+    min_lam 1/2 lam^T G lam   s.t.  sum lam = 1,  lo <= lam <= hi
+
+in float64 on the CPU through qpsolvers (DAQP by default, quadprog as an option). If the solver
+raises, returns None or an infeasible point, a bounded Frank-Wolfe solve of the same problem
+takes over, so a round never crashes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import qpsolvers
+import torch
+from torch import Tensor
+
+SOLVERS = ("daqp", "quadprog")
+FEAS_TOL = 1e-6
+
+
+@dataclass
+class MinNormResult:
+    """``lam [K]`` float64 and how it was found: ``"fixed"`` (lo = hi), ``"qp"`` or ``"fallback"``."""
+
+    lam: Tensor
+    method: str
+
+
+def box_bounds(lam0: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    """FedMGDA+'s box ``max(0, lam0 - eps) <= lam <= min(1, lam0 + eps)``: ``lam0 [K]`` -> two ``[K]``."""
+    return (lam0 - eps).clamp_min(0.0), (lam0 + eps).clamp_max(1.0)
+
+
+def ridge(g: Tensor) -> float:
+    """The ridge added to a Gram matrix ``g [K, K]``: ``1e-12 * trace(g) / K`` (1e-12 if g = 0).
+
+    Relative to the mean squared norm, so tiny updates are not swamped by it (ALGORITHMS.md's
+    ``1e-12 (trace/K + 1)`` would dominate G once the updates' norms fall below ~1e-5).
+    """
+    mean_sq = float(g.trace()) / g.shape[0]
+    return 1e-12 * (mean_sq if mean_sq > 0 else 1.0)
+
+
+def frank_wolfe_min_norm(g: Tensor, lo: Tensor | None = None, hi: Tensor | None = None,
+                         start: Tensor | None = None, max_iter: int = 20000,
+                         tol: float = 1e-10) -> Tensor:
+    """Pairwise Frank-Wolfe for ``min 1/2 lam^T g lam`` over ``{lo <= lam <= hi, sum lam = 1}``.
+
+    ``g [K, K]`` Gram matrix; ``lo`` / ``hi [K]`` bounds (default 0 / 1: the plain simplex, i.e.
+    the MGDA min-norm problem); ``start [K]`` a feasible point (default uniform, clipped into
+    the box). Each iteration moves mass from the coordinate of largest gradient that can still
+    decrease to the one of smallest gradient that can still increase (the Frank-Wolfe vertex
+    minus the away vertex), with exact line search. It stops when that gap, which is zero
+    exactly at a KKT point, is below ``tol * trace(g) / K``, or after ``max_iter`` iterations.
+    Returns ``lam [K]`` float64 on the CPU.
+    """
+    gm = g.detach().to(torch.float64).cpu().numpy()
+    k = gm.shape[0]
+    lo_n = np.zeros(k) if lo is None else lo.detach().to(torch.float64).cpu().numpy()
+    hi_n = np.ones(k) if hi is None else hi.detach().to(torch.float64).cpu().numpy()
+    lam = np.full(k, 1.0 / k) if start is None else start.detach().to(torch.float64).cpu().numpy()
+    lam = np.clip(lam, lo_n, hi_n)
+    grad = gm @ lam
+    stop = tol * max(np.trace(gm) / k, 1e-300)
+    for _ in range(max_iter):
+        i = int(np.argmin(np.where(lam < hi_n, grad, np.inf)))
+        j = int(np.argmax(np.where(lam > lo_n, grad, -np.inf)))
+        gap = grad[j] - grad[i]
+        if not gap > stop:
+            break
+        room = min(hi_n[i] - lam[i], lam[j] - lo_n[j])
+        curv = gm[i, i] + gm[j, j] - 2.0 * gm[i, j]
+        delta = room if curv <= 0 else min(room, gap / curv)
+        lam[i] += delta
+        lam[j] -= delta
+        grad += delta * (gm[:, i] - gm[:, j])
+    return torch.from_numpy(lam)
+
+
+def min_norm_weights(g: Tensor, lam0: Tensor | None = None, eps: float = 1.0,
+                     solver: str = "daqp") -> MinNormResult:
+    """Weights ``lam [K]`` of the min-norm point of ``conv{x_k}`` inside FedMGDA+'s box.
+
+    ``g [K, K]``: Gram matrix of the K vectors (any float dtype; solved in float64 on the CPU).
+    ``lam0 [K]``: centre of the box, on the simplex (default uniform). ``eps`` in [0, 1]: box
+    half-width; 0 returns ``lam0``, 1 is unconstrained MGDA. A relative ridge ``1e-12 trace/K`` makes
+    the problem strictly convex and the matrix is scaled by its mean diagonal (the argmin does not
+    change) so the solver's absolute tolerances fit any update size.
+    """
+    g = g.detach().to(torch.float64).cpu()
+    k = g.shape[0]
+    lam0 = (torch.full((k,), 1.0 / k, dtype=torch.float64) if lam0 is None
+            else lam0.detach().to(torch.float64).cpu())
+    lo, hi = box_bounds(lam0, eps)
+    if k == 1 or bool((hi - lo).max() <= 0):
+        return MinNormResult(lam0.clone(), "fixed")
+    p = g + ridge(g) * torch.eye(k, dtype=torch.float64)
+    p = p / (p.trace() / k)
+    lam = _solve_qp(p.numpy(), lo.numpy(), hi.numpy(), solver)
+    if lam is not None:
+        return MinNormResult(torch.from_numpy(lam), "qp")
+    return MinNormResult(frank_wolfe_min_norm(p, lo, hi, start=lam0), "fallback")
+
+
+def _solve_qp(p: np.ndarray, lo: np.ndarray, hi: np.ndarray, solver: str) -> np.ndarray | None:
+    """One qpsolvers call; None when the solver fails or its answer is not feasible."""
+    k = p.shape[0]
+    try:
+        x = qpsolvers.solve_qp(p, np.zeros(k), A=np.ones((1, k)), b=np.ones(1), lb=lo, ub=hi,
+                               solver=solver)
+    except Exception:  # noqa: BLE001 - any solver failure (not PD, internal error) -> fallback
+        return None
+    if x is None or not np.all(np.isfinite(x)):
+        return None
+    if abs(x.sum() - 1.0) > FEAS_TOL or np.any(x < lo - FEAS_TOL) or np.any(x > hi + FEAS_TOL):
+        return None
+    return np.clip(x, lo, hi)

@@ -1,0 +1,92 @@
+"""Every algorithm has one slug across module, class, YAML and CLI; bad values give one-line errors."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from fedmoo.algorithms import _MODULES, build, get, names
+from fedmoo.errors import UserError
+
+CONF = Path(__file__).resolve().parents[2] / "fedmoo" / "conf" / "algo"
+EXPECTED = {"fedavg", "fedprox", "qfedavg", "afl", "fedmgda", "fedmgda_plus", "fedavg_n",
+            "mgda_prox", "fedfv", "adafed", "term", "ditto", "fedfa", "median", "trimmed_mean",
+            "krum", "multikrum"}
+
+
+def yaml_algo(name: str, rounds: int = 50) -> dict:
+    cfg = OmegaConf.merge({"rounds": rounds}, {"algo": OmegaConf.load(CONF / f"{name}.yaml")})
+    return OmegaConf.to_container(cfg, resolve=True)["algo"]
+
+
+def test_every_algorithm_of_the_issue_is_registered_with_a_yaml():
+    assert set(names()) == EXPECTED
+    assert {p.stem for p in CONF.glob("*.yaml")} == EXPECTED
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_yaml_matches_the_constructor(name):
+    cls = get(name)
+    text = (CONF / f"{name}.yaml").read_text().splitlines()
+    assert text[0] == f"# {cls.description}"
+    assert cls.__module__.rsplit(".", 1)[1] in _MODULES
+    cfg = yaml_algo(name)
+    assert cfg.pop("name") == name
+    params = inspect.signature(cls.__init__).parameters
+    assert set(cfg) == {p for p in params if p != "self"}, "the YAML lists every hyperparameter"
+    for key, value in cfg.items():
+        if key != "total_rounds":   # interpolated from the run's ${rounds}
+            assert value == params[key].default, (key, value, params[key].default)
+    assert repr(build(yaml_algo(name))).startswith(f"{name}(")
+    assert name == "fedavg" or "FedAvg" in cls.__doc__, "the docstring says what reduces it to FedAvg"
+
+
+def test_fedmgda_decay_horizon_follows_the_run_length():
+    assert build(yaml_algo("fedmgda_plus", rounds=300)).total_rounds == 300
+
+
+@pytest.mark.parametrize("name,kwargs,needle", [
+    ("fedmgda", {"epsilon": 1.5}, "algo.epsilon=1.5"),
+    ("fedmgda_plus", {"epsilon": -0.1}, "algo.epsilon=-0.1"),
+    ("fedmgda", {"normalize": "yes"}, "algo.normalize='yes'"),
+    ("fedmgda", {"eta_decay": 0.0}, "algo.eta_decay=0.0"),
+    ("fedmgda", {"solver": "cvxopt"}, "algo.solver='cvxopt'"),
+    ("fedmgda", {"lambda0": "weighted"}, "algo.lambda0='weighted'"),
+    ("qfedavg", {"q": -1}, "algo.q=-1.0"),
+    ("qfedavg", {"L": 0}, "algo.L=0.0"),
+    ("fedfv", {"alpha": 1.2}, "algo.alpha=1.2"),
+    ("fedfv", {"tau": -1}, "algo.tau=-1"),
+    ("fedfv", {"tau": 1.5}, "algo.tau=1.5"),
+    ("fedfv", {"order": "shuffle"}, "algo.order='shuffle'"),
+    ("adafed", {"gamma": -2}, "algo.gamma=-2.0"),
+    ("adafed", {"loss": "mean"}, "algo.loss='mean'"),
+    ("term", {"t": float("inf")}, "algo.t=inf"),
+    ("term", {"normalization": "max"}, "algo.normalization='max'"),
+    ("ditto", {"lam": -1}, "algo.lam=-1.0"),
+    ("fedprox", {"mu": -0.1}, "algo.mu=-0.1"),
+    ("fedfa", {"gamma": 1.0}, "algo.gamma=1.0"),
+    ("afl", {"gamma_lambda": -1}, "algo.gamma_lambda=-1.0"),
+    ("trimmed_mean", {"beta": 0.5}, "algo.beta=0.5"),
+    ("krum", {"f": -1}, "algo.f=-1"),
+    ("multikrum", {"m": 0}, "algo.m=0"),
+])
+def test_bad_hyperparameters_raise_one_line_user_errors(name, kwargs, needle):
+    with pytest.raises(UserError) as err:
+        get(name)(**kwargs)
+    msg = str(err.value)
+    assert needle in msg and name in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("name,kwargs,n,k,needle", [
+    ("afl", {}, 30, 10, "clients_per_round=null"),
+    ("krum", {"f": 2}, 30, 6, "clients_per_round >= 2f+3 = 7"),
+    ("multikrum", {"m": 8}, 30, 7, "algo.m=8"),
+])
+def test_impossible_run_settings_are_rejected(name, kwargs, n, k, needle):
+    algo = get(name)(**kwargs)
+    with pytest.raises(UserError, match=needle.replace("+", r"\+")):
+        algo.check_run(n, k)
+    algo.check_run(n, n)

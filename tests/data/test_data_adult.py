@@ -1,0 +1,36 @@
+"""UCI Adult text files with their quirks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedmoo.data import adult
+
+TRAIN = (
+    "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K\n"
+    "50, Self-emp-not-inc, 83311, Doctorate, 16, Married-civ-spouse, Exec-managerial, Husband, White, Male, 0, 0, 13, ?, >50K\n"
+    "38, ?, 215646, HS-grad, 9, Divorced, ?, Not-in-family, Black, Female, 0, 0, 40, Holand-Netherlands, <=50K\n"
+    "\n"
+)
+TEST = (
+    "|1x3 Cross validator\n"
+    "25, Private, 226802, 11th, 7, Never-married, Machine-op-inspct, Own-child, Black, Male, 0, 0, 40, United-States, <=50K.\n"
+    "44, Private, 160323, Doctorate, 16, Married-civ-spouse, Prof-specialty, Husband, Asian-Pac-Islander, Male, 7688, 0, 40, India, >50K.\n"
+)
+
+
+def test_adult_99_one_hot_features_labels_and_domains(tmp_path):
+    (tmp_path / "adult").mkdir()
+    (tmp_path / "adult" / "adult.data").write_text(TRAIN)
+    (tmp_path / "adult" / "adult.test").write_text(TEST)
+    src = adult.load(tmp_path, download=False)
+    assert tuple(src.x.shape) == (5, 99) and src.input_shape == (99,)
+    assert src.y.tolist() == [0, 1, 0, 0, 1]
+    assert src.is_test.tolist() == [False, False, False, True, True]
+    assert src.owner.tolist() == [1, 0, 1, 1, 0] and src.client_names == ["phd", "non-phd"]
+    x = src.x.numpy()
+    # row 0: workclass State-gov (5), education Bachelors (8), never-married (24+2=26),
+    # Adm-clerical (31+8=39), Not-in-family (45+3=48), White (51), Male (56+1=57), US (58)
+    assert np.flatnonzero(x[0]).tolist() == [5, 8, 26, 39, 48, 51, 57, 58]
+    assert x[1, 8 + 13] == 1                     # Doctorate = feature 21
+    assert x[2].sum() == 6 and x[2, 98] == 1     # two "?" blocks empty; Holand-Netherlands last

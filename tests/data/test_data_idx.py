@@ -1,0 +1,95 @@
+"""MNIST / Fashion-MNIST / EMNIST IDX files in torchvision's and Debian's layouts."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedmoo.data import mnist
+from fedmoo.errors import UserError
+
+DEBIAN_FMNIST = Path("/usr/share/datasets/fashion-mnist")
+
+
+def test_read_idx_parses_header_and_big_endian_data(tmp_path):
+    # magic 0x00000803 (ubyte, 3 dims), dims 2 x 2 x 3, then 12 bytes
+    raw = bytes([0, 0, 8, 3]) + (2).to_bytes(4, "big") + (2).to_bytes(4, "big") + \
+        (3).to_bytes(4, "big") + bytes(range(12))
+    (tmp_path / "a").write_bytes(raw)
+    a = mnist.read_idx(tmp_path / "a")
+    assert a.shape == (2, 2, 3) and a[1, 0, 2] == 8 and a.dtype == np.uint8
+    # int32 labels are big-endian: 0x0C code, 1 dim of 2, values 1 and 258
+    raw = bytes([0, 0, 0x0C, 1]) + (2).to_bytes(4, "big") + (1).to_bytes(4, "big") + (258).to_bytes(4, "big")
+    (tmp_path / "b.gz").write_bytes(gzip.compress(raw))
+    assert mnist.read_idx(tmp_path / "b.gz").tolist() == [1, 258]
+
+
+@pytest.mark.parametrize("raw,needle", [
+    (b"\x00\x01\x08\x01\x00\x00\x00\x01\x05", "bad magic"),
+    (bytes([0, 0, 8, 1]) + (5).to_bytes(4, "big") + b"\x01\x02", "truncated"),
+])
+def test_read_idx_rejects_bad_files(tmp_path, raw, needle):
+    (tmp_path / "f").write_bytes(raw)
+    with pytest.raises(UserError, match=needle):
+        mnist.read_idx(tmp_path / "f")
+
+
+def test_mnist_torchvision_layout_uncompressed(tmp_path, fmt):
+    arrs = fmt.write_mnist_family(tmp_path / "MNIST" / "raw")
+    src = mnist.load_mnist(tmp_path, normalize="unit", download=False)
+    assert tuple(src.x.shape) == (13, 1, 28, 28) and src.input_shape == (1, 28, 28)
+    assert src.y.tolist() == [0, 0, 1, 1, 1, 2, 2, 2, 2, 0, 1, 2, 2]
+    assert src.is_test.tolist() == [False] * 9 + [True] * 4
+    x0 = arrs["train"][0][0]
+    assert float(src.x[0, 0, 3, 5]) == pytest.approx(x0[3, 5] / 255.0)
+    std = mnist.load_mnist(tmp_path, download=False)          # (x/255 - 0.1307) / 0.3081
+    assert float(std.x[0, 0, 3, 5]) == pytest.approx((x0[3, 5] / 255.0 - 0.1307) / 0.3081, rel=1e-5)
+
+
+def test_fmnist_gzip_in_system_dir_and_pixel_zscore(tmp_path, fmt):
+    system = tmp_path / "usr_share_datasets_fashion-mnist"
+    arrs = fmt.write_mnist_family(system, gz=True)
+    src = mnist.load_fmnist(tmp_path / "data", download=False, system_dir=str(system))
+    xtr = arrs["train"][0].astype(np.float64)
+    mu, sigma = xtr.mean(0), xtr.std(0)
+    xte = arrs["test"][0].astype(np.float64)
+    want = (xte[1, 7, 9] - mu[7, 9]) / (sigma[7, 9] + 0.001)   # second test image
+    assert float(src.x[10, 0, 7, 9]) == pytest.approx(want, rel=1e-5)
+    assert src.class_names[6] == "Shirt" and src.num_classes == 10
+
+
+def test_fmnist_prefers_data_dir_copy(tmp_path, fmt):
+    fmt.write_mnist_family(tmp_path / "FashionMNIST" / "raw", n_train=(1, 1, 1))
+    fmt.write_mnist_family(tmp_path / "system", gz=True)
+    src = mnist.load_fmnist(tmp_path, download=False, system_dir=str(tmp_path / "system"))
+    assert len(src.y) == 3 + 4
+
+
+def test_emnist_images_are_transposed(tmp_path, fmt):
+    arrs = fmt.write_mnist_family(tmp_path / "EMNIST" / "raw", prefix="emnist-byclass-")
+    src = mnist.load_emnist(tmp_path, download=False)
+    x0 = arrs["train"][0][0]
+    assert float(src.x[0, 0, 3, 5]) == pytest.approx(x0[5, 3] / 255.0)
+    assert src.num_classes == 62 and src.class_names[36] == "a"
+
+
+def test_missing_files_without_download_is_one_line(tmp_path):
+    with pytest.raises(UserError) as e:
+        mnist.load_mnist(tmp_path, download=False)
+    msg = str(e.value)
+    assert "\n" not in msg and "data=mnist" in msg and str(tmp_path / "MNIST" / "raw") in msg
+    assert "https://ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz" in msg
+
+
+@pytest.mark.skipif(not DEBIAN_FMNIST.is_dir(),
+                    reason="Debian's dataset-fashion-mnist is not installed "
+                           "(apt-get install dataset-fashion-mnist)")
+def test_real_fmnist_from_debian_package(tmp_path):
+    src = mnist.load_fmnist(tmp_path, download=False)
+    assert tuple(src.x.shape) == (70000, 1, 28, 28)
+    assert int((~src.is_test).sum()) == 60000
+    counts = np.bincount(src.y[~src.is_test].numpy())
+    assert counts.tolist() == [6000] * 10

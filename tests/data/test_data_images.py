@@ -1,0 +1,93 @@
+"""CelebA text files + JPEGs, CINIC-10 and Tiny-ImageNet folders, scikit-learn digits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from fedmoo.data import celeba, digits, imagefolder
+from fedmoo.data.celeba import read_table
+from fedmoo.errors import UserError
+
+ATTRS = ["5_o_Clock_Shadow", "Arched_Eyebrows"] + [f"A{i}" for i in range(37)] + ["Young"]
+ATTRS[31] = "Smiling"
+
+
+def _png(path, value, size=(32, 32), fmt="PNG"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, (value, value, value)).save(path, fmt)
+
+
+def _celeba(root):
+    d = root / "celeba"
+    names = [f"{i:06d}.jpg" for i in range(1, 5)]
+    rows = []
+    for i, n in enumerate(names):
+        vals = ["1" if (j + i) % 2 else "-1" for j in range(40)]
+        rows.append(n + " " + " ".join(f"{v:>2}" for v in vals))
+        _png(d / "img_align_celeba" / n, 50 * i, (178, 218), "JPEG")
+    (d / "list_attr_celeba.txt").write_text("4\n" + " ".join(ATTRS) + " \n" + "\n".join(rows) + "\n")
+    (d / "list_eval_partition.txt").write_text(
+        "\n".join(f"{n} {p}" for n, p in zip(names, [0, 1, 2, 0])) + "\n")
+    (d / "identity_CelebA.txt").write_text(
+        "\n".join(f"{n} {c}" for n, c in zip(names, [2880, 7, 7, 2880])) + "\n")
+    return d
+
+
+def test_celeba_attribute_target_split_and_identity(tmp_path):
+    _celeba(tmp_path)
+    cols, files, _ = read_table(tmp_path / "celeba" / "list_attr_celeba.txt", header=True)
+    assert len(cols) == 40 and files[0] == "000001.jpg"
+    src = celeba.load(tmp_path, size=16)
+    assert tuple(src.x.shape) == (3, 3, 16, 16)               # the valid image is dropped
+    assert src.y.tolist() == [1, 1, 0]                         # Smiling = column 31
+    assert src.is_test.tolist() == [False, True, False]
+    assert src.owner.tolist() == [1, 0, 1] and src.client_names == ["7", "2880"]
+    assert float(src.x[1].mean()) == pytest.approx(100 / 255, abs=0.02)
+    multi = celeba.load(tmp_path, target="all", size=8, keep_valid=True)
+    assert tuple(multi.y.shape) == (4, 40) and multi.task == "multitask"
+    assert multi.y[0, :2].tolist() == [0, 1]
+
+
+def test_celeba_errors(tmp_path):
+    with pytest.raises(UserError, match="data=celeba: files not found"):
+        celeba.load(tmp_path)
+    _celeba(tmp_path)
+    with pytest.raises(UserError, match="data.target='Grumpy'"):
+        celeba.load(tmp_path, target="Grumpy")
+
+
+def test_cinic10_class_folders(tmp_path):
+    root = tmp_path / "cinic10"
+    for split, k in (("train", 2), ("valid", 1), ("test", 1)):
+        for c, name in enumerate(["airplane", "automobile"]):
+            for i in range(k):
+                _png(root / split / name / f"{split}-{i}.png", 10 * c + i)
+    src = imagefolder.load_cinic10(tmp_path, normalize="unit", download=False)
+    assert tuple(src.x.shape) == (6, 3, 32, 32) and src.class_names == ["airplane", "automobile"]
+    assert src.y.tolist() == [0, 0, 1, 1, 0, 1] and src.is_test.tolist() == [False] * 4 + [True] * 2
+    assert float(src.x[3, 0, 0, 0]) == pytest.approx(11 / 255)
+    assert len(imagefolder.load_cinic10(tmp_path, use_valid=True, download=False).y) == 8
+
+
+def test_tinyimagenet_layout_with_val_annotations(tmp_path):
+    root = tmp_path / "tiny-imagenet-200"
+    wnids = ["n01443537", "n01629819"]
+    (root / "val" / "images").mkdir(parents=True)
+    (root / "wnids.txt").write_text("\n".join(wnids) + "\n")
+    for c, w in enumerate(wnids):
+        _png(root / "train" / w / "images" / f"{w}_0.JPEG", 20 * c, (64, 64), "JPEG")
+    _png(root / "val" / "images" / "val_0.JPEG", 5, (64, 64), "JPEG")
+    (root / "val" / "val_annotations.txt").write_text("val_0.JPEG\tn01629819\t0\t10\t62\t60\n")
+    src = imagefolder.load_tinyimagenet(tmp_path, download=False)
+    assert tuple(src.x.shape) == (3, 3, 64, 64) and src.num_classes == 2
+    assert src.y.tolist() == [0, 1, 1] and src.is_test.tolist() == [False, False, True]
+
+
+def test_digits_real_offline_with_stratified_test_split():
+    src = digits.load(None, test_fraction=0.25)
+    assert tuple(src.x.shape) == (1797, 1, 8, 8) and float(src.x.max()) == 1.0
+    y, t = src.y.numpy(), src.is_test.numpy()
+    per_class = np.bincount(y[t], minlength=10) / np.bincount(y, minlength=10)
+    assert np.all(np.abs(per_class - 0.25) < 0.01) and t.sum() == 450

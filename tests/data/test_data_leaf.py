@@ -1,0 +1,65 @@
+"""LEAF FEMNIST and Shakespeare JSON."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedmoo.data import leaf
+from fedmoo.errors import UserError
+
+
+def _img(v):
+    return [v] * 784
+
+
+def _femnist(root, fmt):
+    fmt.write_leaf(root / "femnist" / "train", [
+        {"f0001_02": ([_img(0.1), _img(0.2)], [3, 61])},
+        {"f0000_14": ([_img(0.3)], [10])},
+    ])
+    fmt.write_leaf(root / "femnist" / "test", [
+        {"f0000_14": ([_img(0.4)], [10]), "f0001_02": ([_img(0.5)], [36])},
+    ])
+
+
+def test_femnist_merges_files_sorted_users(tmp_path, fmt):
+    _femnist(tmp_path, fmt)
+    src = leaf.load_femnist(tmp_path)
+    assert src.client_names == ["f0000_14", "f0001_02"]
+    assert src.owner.tolist() == [0, 0, 1, 1, 1]
+    assert src.y.tolist() == [10, 10, 3, 61, 36]
+    assert src.is_test.tolist() == [False, True, False, False, True]
+    assert tuple(src.x.shape) == (5, 1, 28, 28) and float(src.x[1, 0, 27, 27]) == pytest.approx(0.4)
+    assert src.class_names[36] == "a"
+    again = leaf.load_femnist(tmp_path)                         # from the cache
+    assert again.y.tolist() == src.y.tolist() and again.input_shape == (1, 28, 28)
+    sub = leaf.load_femnist(tmp_path, users=["f0001_02"])
+    assert sub.client_names == ["f0001_02"] and len(sub.y) == 3
+
+
+def test_shakespeare_vocabulary_encoding_and_oov_dropped(tmp_path, fmt):
+    a = "To be, or not to be: that is the question. Whether 'tis nobler in the mind to su"
+    assert len(a) == 80
+    bad = "~" + a[1:]
+    fmt.write_leaf(tmp_path / "shakespeare" / "train",
+                   [{"HAMLET_X": ([a, bad], ["u", "f"])}])
+    fmt.write_leaf(tmp_path / "shakespeare" / "test", [{"HAMLET_X": ([a], ["}"])}])
+    src = leaf.load_shakespeare(tmp_path)
+    assert tuple(src.x.shape) == (2, 80) and src.num_classes == 80
+    assert src.x[0, :3].tolist() == [44.0, 67.0, 1.0]       # 'T' = 25 + 19, 'o' = 53 + 14, ' '
+    assert src.y.tolist() == [73, 79]                         # 'u' = 53 + 20, '}' = 79
+    assert src.is_test.tolist() == [False, True]
+
+
+def test_missing_leaf_files_name_the_recipe(tmp_path):
+    with pytest.raises(UserError) as e:
+        leaf.load_femnist(tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and str(tmp_path / "femnist" / "train") in msg
+    assert "https://github.com/TalwalkarLab/leaf" in msg and "preprocess.sh" in msg
+
+
+def test_unknown_user_is_a_user_error(tmp_path, fmt):
+    _femnist(tmp_path, fmt)
+    with pytest.raises(UserError, match="'nobody' is not a user"):
+        leaf.load_femnist(tmp_path, users=["nobody"])
