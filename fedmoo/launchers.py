@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import importlib.util
 
-# launcher config -> (plugin module, pip requirement)
-PLUGINS: dict[str, tuple[str, str]] = {
-    "local_gpus": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher"),
-    "slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher"),
-    "ray": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher"),
+# launcher config -> (plugin module, pip requirement, fedmoo extra)
+PLUGINS: dict[str, tuple[str, str, str]] = {
+    "local_gpus": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher", "launchers"),
+    "slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher", "launchers"),
+    "ray": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher", "ray"),
 }
 
 
@@ -30,8 +30,8 @@ def check_launcher(args: list[str]) -> str | None:
         key, sep, value = arg.partition("=")
         if not sep or key.lstrip("+~") != "hydra/launcher" or value not in PLUGINS:
             continue
-        module, requirement = PLUGINS[value]
+        module, requirement, extra = PLUGINS[value]
         if not plugin_available(module):
             return (f"hydra/launcher={value} needs the {requirement} plugin, which is not "
-                    f"installed; pip install \"fedmoo[launchers]\" (or {requirement})")
+                    f"installed; pip install \"fedmoo[{extra}]\" (or {requirement})")
     return None

@@ -95,7 +95,7 @@ def test_ray_config_composes():
 
 
 @pytest.mark.skipif(not RAY, reason="ray / hydra-ray-launcher are not installed here; "
-                                    "pip install \"fedmoo[launchers]\" to run this test")
+                                    "pip install \"fedmoo[ray]\" to run this test")
 def test_ray_local_sweep(cli):
     r = cli("run", "-m", "hydra/launcher=ray", "hydra.launcher.ray.remote.num_gpus=0",
             "+hydra.launcher.ray.init.num_cpus=2", "seed=0,1", *TINY, "hydra.sweep.dir=sweep")
@@ -109,6 +109,6 @@ def test_missing_ray_plugin_is_one_line_error(cli):
     r = cli("run", "-m", "hydra/launcher=ray", "seed=0,1", "hydra.sweep.dir=sweep")
     assert r.returncode == 2
     assert r.stderr.strip() == ("fedmoo: error: hydra/launcher=ray needs the hydra-ray-launcher "
-                                "plugin, which is not installed; pip install \"fedmoo[launchers]\" "
+                                "plugin, which is not installed; pip install \"fedmoo[ray]\" "
                                 "(or hydra-ray-launcher)")
     assert not (cli.cwd / "sweep").exists()
