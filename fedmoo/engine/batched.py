@@ -15,6 +15,7 @@ order; tests/engine checks this in float64.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call
@@ -117,10 +118,10 @@ class BatchedEngine:
         """Mean loss, accuracy (%) and size of w on each cohort client's train set, one pass."""
         data, dev = self.data, w.device
         sizes = self._sizes[ids]
-        pos = torch.cat([torch.arange(int(self._offsets[k]), int(self._offsets[k + 1])) for k in ids])
-        owner = torch.repeat_interleave(torch.arange(len(ids)), sizes).to(dev)
+        pos = np.concatenate([np.arange(int(self._offsets[k]), int(self._offsets[k + 1])) for k in ids])
+        owner = torch.from_numpy(np.repeat(np.arange(len(ids)), sizes.numpy())).to(dev)
         set_flat(self.model, w)
-        loss, correct = forward_stats(self.model, data.x, data.y, data.train.index[pos.to(dev)],
+        loss, correct = forward_stats(self.model, data.x, data.y, data.train.index[torch.from_numpy(pos).to(dev)],
                                       data.task)
         sums = torch.zeros(2, len(ids), dtype=w.dtype, device=dev)
         sums[0].index_add_(0, owner, loss.to(w.dtype))

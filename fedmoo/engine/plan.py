@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -40,34 +41,34 @@ def make_plan(client_ids: list[int], offsets: Tensor, sizes: Tensor, batch_size:
     per_client = []
     for k in client_ids:
         batches = client_batches(int(sizes[k]), batch_size, epochs, local_steps, gen)
-        lens = torch.tensor([p.numel() for _, p in batches])
-        epoch = torch.tensor([e for e, _ in batches])
-        per_client.append((k, lens, epoch, torch.cat([p for _, p in batches])))
+        lens = np.array([p.numel() for _, p in batches])
+        epoch = np.array([e for e, _ in batches])
+        per_client.append((k, lens, epoch, torch.cat([p for _, p in batches]).numpy()))
     n_clients = len(per_client)
-    n_steps = max(lens.numel() for _, lens, _, _ in per_client)
+    n_steps = max(lens.size for _, lens, _, _ in per_client)
     width = max(int(lens.max()) for _, lens, _, _ in per_client)
 
-    pos = torch.empty(n_clients, n_steps, width, dtype=torch.int64)
-    weight = torch.zeros(n_clients, n_steps, width, dtype=torch.float64)
-    active = torch.zeros(n_clients, n_steps, dtype=torch.float64)
-    last = torch.zeros(n_clients, n_steps, dtype=torch.float64)
+    pos = np.empty((n_clients, n_steps, width), dtype=np.int64)
+    weight = np.zeros((n_clients, n_steps, width))
+    active = np.zeros((n_clients, n_steps))
+    last = np.zeros((n_clients, n_steps))
     for i, (k, lens, epoch, p) in enumerate(per_client):
-        steps = lens.numel()
-        row = torch.repeat_interleave(torch.arange(steps), lens)
-        col = torch.arange(p.numel()) - torch.repeat_interleave(torch.cumsum(lens, 0) - lens, lens)
+        steps = lens.size
+        row = np.repeat(np.arange(steps), lens)
+        col = np.arange(p.size) - np.repeat(np.cumsum(lens) - lens, lens)
         start = int(offsets[k])
-        pos[i].fill_(start)
+        pos[i] = start
         pos[i, row, col] = start + p
-        weight[i, row, col] = (1.0 / lens.double())[row]
+        weight[i, row, col] = (1.0 / lens)[row]
         active[i, :steps] = 1.0
         in_last = epoch == epoch[-1]
-        last[i, :steps] = torch.where(in_last, lens.double() / lens[in_last].sum(), 0.0)
+        last[i, :steps] = np.where(in_last, lens / lens[in_last].sum(), 0.0)
 
     dev = train_index.device
     return RoundPlan(
-        index=train_index[pos.to(dev)],
-        weight=weight.to(device=dev, dtype=dtype),
-        active=active.to(device=dev, dtype=dtype),
-        last=last.to(device=dev, dtype=dtype),
-        full=(active > 0).all(dim=0).tolist(),
+        index=train_index[torch.from_numpy(pos).to(dev)],
+        weight=torch.from_numpy(weight).to(device=dev, dtype=dtype),
+        active=torch.from_numpy(active).to(device=dev, dtype=dtype),
+        last=torch.from_numpy(last).to(device=dev, dtype=dtype),
+        full=(active > 0).all(axis=0).tolist(),
     )
