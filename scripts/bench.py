@@ -38,12 +38,13 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fedmoo import engine as fengine, models  # noqa: E402
-from fedmoo.data.federated import ClientSplit, FederatedData  # noqa: E402
-from fedmoo.engine.evaluate import evaluate_clients  # noqa: E402
-from fedmoo.errors import UserError  # noqa: E402
-from fedmoo.params import get_flat, set_flat  # noqa: E402
-from fedmoo.state import ClientSpec  # noqa: E402
+from fedmoo import engine as fengine
+from fedmoo import models
+from fedmoo.data.federated import ClientSplit, FederatedData
+from fedmoo.engine.evaluate import evaluate_clients
+from fedmoo.errors import UserError
+from fedmoo.params import get_flat, set_flat
+from fedmoo.state import ClientSpec
 
 NUM_CLIENTS, BATCH, LR, FULL_ROUNDS = 100, 10, 0.01, 2000
 

@@ -33,6 +33,6 @@ def build(engine_cfg, model, data, client_cfg: dict):
             raise UserError(f"engine.compile={compile_step!r} must be true or false")
         return BatchedEngine(model, data, **cfg, compile=compile_step)
     if name == "sequential":
-        raise UserError(f"engine.{sorted(opts)[0]} is not an option of engine=sequential; "
+        raise UserError(f"engine.{min(opts)} is not an option of engine=sequential; "
                         "use engine=sequential without options")
     raise UserError(f"engine={name!r} is not valid; choose one of: {', '.join(ENGINES)}")

@@ -28,7 +28,8 @@ def assert_same_cohort(a, b, tol=TOL):
     assert float(a.deltas.norm()) > 0  # training happened
 
 
-def run_pair(model, data, ids, spec=ClientSpec(), seed=5, **client):
+def run_pair(model, data, ids, spec=None, seed=5, **client):
+    spec = ClientSpec() if spec is None else spec
     seq, bat = both(model, data, **client)
     w = get_flat(seq.model)
     return seq.train(torch.tensor(ids), w, spec, seed), bat.train(torch.tensor(ids), w, spec, seed)
@@ -52,11 +53,11 @@ def test_model_families_agree(family):
 
 
 @pytest.mark.parametrize("client", [
-    dict(batch_size=None, epochs=2),                               # full batch, unequal widths
-    dict(batch_size=3, epochs=2),                                  # short last batch each epoch
-    dict(batch_size=4, local_steps=5),                             # steps across epochs
-    dict(batch_size=5, epochs=2, momentum=0.9, weight_decay=0.01),
-    dict(batch_size=20, epochs=1),                                 # batch larger than every client
+    {"batch_size": None, "epochs": 2},                            # full batch, unequal widths
+    {"batch_size": 3, "epochs": 2},                               # short last batch each epoch
+    {"batch_size": 4, "local_steps": 5},                          # steps across epochs
+    {"batch_size": 5, "epochs": 2, "momentum": 0.9, "weight_decay": 0.01},
+    {"batch_size": 20, "epochs": 1},                              # batch larger than every client
 ])
 def test_client_configs_agree(client):
     torch.manual_seed(1)
