@@ -174,28 +174,35 @@ def discard_previous(run_dir: Path) -> None:
         (run_dir / name).unlink(missing_ok=True)
 
 
-def check_model_fits(model: torch.nn.Module, federation, cfg: dict[str, Any]) -> None:
-    """Run the model on one training sample; a shape error becomes a UserError naming both."""
+def build_model(cfg: dict[str, Any], federation) -> torch.nn.Module:
+    """Build the model for the federation's inputs and run it on one training sample (on the
+    CPU, before moving anything), so a model made for other data fails here, in one line that
+    names both, rather than with a shape error deep inside the first round."""
     m, d = cfg["model"].get("name"), cfg["data"].get("name")
     shape, classes = tuple(federation.input_shape), federation.num_classes
-    first = federation.train.index[:1]
-    was_training = model.training
+
+    def mismatch(e: Exception) -> UserError:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return UserError(f"model={m} does not fit data={d} (inputs of shape {list(shape)}, "
+                         f"{classes} classes): {msg}; choose a model made for {d} "
+                         "(see `fedmoo list model`)")
+
+    try:
+        model = models.build(cfg["model"], shape, classes)
+    except (ValueError, RuntimeError, IndexError) as e:
+        raise mismatch(e) from e
     model.eval()
     try:
         with torch.no_grad():
-            out = model(federation.x[first])
-    except (RuntimeError, ValueError) as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"model={m} does not fit data={d} (inputs of shape {shape}, {classes} "
-                        f"classes): {msg}; choose a model made for {d} (see `fedmoo list model`)"
-                        ) from None
+            out = model(federation.x[federation.train.index[:1].cpu()].cpu())
+    except (RuntimeError, ValueError, IndexError) as e:
+        raise mismatch(e) from e
     finally:
-        model.train(was_training)
+        model.train()
     if federation.task == "classification" and federation.y.dim() == 1 and (
             out.dim() != 2 or out.shape[1] != classes):
-        raise UserError(f"model={m} outputs shape {tuple(out.shape[1:])} per sample but data={d} "
-                        f"has {classes} classes; choose a model made for {d} "
-                        "(see `fedmoo list model`)")
+        raise mismatch(ValueError(f"it outputs shape {list(out.shape[1:])} per sample"))
+    return model
 
 
 class StopSignals:
@@ -251,14 +258,13 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
                         fdata.load_federated, cfg["data"], cfg["partition"], num_clients,
                         cfg["data_dir"])
     federation.save_partition(run_dir / "partition.npz")
-    federation = federation.to(device)
     eval_split = cfg.get("eval_split", "test")
     if eval_split == "val" and federation.val is None:
         raise UserError("eval_split=val needs a validation split: set partition.split=pooled")
 
     torch.manual_seed(seed)
-    model = models.build(cfg["model"], federation.input_shape, federation.num_classes).to(device)
-    check_model_fits(model, federation, cfg)
+    model = build_model(cfg, federation).to(device)
+    federation = federation.to(device)
     engine = _build({"client": cfg["client"]}, fengine.build, cfg.get("engine", "sequential"),
                     model, federation, cfg["client"])
     state = algo.init(get_flat(model), num_clients=num_clients)
