@@ -8,6 +8,7 @@ skips a run directory that already holds this run's finished result, and stops w
 
 from __future__ import annotations
 
+import math
 import platform
 import signal
 import sys
@@ -21,7 +22,9 @@ import numpy as np
 import torch
 
 import fedmoo
-from fedmoo import algorithms, attacks, checkpoint, data as fdata, engine as fengine, models
+from fedmoo import algorithms, attacks, checkpoint, models
+from fedmoo import data as fdata
+from fedmoo import engine as fengine
 from fedmoo.engine.common import round_seed
 from fedmoo.engine.evaluate import evaluate_clients
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
@@ -84,7 +87,7 @@ def _int(cfg: dict, key: str, lo: int, what: str, allow_null: bool = False) -> i
 def _number(cfg: dict, key: str, lo: float, lo_open: bool, hi: float | None = None,
             hi_open: bool = False, example: str = "") -> float:
     v = cfg.get(key)
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
     if ok:
         ok = (v > lo if lo_open else v >= lo) and (hi is None or (v < hi if hi_open else v <= hi))
     if not ok:
@@ -222,7 +225,7 @@ class StopSignals:
         print(f"fedmoo: {signal.Signals(signum).name} received: saving a checkpoint at the end of "
               "this round (send it again to stop at once)", file=sys.stderr, flush=True)
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for s in self.SIGNALS:
                 self._old[s] = signal.signal(s, self._handle)
@@ -288,7 +291,10 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
     last_eval_t, last_eval_round = time.perf_counter(), resumed_from
     bar = _progress(rounds, resumed_from, f"{algo.name} on {cfg['data']['name']}",
                     cfg.get("progress", True))
-    elapsed = lambda: elapsed0 + time.perf_counter() - t_start  # noqa: E731
+
+    def elapsed() -> float:  # compute time of the run, over all its attempts
+        return elapsed0 + time.perf_counter() - t_start
+
     with StopSignals() as stop, bar:
         for t in range(resumed_from, rounds):
             if stop.signum is not None:

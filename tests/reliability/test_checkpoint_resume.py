@@ -14,7 +14,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from fedmoo import checkpoint, engine as fengine
+from fedmoo import checkpoint
+from fedmoo import engine as fengine
 from fedmoo.runner import run
 from fedmoo.state import ServerState
 from tests.conftest import ROOT, small_cfg

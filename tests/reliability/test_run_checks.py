@@ -43,7 +43,7 @@ class FiveOutputs(nn.Module):
 def test_model_that_does_not_fit_the_data(tmp_path, monkeypatch, cls, needle):
     monkeypatch.setitem(models.MODELS, "testnet", f"{__name__}:{cls.__name__}")
     with pytest.raises(UserError) as e:
-        run(small_cfg(**{"model": {"name": "testnet"}}), tmp_path)
+        run(small_cfg(model={"name": "testnet"}), tmp_path)
     msg = str(e.value)
     assert msg.startswith("model=testnet does not fit data=synthetic (inputs of shape [60], "
                           "10 classes)")
