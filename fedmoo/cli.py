@@ -100,7 +100,7 @@ def cmd_run(args: list[str]) -> int:
     # Make Hydra raise its composition errors (instead of printing a block and exiting with 1)
     # so they become one line and exit status 2 here.
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    sys.argv = ["fedmoo run", *overrides.quote_group_literals(args, GROUPS)]
+    sys.argv = ["fedmoo run", *overrides.normalize(args, GROUPS)]
     callbacks.failed_jobs.clear()
     try:
         app.main()

@@ -46,16 +46,31 @@ def check_new_keys(args: list[str], groups: tuple[str, ...]) -> str | None:
     return None
 
 
-def quote_group_literals(args: list[str], groups: tuple[str, ...]) -> list[str]:
-    """``debug=true`` -> ``debug='true'``: Hydra reads an unquoted true/false as a boolean,
-    which it refuses as a config group choice."""
-    out = []
-    for arg in args:
-        key, eq, value = arg.partition("=")
-        if eq and key.lstrip("+~") in groups and value in ("true", "false"):
-            arg = f"{key}='{value}'"
-        out.append(arg)
-    return out
+# Hydra options that may be written after overrides (argparse refuses overrides after them).
+FLAGS = {"-m", "--multirun", "--run", "--resolve"}
+VALUED = {"-c", "--cfg", "-p", "--package"}
+
+
+def normalize(args: list[str], groups: tuple[str, ...]) -> list[str]:
+    """Arguments as Hydra wants them: its options first (``fedmoo run seed=0,1 -m`` works), and
+    ``debug=true`` -> ``debug='true'`` (Hydra reads an unquoted true/false as a boolean, which
+    it refuses as a config group choice)."""
+    options, rest = [], []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in FLAGS:
+            options.append(arg)
+        elif arg in VALUED and i + 1 < len(args):
+            options += [arg, args[i + 1]]
+            i += 1
+        else:
+            key, eq, value = arg.partition("=")
+            if eq and key.lstrip("+~") in groups and value in ("true", "false"):
+                arg = f"{key}='{value}'"
+            rest.append(arg)
+        i += 1
+    return options + rest
 
 
 def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str]:
@@ -64,7 +79,7 @@ def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import DictConfig, OmegaConf
 
-    choices = [a for a in quote_group_literals(args, groups)
+    choices = [a for a in normalize(args, groups)
                if "=" in a and a.partition("=")[0].lstrip("+") in groups and "," not in a]
     GlobalHydra.instance().clear()
     try:

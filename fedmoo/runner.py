@@ -300,8 +300,8 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
             if stop.signum is not None:
                 path = checkpoint.save(run_dir, state, writer.rows, cfg, elapsed())
                 msg = (f"stopped by {signal.Signals(stop.signum).name} after round {t}; "
-                       f"checkpoint saved to {path}; run the same command with "
-                       f"hydra.run.dir={run_dir} to continue")
+                       f"checkpoint saved to {path}; to continue, run the same command "
+                       "again in the same directory (hydra.run.dir, or hydra.sweep.dir for -m)")
                 ctx.summary("interrupted", state, final, elapsed(), msg)
                 raise RunInterrupted(msg, stop.signum)
             rs = round_seed(seed, t)
