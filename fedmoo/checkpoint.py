@@ -91,13 +91,35 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def check_loadable(value: Any, where: str) -> None:
+    """Raise TypeError unless ``value`` is made of what ``torch.load(weights_only=True)`` reads
+    back: tensors, numbers, strings, None, and lists / tuples / dicts of those."""
+    if isinstance(value, (torch.Tensor, int, float, str, bool, type(None))):
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_loadable(v, f"{where}[{i}]")
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_loadable(k, f"{where} key")
+            check_loadable(v, f"{where}[{k!r}]")
+        return
+    raise TypeError(f"{where} is a {type(value).__module__}.{type(value).__qualname__}; "
+                    "checkpointed state may hold only tensors, numbers, strings and "
+                    "lists/dicts of those")
+
+
 def save(run_dir: Path, state: ServerState, rows: list[dict[str, Any]], cfg: dict[str, Any],
          elapsed_s: float) -> Path:
     path = Path(run_dir) / FILENAME
+    fields = state_to_dict(state)
+    for name, value in fields.items():
+        check_loadable(value, f"{type(state).__name__}.{name}")
     atomic_torch_save({
         "format": FORMAT,
         "round": int(state.round),
-        "state": state_to_dict(state),
+        "state": fields,
         "rows": [dict(r) for r in rows],
         "rng": rng_state(),
         "config": run_config(cfg),

@@ -160,8 +160,7 @@ def previous_result(run_dir: Path, cfg: dict[str, Any]) -> RunResult | None:
     if summary["status"] == "diverged":
         raise DivergenceError(f"{summary.get('message')} (recorded by an earlier run in "
                               f"{run_dir}; resume=false runs it again)")
-    rows = summary.get("final") or {}
-    return RunResult(run_dir=run_dir, status="completed", final=rows,
+    return RunResult(run_dir=run_dir, status="completed", final=summary.get("final") or {},
                      wall_time_s=float(summary.get("wall_time_s") or 0.0), skipped=True)
 
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from fedmoo import checkpoint
+from fedmoo import algorithms, checkpoint
 from fedmoo import engine as fengine
 from fedmoo.runner import run
 from fedmoo.state import ServerState
@@ -156,3 +156,23 @@ def test_terminated_then_killed_cli_run_resumes_exactly(cli):
     assert _same_model(run_dir / "model.pt", ref.run_dir / "model.pt")
     assert summary(run_dir)["status"] == "completed"
     assert not (run_dir / "checkpoint.pt").exists()
+
+
+def test_state_that_torch_cannot_load_safely_is_refused_when_saving(tmp_path):
+    st = RichState(w=torch.zeros(2), meta={"order": np.arange(3)})
+    with pytest.raises(TypeError, match=r"RichState.meta\['order'\] is a numpy.ndarray"):
+        checkpoint.save(tmp_path, st, [], {}, 0.0)
+    assert not (tmp_path / "checkpoint.pt").exists()
+
+
+@pytest.mark.parametrize("name", algorithms.names())
+def test_every_algorithm_state_round_trips(tmp_path, name):
+    try:
+        algo = algorithms.get(name)()
+    except TypeError:
+        pytest.skip(f"{name} has no default hyperparameters")
+    st = algo.init(torch.randn(7), num_clients=4)
+    checkpoint.save(tmp_path, st, [], {}, 0.0)
+    back = checkpoint.restore_state(checkpoint.load(tmp_path, torch.device("cpu")),
+                                    algo.init(torch.zeros(7), num_clients=4))
+    assert type(back) is type(st) and torch.equal(back.w, st.w) and back.round == st.round
