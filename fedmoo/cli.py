@@ -81,7 +81,7 @@ def check_overrides(args: list[str]) -> str | None:
 
 
 def _wants_traceback(args: list[str]) -> bool:
-    return any(a.lstrip("+") in ("debug=true", "traceback=true") for a in args)
+    return any(a.lstrip("+") in ("debug=true", "debug=traceback", "traceback=true") for a in args)
 
 
 def cmd_run(args: list[str]) -> int:

@@ -29,22 +29,24 @@ CASES = [
     pytest.param(["client.lr=-0.5"], ["client.lr=-0.5", "(0.0, inf)"], id="negative-lr"),
     pytest.param(["clients_per_round=9"], ["clients_per_round=9", "num_clients=6",
                                            "clients_per_round<=6"], id="k-gt-n"),
-    pytest.param(["algo.eta=0"], ["algo.eta=0.0", "allowed (0.0, inf]"], id="algo-hparam"),
+    pytest.param(["algo.eta=0"], ["algo.eta=0.0", "out of range", "allowed (0.0"], id="algo-hparam"),
     # data that cannot be partitioned: 5 samples (4 for training) for 6 clients
     pytest.param(["partition=iid", "data.num_users=1", "data.max_samples=5"],
                  ["partition=iid", "6 clients", "4 samples", "lower num_clients"], id="too-few-samples"),
     # after merging the data helper's datasets and models
-    pytest.param(["data=cifar10", "data.download=false", "num_clients=6", "clients_per_round=3"],
+    pytest.param(["data=cifar10", "data.download=false"],
                  ["data=cifar10", "files not found", "nodata"], id="missing-dataset",
                  marks=_needs("data", "cifar10")),
-    pytest.param(["model=cnn_cifar"], ["model=cnn_cifar does not fit data=synthetic", "[60]"],
+    pytest.param(["model=cnn_cifar"], ["model=cnn_cifar", "[60]"],
                  id="model-shape", marks=_needs("model", "cnn_cifar")),
 ]
 
 
 @pytest.mark.parametrize("args,needles", CASES)
 def test_user_error_is_one_line_exit_2(cli, args, needles):
-    r = cli("run", *SMALL, "rounds=2", "hydra.run.dir=out", *args,
+    other_data = any(a.startswith("data=") for a in args)  # synthetic's keys would not fit
+    base = [a for a in SMALL if not (other_data and a.startswith("data."))]
+    r = cli("run", *base, "rounds=2", "hydra.run.dir=out", *args,
             env={"FEDMOO_DATA": str(cli.cwd / "nodata"), **ONE_THREAD})
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
