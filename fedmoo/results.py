@@ -85,17 +85,30 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     atomic_write_text(Path(path), buf.getvalue())
 
 
-def write_json(path: Path, obj: dict[str, Any]) -> None:
-    def clean(v):
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        return v
+def to_jsonable(v: Any) -> Any:
+    """``v`` as it reads back from JSON: tuples become lists, NaN and inf become null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: to_jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [to_jsonable(x) for x in v]
+    return v
 
-    atomic_write_text(Path(path), json.dumps(clean(obj), indent=2, sort_keys=False) + "\n")
+
+def write_json(path: Path, obj: dict[str, Any]) -> None:
+    atomic_write_text(Path(path), json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")
+
+
+def read_summary(path: Path) -> dict[str, Any] | None:
+    """A run's summary.json, or None if it is missing or unreadable (it is written atomically,
+    so unreadable means someone edited it)."""
+    try:
+        with open(path) as f:
+            out = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return out if isinstance(out, dict) else None
 
 
 def read_rounds(path: Path) -> list[dict[str, str]]:
