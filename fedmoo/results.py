@@ -114,3 +114,33 @@ def read_summary(path: Path) -> dict[str, Any] | None:
 def read_rounds(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+class ClientsRoundsWriter:
+    """``clients_rounds.csv``: per-client metrics every ``log_clients_every`` rounds.
+
+    On resume, rows of rounds after the checkpoint (written before a crash) are dropped first.
+    """
+
+    COLUMNS = ["round", "client", "test_accuracy", "test_loss", "train_loss"]
+
+    def __init__(self, path: Path, keep_up_to_round: int):
+        self.path = Path(path)
+        rows = []
+        if self.path.exists() and keep_up_to_round > 0:
+            rows = [r for r in read_rounds(self.path) if int(r["round"]) <= keep_up_to_round]
+        import io
+
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=self.COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+        atomic_write_text(self.path, buf.getvalue())
+
+    def log(self, round_done: int, test_acc, test_loss, train_loss) -> None:
+        with open(self.path, "a", newline="") as f:
+            w = csv.writer(f)
+            for k in range(len(test_acc)):
+                w.writerow([round_done, k, _fmt(float(test_acc[k])), _fmt(float(test_loss[k])),
+                            _fmt(float(train_loss[k]))])
+            f.flush()

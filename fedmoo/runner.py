@@ -28,11 +28,11 @@ from fedmoo import algorithms, attacks, checkpoint, loggers, models
 from fedmoo import data as fdata
 from fedmoo import engine as fengine
 from fedmoo.engine.common import round_seed
-from fedmoo.engine.evaluate import evaluate_clients
+from fedmoo.engine.evaluate import evaluate_clients, improved_fraction
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.metrics import accuracy_metrics
 from fedmoo.params import get_flat, num_params, set_flat
-from fedmoo.results import RoundsWriter, read_summary, to_jsonable, write_csv, write_json
+from fedmoo.results import ClientsRoundsWriter, RoundsWriter, read_summary, to_jsonable, write_csv, write_json
 
 # Files a run writes; ``resume=false`` deletes them before starting over.
 RESULT_FILES = ("summary.json", "rounds.csv", "clients.csv", "model.pt", checkpoint.FILENAME,
@@ -105,6 +105,8 @@ def check_config(cfg: dict) -> tuple[int, int]:
     n = _int(cfg, "num_clients", 1, "a positive integer")
     _int(cfg, "eval_every", 1, "a positive integer (evaluate every this many rounds)")
     _int(cfg, "checkpoint_every", 0, "a non-negative integer (0 = no periodic checkpoint)")
+    if cfg.get("log_clients_every") is not None:
+        _int(cfg, "log_clients_every", 0, "a non-negative integer (0 = no clients_rounds.csv)")
     k = _int(cfg, "clients_per_round", 1, "a positive integer", allow_null=True)
     if k is None:
         k = n
@@ -285,6 +287,10 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
     sampler = ClientSampler(num_clients, per_round, seed)
     writer = RoundsWriter(run_dir / "rounds.csv", rows)
     tracker = loggers.build(cfg.get("logger"), run_dir)
+    log_clients_every = int(cfg.get("log_clients_every") or 0)
+    clients_log = (ClientsRoundsWriter(run_dir / "clients_rounds.csv", resumed_from)
+                   if log_clients_every else None)
+    track_improved = bool(cfg.get("track_improved", True))
     ctx = _Finisher(run_dir, cfg, algo, model, federation, eval_split, device, resumed_from)
 
     rounds, eval_every = int(cfg["rounds"]), int(cfg["eval_every"])
@@ -324,6 +330,9 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
                 row = {"round": done}
                 row.update(_evaluate(algo, state, model, federation, eval_split))
                 row["train/loss_mean"] = float(cohort.loss_before.mean())
+                if track_improved and cohort.loss_before.dim() == 1:
+                    row["round/improved_frac"] = improved_fraction(
+                        model, federation, state.w, ids.to(device), cohort.loss_before)
                 row.update(diag)
                 row["time/round_s"] = (now - last_eval_t) / (done - last_eval_round)
                 row["time/elapsed_s"] = elapsed()
@@ -333,6 +342,8 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
                 final = row
                 bar.set_postfix_str(f"acc {row.get('test/acc_mean', float('nan')):.2f} "
                                     f"std {row.get('test/acc_std', float('nan')):.2f}")
+            if clients_log is not None and (done % log_clients_every == 0 or done == rounds):
+                _log_clients(clients_log, done, algo, state, model, federation, eval_split)
             if ckpt_every and done % ckpt_every == 0 and done < rounds:
                 checkpoint.save(run_dir, state, writer.rows, cfg, elapsed())
             bar.update(1)
@@ -384,6 +395,12 @@ def check_diverged(w: torch.Tensor, losses: torch.Tensor | None, round_done: int
     else:
         return
     raise DivergenceError(f"training diverged in round {round_done}: {what}; {fix}")
+
+
+def _log_clients(writer, done, algo, state, model, federation, split: str) -> None:
+    test = evaluate_clients(model, federation, split, algo.eval_params(state))
+    train = evaluate_clients(model, federation, "train", algo.eval_params(state))
+    writer.log(done, test.acc, test.loss, train.loss)
 
 
 def _evaluate(algo, state, model, federation, split: str) -> dict[str, float]:
