@@ -27,7 +27,7 @@ FILENAME = "checkpoint.pt"
 
 # Knobs that do not change the numbers a run produces: they may differ between a run and its
 # resume (a preempted job may come back on another node, with another data path).
-VOLATILE_KEYS = ("progress", "traceback", "resume", "checkpoint_every", "device", "data_dir",
+VOLATILE_KEYS = ("progress", "traceback", "resume", "checkpoint_every", "device", "data_dir", "threads",
                  "logger")
 
 
