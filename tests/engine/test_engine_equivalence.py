@@ -119,3 +119,25 @@ def test_dropout_is_independent_per_client():
     _, nodrop = both(torch.nn.Sequential(model[0], model[2]), data, batch_size=None)
     out = nodrop.train(torch.tensor([0, 1]), get_flat(nodrop.model), ClientSpec(), seed=0)
     assert rel(out.deltas[0], out.deltas[1]) < TOL
+
+
+PAPER_MODELS = {   # the models of fedmoo.models, on tiny federations (dropout set to 0)
+    "cnn_cifar": ({"name": "cnn_cifar"}, (3, 32, 32), 10, False),
+    "cnn_fmnist": ({"name": "cnn_fmnist"}, (1, 28, 28), 10, False),
+    "lstm_shakespeare": ({"name": "lstm_shakespeare", "hidden": 16}, (12,), 80, True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_MODELS))
+def test_paper_models_agree(name):
+    from fedmoo import models
+
+    cfg, shape, classes, tokens = PAPER_MODELS[name]
+    torch.manual_seed(3)
+    model = models.build(cfg, shape, classes).double()
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.p = 0.0
+    data = federation([3, 5, 2], shape, classes, tokens=tokens)
+    a, b = run_pair(model, data, [2, 0, 1], lr=0.05, batch_size=2)
+    assert_same_cohort(a, b)
