@@ -17,7 +17,7 @@ from fedmoo import algorithms, attacks, data as fdata, engine as fengine, logger
 from fedmoo.engine.common import round_seed
 from fedmoo.engine.evaluate import evaluate_clients
 from fedmoo.errors import DivergenceError, UserError
-from fedmoo.metrics import accuracy_metrics
+from fedmoo.metrics import accuracy_metrics, group_metrics
 from fedmoo.params import get_flat, num_params
 from fedmoo.results import RoundsWriter, write_csv, write_json
 
@@ -44,16 +44,29 @@ def resolve_device(name: str) -> torch.device:
 
 
 class ClientSampler:
-    """Uniform sampling without replacement, seeded per round so any round can be replayed."""
+    """Uniform sampling without replacement, seeded per round so any round can be replayed.
 
-    def __init__(self, num_clients: int, per_round: int, seed: int):
+    ``forced`` clients (e.g. attackers with ``attack.always_participate``) are in every cohort;
+    the remaining ``per_round - len(forced)`` places are drawn from the other clients.
+    """
+
+    def __init__(self, num_clients: int, per_round: int, seed: int, forced=()):
         self.n, self.k, self.seed = num_clients, per_round, seed
+        self.forced = np.asarray(forced, dtype=np.int64).reshape(-1)
+        if self.forced.size > per_round:
+            raise UserError(f"{self.forced.size} clients must join every round "
+                            f"(attack.always_participate=true) but clients_per_round={per_round}; "
+                            f"set clients_per_round>={self.forced.size} or null")
 
     def sample(self, round_idx: int) -> torch.Tensor:
         if self.k >= self.n:
             return torch.arange(self.n)
         rng = np.random.default_rng([self.seed, round_idx, 7])
-        return torch.from_numpy(np.sort(rng.choice(self.n, self.k, replace=False))).long()
+        if not self.forced.size:
+            return torch.from_numpy(np.sort(rng.choice(self.n, self.k, replace=False))).long()
+        rest = np.setdiff1d(np.arange(self.n), self.forced)
+        picks = rng.choice(rest, self.k - self.forced.size, replace=False)
+        return torch.from_numpy(np.sort(np.concatenate([self.forced, picks]))).long()
 
 
 def _positive_int(cfg: dict, key: str, allow_zero: bool = False) -> int:
@@ -103,9 +116,10 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
 
     algo = algorithms.build(cfg["algo"])
     algo.check_run(num_clients, per_round)
-    attack = attacks.build(cfg.get("attack") or {"name": "none"}, num_clients)
 
     federation = fdata.load_federated(cfg["data"], cfg["partition"], num_clients, cfg["data_dir"])
+    attack = attacks.build(cfg.get("attack") or {"name": "none"}, federation)
+    write_json(run_dir / "attack.json", attack.describe())
     federation.save_partition(run_dir / "partition.npz")
     federation = federation.to(device)
     eval_split = cfg.get("eval_split", "test")
@@ -116,7 +130,7 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
     model = models.build(cfg["model"], federation.input_shape, federation.num_classes).to(device)
     engine = fengine.build(cfg.get("engine", "sequential"), model, federation, cfg["client"])
     state = algo.init(get_flat(model), num_clients=num_clients)
-    sampler = ClientSampler(num_clients, per_round, seed)
+    sampler = ClientSampler(num_clients, per_round, seed, forced=attack.forced_clients)
     writer = RoundsWriter(run_dir / "rounds.csv")
     tracker = loggers.build(cfg.get("logger"), run_dir)
 
@@ -129,15 +143,16 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
             rs = round_seed(seed, t)
             torch.manual_seed(rs)
             ids = sampler.sample(t)
-            cohort = engine.train(ids.to(device), state.w, algo.client_spec(state, ids), rs)
-            cohort = attack.apply(cohort)
+            spec = attack.client_spec(algo.client_spec(state, ids), ids)
+            cohort = engine.train(ids.to(device), state.w, spec, rs)
+            cohort = attack.apply(cohort, rs)
             state, diag = algo.server_update(state, cohort)
             _check_finite(state.w, cohort.loss_before, t + 1)
             done = t + 1
             if done % eval_every == 0 or done == rounds:
                 now = time.perf_counter()
                 row = {"round": done}
-                row.update(_evaluate(algo, state, model, federation, eval_split))
+                row.update(_evaluate(algo, state, model, federation, eval_split, attack.groups()))
                 row["train/loss_mean"] = float(cohort.loss_before.mean())
                 row.update(diag)
                 row["time/round_s"] = (now - last_eval_t) / (done - last_eval_round)
@@ -181,10 +196,12 @@ def _check_finite(w: torch.Tensor, losses: torch.Tensor | None, round_done: int)
         )
 
 
-def _evaluate(algo, state, model, federation, split: str) -> dict[str, float]:
+def _evaluate(algo, state, model, federation, split: str, groups=None) -> dict[str, float]:
     ev = evaluate_clients(model, federation, split, algo.eval_params(state))
     prefix = "test" if split == "test" else "val"
     out = accuracy_metrics(ev.acc, ev.correct, ev.count, ev.loss, prefix=prefix)
+    for name, mask in (groups or {}).items():  # e.g. benign / attackers clients (attack.groups)
+        out.update(group_metrics(ev.acc, ev.correct, ev.count, ev.loss, mask, prefix=name))
     for name, params in algo.extra_eval_params(state).items():
         e2 = evaluate_clients(model, federation, split, params)
         out.update(accuracy_metrics(e2.acc, e2.correct, e2.count, e2.loss, prefix=name))
