@@ -47,7 +47,7 @@ def create(cfg: dict[str, Any]) -> Attack:
     cls = get(name)
     own = [p for p, v in inspect.signature(cls.__init__).parameters.items()
            if p != "self" and v.kind is not inspect.Parameter.VAR_KEYWORD]
-    allowed = own if cls is NoAttack else own + list(COMMON_KEYS)
+    allowed = own + [k for k in COMMON_KEYS if k not in own]
     unknown = [k for k in cfg if k not in allowed]
     if unknown:
         raise UserError(f"attack.{unknown[0]} is not a key of attack={name}; valid keys: "

@@ -77,8 +77,11 @@ class Attack:
         return {"name": self.name, "attackers": self.attackers.tolist(), **self.hparams()}
 
     def hparams(self) -> dict[str, Any]:
+        """The attack's own keys, then ``malicious``, ``always_participate``, ``seed``."""
         sig = inspect.signature(type(self).__init__)
-        return {k: getattr(self, k) for k in sig.parameters if k != "self" and hasattr(self, k)}
+        keys = [k for k in sig.parameters if k != "self" and hasattr(self, k)]
+        keys += [k for k in ("malicious", "always_participate", "seed") if k not in keys]
+        return {k: getattr(self, k) for k in keys}
 
     # -- the round hooks ----------------------------------------------------------------------
     def client_spec(self, spec: ClientSpec, client_ids: Tensor) -> ClientSpec:
