@@ -47,7 +47,7 @@ class Attack:
 
     # -- who is malicious ---------------------------------------------------------------------
     def bind(self, num_clients: int, client_names: list[str] | None = None,
-             num_classes: int | None = None) -> "Attack":
+             num_classes: int | None = None) -> Attack:
         """Resolve ``malicious`` against the federation; returns self."""
         self.num_classes = num_classes
         ids = resolve_malicious(self.malicious, num_clients, client_names, self.seed)
@@ -111,7 +111,7 @@ def resolve_malicious(value: Any, num_clients: int, client_names: list[str] | No
         if not 0.0 < value <= 1.0 or math.isnan(value):
             raise UserError(f"attack.malicious={value} as a fraction must be in (0, 1]; "
                             "or give client ids, e.g. attack.malicious=[0,3]")
-        count = max(1, int(round(value * num_clients)))
+        count = max(1, round(value * num_clients))
         rng = np.random.default_rng([int(seed), 1009])
         return sorted(int(i) for i in rng.choice(num_clients, count, replace=False))
     ids = [value] if isinstance(value, int) and not isinstance(value, bool) else value
