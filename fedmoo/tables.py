@@ -181,6 +181,8 @@ def main(argv: list[str]) -> int:
     spec = load_spec(ns.spec) if ns.spec else {"metrics": [{"key": m} for m in DEFAULT_METRICS]}
     if ns.metric:
         spec["metrics"] = [{"key": m} for m in ns.metric]
+        if spec.get("pivot"):
+            spec.pop("title", None)  # the spec's title names its own metric
     jobs = find_jobs(ns.dirs)
     keys = spec.get("group_by") or config_keys(jobs)
     records, problems = build_table(jobs, spec)

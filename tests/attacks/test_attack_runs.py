@@ -8,6 +8,7 @@ import pytest
 
 from fedmoo import algorithms, attacks
 from fedmoo.attacks.bias import Bias
+from fedmoo.errors import DivergenceError
 from fedmoo.runner import run
 from tests.algorithms.test_registry import yaml_algo
 from tests.conftest import small_cfg
@@ -145,3 +146,17 @@ def test_bad_attack_config_is_a_one_line_cli_error(cli):
     assert r.returncode == 2, r.stderr
     assert "attack.malicious='nobody' is not a client name" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_non_finite_reported_losses_end_the_run_as_diverged_before_the_rule_reads_them(tmp_path,
+                                                                                       monkeypatch):
+    class Inf(Bias):
+        name = "inf"
+
+        def corrupt(self, cohort, rows, seed):
+            return cohort.replace(loss_before=cohort.loss_before + rows * float("inf"))
+
+    monkeypatch.setitem(attacks.ATTACKS, "inf", Inf)
+    with pytest.raises(DivergenceError, match="loss is not finite"):
+        result(tmp_path, "afl", "afl", {"name": "inf", "malicious": [1]})
+    assert json.loads((tmp_path / "afl" / "summary.json").read_text())["status"] == "diverged"
