@@ -46,6 +46,8 @@ def test_pivot_cli_with_another_metric_and_a_bad_key(matrix, tmp_path, capsys):
     out = tmp_path / "m.md"
     assert main([str(matrix), "--spec", "robustness/matrix", "--metric", "benign/acc_worst10",
                  "--out", str(out)]) == 0
-    assert "| Krum (f=4) | 75.00 | — | — | 74.00 | — | — | 2 |" in out.read_text()
+    text = out.read_text()
+    assert text.startswith("**benign/acc_worst10 by attack**")
+    assert "| Krum (f=4) | 75.00 | — | — | 74.00 | — | — | 2 |" in text
     with pytest.raises(UserError, match="pivot.columns='algo'"):
         pivot([], {"pivot": {"columns": "algo"}, "metrics": [{"key": "x"}]}, ["attack"])
