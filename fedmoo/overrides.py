@@ -24,7 +24,7 @@ def top_level_keys(groups: tuple[str, ...]) -> set[str]:
             continue
         name = next(iter(entry)).replace("optional ", "").replace("override ", "").strip()
         keys.add(name.split("@")[0])
-    return keys | set(groups) | {"hydra"}
+    return keys | set(groups) | {"hydra", "row"}  # row: +row/<paper>/<table>=<row> (conf/row)
 
 
 def check_new_keys(args: list[str], groups: tuple[str, ...]) -> str | None:

@@ -30,13 +30,13 @@ from fedmoo import engine as fengine
 from fedmoo.engine.common import round_seed
 from fedmoo.engine.evaluate import evaluate_clients, improved_fraction
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
-from fedmoo.metrics import accuracy_metrics
+from fedmoo.metrics import accuracy_metrics, group_metrics
 from fedmoo.params import get_flat, num_params, set_flat
 from fedmoo.results import ClientsRoundsWriter, RoundsWriter, read_summary, to_jsonable, write_csv, write_json
 
 # Files a run writes; ``resume=false`` deletes them before starting over.
 RESULT_FILES = ("summary.json", "rounds.csv", "clients.csv", "model.pt", checkpoint.FILENAME,
-                "partition.npz")
+                "partition.npz", "attack.json")
 FINISHED = ("completed", "diverged")
 
 
@@ -64,16 +64,29 @@ def resolve_device(name: str) -> torch.device:
 
 
 class ClientSampler:
-    """Uniform sampling without replacement, seeded per round so any round can be replayed."""
+    """Uniform sampling without replacement, seeded per round so any round can be replayed.
 
-    def __init__(self, num_clients: int, per_round: int, seed: int):
+    ``forced`` clients (e.g. attackers with ``attack.always_participate``) are in every cohort;
+    the remaining ``per_round - len(forced)`` places are drawn from the other clients.
+    """
+
+    def __init__(self, num_clients: int, per_round: int, seed: int, forced=()):
         self.n, self.k, self.seed = num_clients, per_round, seed
+        self.forced = np.asarray(forced, dtype=np.int64).reshape(-1)
+        if self.forced.size > per_round:
+            raise UserError(f"{self.forced.size} clients must join every round "
+                            f"(attack.always_participate=true) but clients_per_round={per_round}; "
+                            f"set clients_per_round>={self.forced.size} or null")
 
     def sample(self, round_idx: int) -> torch.Tensor:
         if self.k >= self.n:
             return torch.arange(self.n)
         rng = np.random.default_rng([self.seed, round_idx, 7])
-        return torch.from_numpy(np.sort(rng.choice(self.n, self.k, replace=False))).long()
+        if not self.forced.size:
+            return torch.from_numpy(np.sort(rng.choice(self.n, self.k, replace=False))).long()
+        rest = np.setdiff1d(np.arange(self.n), self.forced)
+        picks = rng.choice(rest, self.k - self.forced.size, replace=False)
+        return torch.from_numpy(np.sort(np.concatenate([self.forced, picks]))).long()
 
 
 def _int(cfg: dict, key: str, lo: int, what: str, allow_null: bool = False) -> int | None:
@@ -273,12 +286,12 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
 
     algo = algorithms.build(cfg["algo"])
     algo.check_run(num_clients, per_round)
-    attack_cfg = cfg.get("attack") or {"name": "none"}
-    attack = _build({"attack": attack_cfg}, attacks.build, attack_cfg, num_clients)
 
     federation = _build({"data": cfg["data"], "partition": cfg["partition"]},
                         fdata.load_federated, cfg["data"], cfg["partition"], num_clients,
                         cfg["data_dir"])
+    attack = attacks.build(cfg.get("attack") or {"name": "none"}, federation)
+    write_json(run_dir / "attack.json", attack.describe())
     federation.save_partition(run_dir / "partition.npz")
     eval_split = cfg.get("eval_split", "test")
     if eval_split == "val" and federation.val is None:
@@ -301,7 +314,7 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
         rows, elapsed0 = ckpt["rows"], float(ckpt["elapsed_s"])
         checkpoint.set_rng_state(ckpt["rng"])
     resumed_from = int(state.round)
-    sampler = ClientSampler(num_clients, per_round, seed)
+    sampler = ClientSampler(num_clients, per_round, seed, forced=attack.forced_clients)
     writer = RoundsWriter(run_dir / "rounds.csv", rows)
     tracker = loggers.build(cfg.get("logger"), run_dir)
     log_clients_every = int(cfg.get("log_clients_every") or 0)
@@ -332,10 +345,12 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
             rs = round_seed(seed, t)
             torch.manual_seed(rs)
             ids = sampler.sample(t)
-            cohort = engine.train(ids.to(device), state.w, algo.client_spec(state, ids), rs)
-            cohort = attack.apply(cohort)
-            new_state, diag = algo.server_update(state, cohort)
+            spec = attack.client_spec(algo.client_spec(state, ids), ids)
+            trained = engine.train(ids.to(device), state.w, spec, rs)
+            cohort = attack.apply(trained, rs)  # what the server sees
             try:
+                check_diverged(state.w, cohort.loss_before, t + 1, cfg)  # before a rule reads them
+                new_state, diag = algo.server_update(state, cohort)
                 check_diverged(new_state.w, cohort.loss_before, t + 1, cfg)
             except DivergenceError as e:
                 ctx.summary("diverged", state, final, elapsed(), str(e))
@@ -345,11 +360,11 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
             if done % eval_every == 0 or done == rounds:
                 now = time.perf_counter()
                 row = {"round": done}
-                row.update(_evaluate(algo, state, model, federation, eval_split))
+                row.update(_evaluate(algo, state, model, federation, eval_split, attack.groups()))
                 row["train/loss_mean"] = float(cohort.loss_before.mean())
-                if track_improved and cohort.loss_before.dim() == 1:
+                if track_improved and cohort.loss_before.dim() == 1:  # measured, not reported, losses
                     row["round/improved_frac"] = improved_fraction(
-                        model, federation, state.w, ids.to(device), cohort.loss_before)
+                        model, federation, state.w, ids.to(device), trained.loss_before)
                 row.update(diag)
                 row["time/round_s"] = (now - last_eval_t) / (done - last_eval_round)
                 row["time/elapsed_s"] = elapsed()
@@ -420,10 +435,12 @@ def _log_clients(writer, done, algo, state, model, federation, split: str) -> No
     writer.log(done, test.acc, test.loss, train.loss)
 
 
-def _evaluate(algo, state, model, federation, split: str) -> dict[str, float]:
+def _evaluate(algo, state, model, federation, split: str, groups=None) -> dict[str, float]:
     ev = evaluate_clients(model, federation, split, algo.eval_params(state))
     prefix = "test" if split == "test" else "val"
     out = accuracy_metrics(ev.acc, ev.correct, ev.count, ev.loss, prefix=prefix)
+    for name, mask in (groups or {}).items():  # e.g. benign / attackers clients (attack.groups)
+        out.update(group_metrics(ev.acc, ev.correct, ev.count, ev.loss, mask, prefix=name))
     for name, params in algo.extra_eval_params(state).items():
         e2 = evaluate_clients(model, federation, split, params)
         out.update(accuracy_metrics(e2.acc, e2.correct, e2.count, e2.loss, prefix=name))

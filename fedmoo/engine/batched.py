@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from fedmoo.data.federated import FederatedData
-from fedmoo.engine.common import forward_stats, sample_losses
+from fedmoo.engine.common import forward_stats, relabel, sample_losses
 from fedmoo.engine.layout import ParamLayout
 from fedmoo.engine.plan import make_plan
 from fedmoo.errors import UserError
@@ -114,15 +114,18 @@ class BatchedEngine:
         return losses.detach()
 
     # -- one round ----------------------------------------------------------------------------
-    def _before(self, ids: list[int], w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _before(self, ids: list[int], w: Tensor,
+                label_map: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
         """Mean loss, accuracy (%) and size of w on each cohort client's train set, one pass."""
         data, dev = self.data, w.device
         sizes = self._sizes[ids]
         pos = np.concatenate([np.arange(int(self._offsets[k]), int(self._offsets[k + 1])) for k in ids])
         owner = torch.from_numpy(np.repeat(np.arange(len(ids)), sizes.numpy())).to(dev)
         set_flat(self.model, w)
-        loss, correct = forward_stats(self.model, data.x, data.y, data.train.index[torch.from_numpy(pos).to(dev)],
-                                      data.task)
+        samples = data.train.index[torch.from_numpy(pos).to(dev)]
+        targets = None if label_map is None else label_map[owner, data.y[samples]]
+        loss, correct = forward_stats(self.model, data.x, data.y, samples, data.task,
+                                      targets=targets)
         sums = torch.zeros(2, len(ids), dtype=w.dtype, device=dev)
         sums[0].index_add_(0, owner, loss.to(w.dtype))
         sums[1].index_add_(0, owner, correct.to(w.dtype))
@@ -137,7 +140,8 @@ class BatchedEngine:
         plan = make_plan(ids, self._offsets, self._sizes, self.batch_size, self.epochs,
                          self.local_steps, torch.Generator().manual_seed(seed), data.train.index,
                          dtype)
-        loss_before, acc_before, num_samples = self._before(ids, w)
+        label_map = None if spec.label_map is None else spec.label_map.to(data.y.device)
+        loss_before, acc_before, num_samples = self._before(ids, w, label_map)
 
         ditto = spec.personal is not None
         rows = 2 * k if ditto else k
@@ -167,7 +171,7 @@ class BatchedEngine:
         self.model.train()
         for s in range(plan.steps):
             idx, weight = plan.index[:, s], plan.weight[:, s]
-            x, y = data.x[idx], data.y[idx]
+            x, y = data.x[idx], relabel(label_map, data.y[idx])
             if ditto:
                 x, y, weight = torch.cat([x, x]), torch.cat([y, y]), torch.cat([weight, weight])
             lr = self.lr if plan.full[s] else lr_plan[:, s]

@@ -97,6 +97,29 @@ def test_loss_scale_agrees():
     assert_same_cohort(a, b)
 
 
+def test_label_map_agrees_and_matters():
+    """Relabelled clients (label-flip attack) train and report loss/acc on mapped labels, in both engines."""
+    torch.manual_seed(7)
+    data = federation(SIZES, (6,), 3)
+    label_map = torch.tensor([[0, 1, 2], [2, 1, 0], [1, 2, 0]])
+    spec = ClientSpec(label_map=label_map)
+    ids = [2, 0, 4]
+    model = MLP((6,), 3, hidden=(5,))
+    a, b = run_pair(model, data, ids, spec, batch_size=4, epochs=2, momentum=0.5)
+    assert_same_cohort(a, b)
+    plain, _ = run_pair(model, data, ids, ClientSpec(), batch_size=4, epochs=2, momentum=0.5)
+    assert torch.equal(a.deltas[0], plain.deltas[0])          # identity row: untouched client
+    assert rel(a.deltas[1:], plain.deltas[1:]) > 1e-3          # relabelled clients train differently
+    assert a.loss_before[0] == plain.loss_before[0]
+    assert not torch.allclose(a.loss_before[1:], plain.loss_before[1:])
+    # acc_before of client 0 (ids[1]) under pi = reverse: accuracy of w against 2 - y
+    seq, _ = both(model, data)  # a fresh copy at the same initial weights
+    idx = data.train.of(0)
+    pred = seq.model(data.x[idx]).argmax(1)
+    want = 100.0 * float((pred == 2 - data.y[idx]).double().mean())
+    assert abs(float(a.acc_before[1]) - want) < 1e-9 and abs(float(b.acc_before[1]) - want) < 1e-9
+
+
 def test_fedmgda_plus_inputs_agree():
     """FedMGDA+ trains clients like FedAvg and consumes normalised deltas through their Gram matrix."""
     torch.manual_seed(5)
