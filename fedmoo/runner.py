@@ -15,7 +15,7 @@ import torch
 import fedmoo
 from fedmoo import algorithms, attacks, data as fdata, engine as fengine, loggers, models
 from fedmoo.engine.common import round_seed
-from fedmoo.engine.evaluate import evaluate_clients
+from fedmoo.engine.evaluate import TaskEvaluator, evaluate_clients
 from fedmoo.errors import DivergenceError, UserError
 from fedmoo.metrics import accuracy_metrics
 from fedmoo.params import get_flat, num_params
@@ -113,9 +113,12 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
         raise UserError("eval_split=val needs a validation split: set partition.split=pooled")
 
     torch.manual_seed(seed)
-    model = models.build(cfg["model"], federation.input_shape, federation.num_classes).to(device)
+    model = models.build(cfg["model"], federation.input_shape, federation.num_classes,
+                         federation.num_tasks).to(device)
     engine = fengine.build(cfg.get("engine", "sequential"), model, federation, cfg["client"])
     state = algo.init(get_flat(model), num_clients=num_clients)
+    tasks = (TaskEvaluator(model, federation, state.w, cfg.get("loss_threshold", 0.01))
+             if federation.num_tasks else None)
     sampler = ClientSampler(num_clients, per_round, seed)
     writer = RoundsWriter(run_dir / "rounds.csv")
     tracker = loggers.build(cfg.get("logger"), run_dir)
@@ -137,7 +140,7 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
             if done % eval_every == 0 or done == rounds:
                 now = time.perf_counter()
                 row = {"round": done}
-                row.update(_evaluate(algo, state, model, federation, eval_split))
+                row.update(_evaluate(algo, state, model, federation, eval_split, tasks))
                 row["train/loss_mean"] = float(cohort.loss_before.mean())
                 row.update(diag)
                 row["time/round_s"] = (now - last_eval_t) / (done - last_eval_round)
@@ -151,6 +154,7 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
             bar.update(1)
     except DivergenceError as e:
         status = "diverged"
+        final = {**final, **(tasks.summary(writer.rows) if tasks else {})}
         _finish(run_dir, cfg, algo, model, federation, state, eval_split, status, final, t_start,
                 device, write_clients=False, message=str(e))
         bar.close()
@@ -158,6 +162,7 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
         raise
     bar.close()
     tracker.close()
+    final = {**final, **(tasks.summary(writer.rows) if tasks else {})}
     wall = _finish(run_dir, cfg, algo, model, federation, state, eval_split, status, final,
                    t_start, device)
     return RunResult(run_dir=run_dir, status=status, final=final, rows=writer.rows, wall_time_s=wall)
@@ -181,14 +186,28 @@ def _check_finite(w: torch.Tensor, losses: torch.Tensor | None, round_done: int)
         )
 
 
-def _evaluate(algo, state, model, federation, split: str) -> dict[str, float]:
+def _evaluate(algo, state, model, federation, split: str, tasks=None) -> dict[str, float]:
+    def metrics(ev, prefix):
+        if tasks is not None:     # multi-task data: per-task columns
+            return tasks.split_metrics(ev, federation, prefix)
+        return accuracy_metrics(ev.acc, ev.correct, ev.count, ev.loss, prefix=prefix)
+
     ev = evaluate_clients(model, federation, split, algo.eval_params(state))
-    prefix = "test" if split == "test" else "val"
-    out = accuracy_metrics(ev.acc, ev.correct, ev.count, ev.loss, prefix=prefix)
+    out = metrics(ev, "test" if split == "test" else "val")
     for name, params in algo.extra_eval_params(state).items():
-        e2 = evaluate_clients(model, federation, split, params)
-        out.update(accuracy_metrics(e2.acc, e2.correct, e2.count, e2.loss, prefix=name))
+        out.update(metrics(evaluate_clients(model, federation, split, params), name))
+    if tasks is not None:
+        out.update(tasks.train_metrics(model, federation, algo.eval_params(state)))
     return out
+
+
+def _task_columns(ev, k: int) -> dict[str, float]:
+    """Per-task accuracy and loss of client k on multi-task data (``accuracy`` / ``loss`` are then
+    the means over all tasks)."""
+    if ev.loss.ndim == 1:
+        return {}
+    return {f"task{t}_{name}": float(v[k, t]) for t in range(ev.loss.shape[1])
+            for name, v in (("accuracy", ev.acc), ("loss", ev.loss))}
 
 
 def _finish(run_dir, cfg, algo, model, federation, state, split, status, final, t_start, device,
@@ -200,7 +219,8 @@ def _finish(run_dir, cfg, algo, model, federation, state, split, status, final, 
         names = federation.client_names
         rows = [
             {"client": k, **({"name": names[k]} if names else {}), "num_train": int(tr[k]),
-             f"num_{split}": int(te[k]), "accuracy": float(ev.acc[k]), "loss": float(ev.loss[k])}
+             f"num_{split}": int(te[k]), "accuracy": float(np.mean(ev.acc[k])),
+             "loss": float(np.mean(ev.loss[k])), **_task_columns(ev, k)}
             for k in range(federation.num_clients)
         ]
         write_csv(run_dir / "clients.csv", rows)
