@@ -2,7 +2,9 @@
 NeurIPS 2023), the federated multi-objective learning (FMOL) framework.
 
 S objectives (tasks), an objective indicator A (which client holds which task; the federation's
-``partition.tasks`` / ``partition.tasks_per_client``), a shared-trunk multi-head model.
+``partition.tasks`` / ``partition.tasks_per_client``), a shared-trunk multi-head model. The
+clients train every task they hold separately (``ClientSpec.task_training``); the cohort's
+deltas are ``[K, S, d]``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from fedmoo.algorithms.base import (
     require_int,
     require_range,
 )
-from fedmoo.errors import UserError
 from fedmoo.moo.minnorm import SOLVERS
 from fedmoo.moo.tasks import min_norm_tasks, task_average
 from fedmoo.state import ClientSpec, TaskTraining
@@ -44,8 +45,9 @@ class FMGDA(Algorithm):
         or by ``samples`` (the paper's imbalanced-data variant).
       solver: QP backend, ``daqp`` or ``quadprog`` (a bounded Frank-Wolfe solve backs both up).
 
-    With one task and ``eta = eta_L`` it is FedAvg with K local steps (uniform weighting).
-    With one client (num_clients = 1) it is centralised MGD, run for K x T steps.
+    Single-task data is one objective held by every client: then, with ``eta = eta_L``, it is
+    FedAvg with K local steps (``weighting`` as FedAvg's). With one client (num_clients = 1) it
+    is centralised MGD (FSMGDA: SMGD) run for K x T steps.
     """
 
     name = "fmgda"
@@ -64,11 +66,11 @@ class FMGDA(Algorithm):
         return ClientSpec(task_training=TaskTraining(self.local_steps, self.full_batch))
 
     def step(self, state, cohort):
-        if cohort.deltas.dim() != 3 or cohort.task_mask is None:
-            raise UserError(f"algo={self.name} needs per-task client updates [K, S, d]; run it "
-                            "on multi-task data with a multi-task model")
-        means, present = task_average(cohort.deltas, cohort.task_mask,
-                                      mixing_weights(cohort, self.weighting))
+        deltas, mask = cohort.deltas, cohort.task_mask
+        if deltas.dim() == 2:           # one objective: every client holds task 0
+            deltas = deltas[:, None]
+            mask = torch.ones(cohort.size, 1, dtype=torch.bool, device=deltas.device)
+        means, present = task_average(deltas, mask, mixing_weights(cohort, self.weighting))
         coords = cohort.shared if self.qp_on == "trunk" and cohort.shared is not None else None
         lam, sol = min_norm_tasks(means, present, coords, self.solver)
         d = lam.to(dtype=means.dtype, device=means.device) @ means

@@ -1,5 +1,7 @@
 """Per-task training rows shared by both engines (FMGDA / FSMGDA, ``ClientSpec.task_training``).
 
+Single-task data counts as one task (S = 1) that every client holds.
+
 Every (client, task) pair the client holds is one independent training from ``w_t``: a row. Rows
 are ordered client by client (cohort order), tasks ascending within a client; both engines draw
 the rows' minibatches from one generator in that order, so they train on the same batches.
@@ -13,7 +15,6 @@ import torch
 from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
-from fedmoo.errors import UserError
 from fedmoo.models.multitask import param_tasks
 from fedmoo.state import Cohort, TaskTraining
 
@@ -33,11 +34,7 @@ class TaskRows:
     @classmethod
     def build(cls, model: nn.Module, data: FederatedData, client_ids: Tensor, tt: TaskTraining,
               w: Tensor) -> "TaskRows":
-        s = data.num_tasks
-        if s == 0:
-            raise UserError("this algorithm trains each task separately and needs multi-task data "
-                            "(data=multifashion, multimnist, multifashion_mnist, riverflow or "
-                            "celeba with data.target=all)")
+        s = data.num_tasks or 1         # single-task data: one objective, task 0
         k = client_ids.numel()
         if tt.tasks is not None:
             mask = tt.tasks.to(torch.bool).cpu()
@@ -61,12 +58,13 @@ def task_cohort(rows: TaskRows, client_ids: Tensor, w: Tensor, flat: Tensor, lr:
                 num_samples: Tensor) -> Cohort:
     """The ``[K, S, d]`` cohort from the rows' final parameters ``flat [R, d]``.
 
-    ``loss_before`` / ``acc_before`` ``[K, S]`` are w_t's per-task train loss and accuracy on each
-    client, ``loss_after [R]`` each row's last-epoch loss. Row (k, s) gives
+    ``loss_before`` / ``acc_before`` ``[K, S]`` (``[K]`` on single-task data) are w_t's per-task
+    train loss and accuracy on each client, ``loss_after [R]`` each row's last-epoch loss. Row (k, s) gives
     ``deltas[k, s] = (w - x_K) / lr`` on the trunk and head s, exactly 0 on the other heads. The
     per-client scalars are means over the client's tasks (over all tasks if it trains none).
     """
     k, s = rows.mask.shape
+    loss_before, acc_before = loss_before.reshape(k, s), acc_before.reshape(k, s)
     deltas = torch.zeros(k, s, w.numel(), dtype=w.dtype, device=w.device)
     for r, (i, t) in enumerate(zip(rows.client.tolist(), rows.task.tolist())):
         keep = (rows.owner == -1) | (rows.owner == t)
