@@ -84,8 +84,9 @@ class FMGDA(Algorithm):
 @register
 class FSMGDA(FMGDA):
     """Federated stochastic multiple gradient descent averaging: FMGDA with minibatch local
-    steps (``client.batch_size`` samples per step). Same server rule, hyperparameters and
-    reductions as ``fmgda`` (see there)."""
+    steps (``client.batch_size`` samples per step). Same server rule and hyperparameters as
+    ``fmgda``; on single-task data with ``eta = eta_L`` it is FedAvg with K local minibatch
+    steps (tests/algorithms/test_fmgda.py proves it)."""
 
     name = "fsmgda"
     description = "FSMGDA: per-task local minibatch SGD, task averages, S-task min-norm step"

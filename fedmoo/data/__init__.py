@@ -73,6 +73,7 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
     compact = bool(cfg.pop("compact_labels", False))
     pool = cfg.pop("pool", "all")
     tasks, tasks_per_client = cfg.pop("tasks", "all"), cfg.pop("tasks_per_client", None)
+    max_per_client = cfg.pop("max_per_client", None)
     rng = np.random.default_rng(seed)
     y = source.y.numpy() if source.y.dim() == 1 else source.y[:, 0].numpy()
     is_test = source.is_test.numpy()
@@ -116,6 +117,8 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
     else:
         raise UserError(f"partition.split={split!r} is not valid: choose dataset or pooled")
 
+    if max_per_client is not None:
+        train = _cap(train, max_per_client, rng)
     empty = [k for k, p in enumerate(train) if len(p) == 0]
     if empty:
         raise UserError(
@@ -141,6 +144,13 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
         client_names=source.client_names if name == "natural" else None,
         class_names=source.class_names, task_mask=task_mask, task_names=task_names,
     )
+
+
+def _cap(train: list[np.ndarray], n, rng: np.random.Generator) -> list[np.ndarray]:
+    """Keep a random ``n`` of each client's training samples (FMGDA's 256 per client)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise UserError(f"partition.max_per_client={n!r} must be a positive integer or null")
+    return [np.sort(rng.choice(p, n, replace=False)) if len(p) > n else p for p in train]
 
 
 def _compact(x, y, splits):
