@@ -48,7 +48,7 @@ def build(model_cfg: dict[str, Any], input_shape, num_classes: int,
     if num_tasks is not None and bool(num_tasks) != multitask:
         raise UserError(
             f"model={name} is {'multi' if multitask else 'single'}-task but the data has "
-            f"{num_tasks or 'one'} task(s); use "
+            f"{f'{num_tasks} tasks' if num_tasks else 'one task'}; use "
             + ("a single-task model (e.g. cnn_mnist, mlp)" if multitask else
                "a multi-task model: multi_lenet (images), mtl_mlp (vectors) or mtl_resnet18")
         )
