@@ -123,13 +123,13 @@ def plot_radar(groups, keys, pattern: str, out: Path) -> bool:
     n = len(series[0][1])
     names = (series[0][2][0].summary or {}).get("tasks") or [f"task {s}" for s in range(n)]
     angles = np.linspace(0, 2 * np.pi, n, endpoint=False)
-    fig, ax = plt.subplots(figsize=(6, 6), subplot_kw={"projection": "polar"})
+    fig, ax = plt.subplots(figsize=(6.5, 7.5), subplot_kw={"projection": "polar"})
     for label, m, _ in series:
         ax.plot(np.append(angles, angles[0]), np.append(m, m[0]), marker="o", label=label)
     ax.set_xticks(angles)
     ax.set_xticklabels(names[:n], fontsize=8 if n <= 10 else 6)
-    ax.set_title(pattern.format("{s}") + " (final round)", fontsize=9)
-    ax.legend(fontsize=7, loc="upper right", bbox_to_anchor=(1.3, 1.1))
+    ax.set_title(pattern.format("{s}") + " (final round)", fontsize=9, pad=18)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=2)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
