@@ -28,7 +28,12 @@ def _report(result) -> None:
     else:
         since = f" (resumed after round {result.resumed_from})" if result.resumed_from else ""
         print(f"done: {rounds} rounds in {result.wall_time_s:.1f} s{since}")
-    if "test/acc_mean" in f:
+    tasks = sorted((k for k in f if k.startswith("train/task") and k.endswith("_loss")),
+                   key=lambda k: int(k[len("train/task"):-len("_loss")]))
+    if tasks:                  # multi-task data: per-task training loss (FMOL)
+        print("train loss per task: " + "  ".join(
+            f"{k[len('train/'):-len('_loss')]} {f[k]:.4g}" for k in tasks))
+    elif "test/acc_mean" in f:
         print(
             "test accuracy (%): mean {:.2f}  std {:.2f}  worst10% {:.2f}  best10% {:.2f}".format(
                 f["test/acc_mean"], f["test/acc_std"], f["test/acc_worst10"], f["test/acc_best10"]

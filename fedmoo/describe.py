@@ -39,13 +39,16 @@ def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
     if model_only:
         shape = tuple(int(s) for s in cfg["data"]["input_shape"])
         n_cls = _declared_classes(cfg)
+        n_tasks = None
     else:
         source = fdata.load_source(cfg["data"], cfg["data_dir"])
         fed = fdata.federate(source, cfg["partition"], int(cfg["num_clients"]))
-        shape, n_cls = fed.input_shape, fed.num_classes
+        shape, n_cls, n_tasks = fed.input_shape, fed.num_classes, fed.num_tasks
         n_test = int(source.is_test.sum())
         meta["samples"] = (int(source.y.shape[0]), int(source.y.shape[0]) - n_test, n_test)
-        y = fed.y.numpy() if fed.y.dim() == 1 else None
+        # label histograms: the labels, or the first task's on multi-task classification data
+        y = fed.y.numpy() if fed.y.dim() == 1 else \
+            (fed.y[:, 0].numpy() if fed.task == "multitask" else None)
         sizes = {s: (None if getattr(fed, s) is None else getattr(fed, s).sizes.tolist())
                  for s in ("train", "val", "test")}
         for k in range(fed.num_clients):
@@ -58,7 +61,7 @@ def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
             info["clients"].append(row)
         meta["has_val"] = fed.val is not None
         meta["class_names"] = fed.class_names
-    model = models.build(cfg["model"], shape, n_cls)
+    model = models.build(cfg["model"], shape, n_cls, n_tasks)
     info["num_params"] = num_params(model)
     meta.update(input_shape=list(shape), num_classes=n_cls)
     return {"num_params": info["num_params"], "num_clients": info["num_clients"],

@@ -80,3 +80,62 @@ def group_metrics(acc: np.ndarray, correct: np.ndarray, count: np.ndarray, loss:
     full = accuracy_metrics(np.asarray(acc)[m], np.asarray(correct)[m], np.asarray(count)[m],
                             np.asarray(loss)[m], prefix=prefix)
     return {f"{prefix}/{s}": full[f"{prefix}/{s}"] for s in GROUP_STATS if f"{prefix}/{s}" in full}
+
+
+def task_metrics(loss: np.ndarray, acc: np.ndarray, count: np.ndarray, mask: np.ndarray | None,
+                 prefix: str = "test", regression: bool = False,
+                 reference: np.ndarray | None = None) -> dict[str, float]:
+    """Per-task metrics of one evaluation on multi-task data (``loss`` / ``acc`` ``[N, S]``).
+
+    Task s is measured on the clients holding it (``mask [N, S]``, default all) that have samples:
+    ``{prefix}/task{s}_loss`` is the mean of their mean losses (the paper's
+    ``f_s = 1/|R_s| sum_i f_si``; MSE for regression), ``{prefix}/task{s}_acc_mean`` their mean
+    accuracy (classification), ``{prefix}/task{s}_loss_norm`` = loss / ``reference[s]`` (the
+    initial model's loss). Also ``loss_mean`` / ``loss_max`` over tasks and ``acc_mean`` (mean of
+    the task accuracies).
+    """
+    loss, acc = np.asarray(loss, np.float64), np.asarray(acc, np.float64)
+    n, s = loss.shape
+    held = np.ones((n, s), bool) if mask is None else np.asarray(mask, bool)
+    held = held & (np.asarray(count) > 0)[:, None]
+    out: dict[str, float] = {}
+    task_loss, task_acc = [], []
+    for t in range(s):
+        if not held[:, t].any():
+            continue
+        task_loss.append(float(loss[held[:, t], t].mean()))
+        out[f"{prefix}/task{t}_loss"] = task_loss[-1]
+        if not regression:
+            task_acc.append(float(acc[held[:, t], t].mean()))
+            out[f"{prefix}/task{t}_acc_mean"] = task_acc[-1]
+        if reference is not None:
+            out[f"{prefix}/task{t}_loss_norm"] = task_loss[-1] / max(float(reference[t]), 1e-12)
+    if task_loss:
+        out[f"{prefix}/loss_mean"] = float(np.mean(task_loss))
+        out[f"{prefix}/loss_max"] = float(np.max(task_loss))
+    if task_acc:
+        out[f"{prefix}/acc_mean"] = float(np.mean(task_acc))
+    return out
+
+
+def rounds_to_threshold(rows: list[dict], num_tasks: int, threshold: float,
+                        prefix: str = "train") -> dict[str, float]:
+    """First logged round at which each task's ``{prefix}/task{s}_loss`` is below ``threshold``
+    (``{prefix}/task{s}_rounds_to_threshold``) and at which every logged task's is
+    (``{prefix}/rounds_to_threshold``); NaN if never. Exact when every round is evaluated
+    (``eval_every=1``); tasks no client holds are never logged and are left out."""
+    keys = [f"{prefix}/task{t}_loss" for t in range(num_tasks)]
+    logged = [t for t, k in enumerate(keys) if any(r.get(k) not in (None, "") for r in rows)]
+    first = [math.nan] * num_tasks
+    every = math.nan
+    for r in rows:
+        below = {t: r.get(keys[t]) not in (None, "") and float(r[keys[t]]) < threshold
+                 for t in logged}
+        for t, b in below.items():
+            if b and math.isnan(first[t]):
+                first[t] = float(r["round"])
+        if logged and all(below.values()) and math.isnan(every):
+            every = float(r["round"])
+    out = {f"{prefix}/task{t}_rounds_to_threshold": v for t, v in enumerate(first)}
+    out[f"{prefix}/rounds_to_threshold"] = every
+    return out

@@ -1,4 +1,5 @@
-"""``fedmoo plot``: curves over rounds (mean ± band over seeds) and client-accuracy histograms."""
+"""``fedmoo plot``: curves over rounds (mean ± band over seeds), client-accuracy histograms and,
+for multi-task runs, a radar chart of the per-task losses (``--radar``)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _curves(group: list[Job], metric: str):
     return frame.index.to_numpy(), frame.mean(axis=1).to_numpy(), frame.std(axis=1, ddof=0).to_numpy()
 
 
-def plot_metric(groups, keys, metric: str, out: Path) -> bool:
+def plot_metric(groups, keys, metric: str, out: Path, logy: bool = False) -> bool:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,6 +53,8 @@ def plot_metric(groups, keys, metric: str, out: Path) -> bool:
         return False
     ax.set_xlabel("round")
     ax.set_ylabel(metric)
+    if logy:
+        ax.set_yscale("log")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -89,6 +92,50 @@ def plot_client_hist(groups, keys, out: Path) -> bool:
     return True
 
 
+RADAR_DEFAULT = "train/task{}_loss_norm"
+
+
+def _final_tasks(job: Job, pattern: str) -> list[float]:
+    """``pattern.format(s)`` for s = 0, 1, ... from the job's last rounds.csv row (until missing)."""
+    import pandas as pd
+
+    last = pd.read_csv(job.rows_path).iloc[-1]
+    vals = []
+    while pattern.format(len(vals)) in last.index:
+        vals.append(float(last[pattern.format(len(vals))]))
+    return vals
+
+
+def plot_radar(groups, keys, pattern: str, out: Path) -> bool:
+    """One closed polygon per configuration: the final per-task values (mean over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = []
+    for values, group in groups.items():
+        per_job = [v for v in (_final_tasks(j, pattern) for j in group if j.rows_path) if v]
+        if per_job and len({len(v) for v in per_job}) == 1:
+            series.append((_label(keys, values), np.mean(per_job, axis=0), group))
+    if not series or len({len(m) for _, m, _ in series}) != 1:
+        return False
+    n = len(series[0][1])
+    names = (series[0][2][0].summary or {}).get("tasks") or [f"task {s}" for s in range(n)]
+    angles = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    fig, ax = plt.subplots(figsize=(6.5, 7.5), subplot_kw={"projection": "polar"})
+    for label, m, _ in series:
+        ax.plot(np.append(angles, angles[0]), np.append(m, m[0]), marker="o", label=label)
+    ax.set_xticks(angles)
+    ax.set_xticklabels(names[:n], fontsize=8 if n <= 10 else 6)
+    ax.set_title(pattern.format("{s}") + " (final round)", fontsize=9, pad=18)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=2)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="fedmoo plot",
                                 description="Plot metrics over rounds for runs and sweeps.")
@@ -96,6 +143,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--metric", action="append", help="rounds.csv column (repeatable; default "
                    "test/acc_mean and test/acc_std, plus round/improved_frac when logged)")
     p.add_argument("--out", required=True, help="directory for the PNG files")
+    p.add_argument("--logy", action="store_true", help="logarithmic y axis for the curves")
+    p.add_argument("--radar", nargs="?", const=RADAR_DEFAULT, metavar="PATTERN",
+                   help="multi-task runs: radar chart of the final per-task values of PATTERN "
+                   f"(a rounds.csv column with {{}} for the task index; default {RADAR_DEFAULT})")
     ns = p.parse_args(argv)
     jobs = find_jobs(ns.dirs)
     keys = config_keys(jobs)
@@ -106,12 +157,18 @@ def main(argv: list[str]) -> int:
     written = []
     for m in metrics:
         f = out / (m.replace("/", "_") + ".png")
-        if plot_metric(groups, keys, m, f):
+        if plot_metric(groups, keys, m, f, ns.logy):
             written.append(f)
         elif ns.metric:
             raise UserError(f"--metric {m} is not a column of any rounds.csv under {ns.dirs}")
     f = out / "client_accuracy_hist.png"
     if plot_client_hist(groups, keys, f):
+        written.append(f)
+    if ns.radar:
+        f = out / "radar.png"
+        if not plot_radar(groups, keys, ns.radar, f):
+            raise UserError(f"--radar {ns.radar}: no rounds.csv under {ns.dirs} has the columns "
+                            f"{ns.radar.format(0)}, {ns.radar.format(1)}, ... (multi-task runs)")
         written.append(f)
     for f in written:
         print(f"wrote {f}")

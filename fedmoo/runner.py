@@ -28,7 +28,7 @@ from fedmoo import algorithms, attacks, checkpoint, loggers, models
 from fedmoo import data as fdata
 from fedmoo import engine as fengine
 from fedmoo.engine.common import round_seed
-from fedmoo.engine.evaluate import evaluate_clients, improved_fraction
+from fedmoo.engine.evaluate import TaskEvaluator, evaluate_clients, improved_fraction
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.metrics import accuracy_metrics, group_metrics
 from fedmoo.params import get_flat, num_params, set_flat
@@ -207,7 +207,7 @@ def build_model(cfg: dict[str, Any], federation) -> torch.nn.Module:
                          "(see `fedmoo list model`)")
 
     try:
-        model = models.build(cfg["model"], shape, classes)
+        model = models.build(cfg["model"], shape, classes, federation.num_tasks)
     except (ValueError, RuntimeError, IndexError) as e:
         raise mismatch(e) from e
     model.eval()
@@ -304,6 +304,8 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
     engine = _build({"client": cfg["client"]}, fengine.build, cfg.get("engine", "sequential"),
                     model, federation, cfg["client"])
     state = algo.init(get_flat(model), num_clients=num_clients)
+    tasks = (TaskEvaluator(model, federation, state.w, cfg.get("loss_threshold", 0.01))
+             if federation.num_tasks else None)
 
     rows: list[dict[str, Any]] = []
     elapsed0 = 0.0
@@ -360,9 +362,10 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
             if done % eval_every == 0 or done == rounds:
                 now = time.perf_counter()
                 row = {"round": done}
-                row.update(_evaluate(algo, state, model, federation, eval_split, attack.groups()))
+                row.update(_evaluate(algo, state, model, federation, eval_split,
+                                     attack.groups(), tasks))
                 row["train/loss_mean"] = float(cohort.loss_before.mean())
-                if track_improved and cohort.loss_before.dim() == 1:  # measured, not reported, losses
+                if track_improved and not federation.num_tasks:  # measured, not reported, losses
                     row["round/improved_frac"] = improved_fraction(
                         model, federation, state.w, ids.to(device), trained.loss_before)
                 row.update(diag)
@@ -379,6 +382,7 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
             if ckpt_every and done % ckpt_every == 0 and done < rounds:
                 checkpoint.save(run_dir, state, writer.rows, cfg, elapsed())
             bar.update(1)
+    final = {**final, **(tasks.summary(writer.rows) if tasks else {})}
     wall = ctx.complete(state, final, elapsed())
     return RunResult(run_dir=run_dir, status="completed", final=final, rows=writer.rows,
                      wall_time_s=wall, resumed_from=resumed_from)
@@ -435,16 +439,32 @@ def _log_clients(writer, done, algo, state, model, federation, split: str) -> No
     writer.log(done, test.acc, test.loss, train.loss)
 
 
-def _evaluate(algo, state, model, federation, split: str, groups=None) -> dict[str, float]:
+def _evaluate(algo, state, model, federation, split: str, groups=None,
+              tasks=None) -> dict[str, float]:
+    def metrics(ev, prefix):
+        if tasks is not None:     # multi-task data: per-task columns
+            return tasks.split_metrics(ev, federation, prefix)
+        return accuracy_metrics(ev.acc, ev.correct, ev.count, ev.loss, prefix=prefix)
+
     ev = evaluate_clients(model, federation, split, algo.eval_params(state))
-    prefix = "test" if split == "test" else "val"
-    out = accuracy_metrics(ev.acc, ev.correct, ev.count, ev.loss, prefix=prefix)
-    for name, mask in (groups or {}).items():  # e.g. benign / attackers clients (attack.groups)
-        out.update(group_metrics(ev.acc, ev.correct, ev.count, ev.loss, mask, prefix=name))
+    out = metrics(ev, "test" if split == "test" else "val")
+    if tasks is None:
+        for name, mask in (groups or {}).items():  # e.g. benign / attackers (attack.groups)
+            out.update(group_metrics(ev.acc, ev.correct, ev.count, ev.loss, mask, prefix=name))
     for name, params in algo.extra_eval_params(state).items():
-        e2 = evaluate_clients(model, federation, split, params)
-        out.update(accuracy_metrics(e2.acc, e2.correct, e2.count, e2.loss, prefix=name))
+        out.update(metrics(evaluate_clients(model, federation, split, params), name))
+    if tasks is not None:
+        out.update(tasks.train_metrics(model, federation, algo.eval_params(state)))
     return out
+
+
+def _task_columns(ev, k: int) -> dict[str, float]:
+    """Per-task accuracy and loss of client k on multi-task data (``accuracy`` / ``loss`` are then
+    the means over all tasks)."""
+    if ev.loss.ndim == 1:
+        return {}
+    return {f"task{t}_{name}": float(v[k, t]) for t in range(ev.loss.shape[1])
+            for name, v in (("accuracy", ev.acc), ("loss", ev.loss))}
 
 
 @dataclass
@@ -469,8 +489,8 @@ class _Finisher:
         names = fed.client_names
         rows = [
             {"client": k, **({"name": names[k]} if names else {}), "num_train": int(tr[k]),
-             f"num_{self.split}": int(te[k]), "accuracy": float(ev.acc[k]),
-             "loss": float(ev.loss[k])}
+             f"num_{self.split}": int(te[k]), "accuracy": float(np.mean(ev.acc[k])),
+             "loss": float(np.mean(ev.loss[k])), **_task_columns(ev, k)}
             for k in range(fed.num_clients)
         ]
         write_csv(self.run_dir / "clients.csv", rows)
@@ -497,6 +517,7 @@ class _Finisher:
             "model": self.cfg["model"]["name"],
             "num_params": num_params(self.model),
             "num_clients": self.federation.num_clients,
+            "tasks": self.federation.task_names,
             "device": str(device),
             "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
             else platform.processor() or platform.machine(),

@@ -31,8 +31,12 @@ class ServerState:
 class Cohort:
     """The result of local training of the K clients sampled in one round.
 
-    deltas are pseudo-gradients ``g_k = w_t - w_k`` (descent sign), ``[K, d]`` (or ``[K, S, d]``
-    for multi-objective algorithms, with ``task_mask [K, S]``).
+    deltas are pseudo-gradients ``g_k = w_t - w_k`` (descent sign), ``[K, d]``. For per-task
+    training (``ClientSpec.task_training``, FMGDA / FSMGDA) they are ``[K, S, d]``: row ``[k, s]``
+    is ``(w_t - x_K) / eta_L`` of client k trained on task s alone, zero where
+    ``task_mask [K, S]`` is false; ``shared [d]`` marks the coordinates every task uses (the trunk
+    of a multi-head model; the rest are the heads). The per-client scalars are then means over
+    the client's tasks.
     """
 
     client_ids: Tensor
@@ -44,6 +48,7 @@ class Cohort:
     local_lr: float = 0.01
     personal: Tensor | None = None
     task_mask: Tensor | None = None
+    shared: Tensor | None = None
     buffers: dict[str, Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -83,6 +88,8 @@ class ClientSpec:
     - ``label_map``: per-client label relabelling ``[K, C]`` (int64): client i trains on, and
       reports ``loss_before`` / ``acc_before`` against, ``label_map[i, y]`` instead of ``y``
       (label-flipping attack); identity rows for honest clients.
+    - ``task_training``: train every (client, task) pair the client holds independently from
+      ``w_t`` (FMGDA / FSMGDA); the cohort then carries ``[K, S, d]`` deltas (see Cohort).
     """
 
     prox_mu: float = 0.0
@@ -90,6 +97,22 @@ class ClientSpec:
     personal_lam: float = 0.0
     loss_scale: Tensor | None = None
     label_map: Tensor | None = None
+    task_training: "TaskTraining | None" = None
+
+
+@dataclass
+class TaskTraining:
+    """Per-task local training of multi-objective algorithms.
+
+    Client k, for each task s it holds (``tasks [K, S]``, default the federation's objective
+    indicator), starts from ``w_t`` and takes ``local_steps`` SGD steps on task s's loss alone:
+    full local batch if ``full_batch`` (FMGDA), else minibatches of ``client.batch_size``
+    (FSMGDA). The engine reports ``(w_t - x_K) / lr``, the sum of the gradients it used.
+    """
+
+    local_steps: int
+    full_batch: bool
+    tasks: Tensor | None = None
 
 
 def state_to_dict(state: ServerState) -> dict[str, Any]:

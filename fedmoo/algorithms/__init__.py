@@ -10,7 +10,7 @@ from fedmoo.errors import UserError
 
 # One module per algorithm family; each module registers its public names.
 _MODULES = ["fedavg", "fedprox", "qfedavg", "afl", "fedmgda", "fedfv", "adafed", "term", "ditto",
-            "fedfa", "robust"]
+            "fedfa", "robust", "fmgda"]
 
 _REGISTRY: dict[str, type[Algorithm]] = {}
 

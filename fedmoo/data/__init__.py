@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from fedmoo.data import partition as _partition
-from fedmoo.data.federated import ClientSplit, FederatedData, Source
+from fedmoo.data.federated import MULTITASK, ClientSplit, FederatedData, Source
 from fedmoo.errors import UserError
 
 # data slug -> "module:function" returning a Source; the function takes data_dir and the
@@ -30,6 +30,10 @@ SOURCES: dict[str, str] = {
     "celeba": "fedmoo.data.celeba:load",
     "cinic10": "fedmoo.data.imagefolder:load_cinic10",
     "tinyimagenet": "fedmoo.data.imagefolder:load_tinyimagenet",
+    "multimnist": "fedmoo.data.multimnist:load_multimnist",
+    "multifashion": "fedmoo.data.multimnist:load_multifashion",
+    "multifashion_mnist": "fedmoo.data.multimnist:load_multifashion_mnist",
+    "riverflow": "fedmoo.data.riverflow:load",
 }
 
 # Keys of a data config that describe the dataset rather than configure its loader.
@@ -68,6 +72,8 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
     order = tuple(cfg.pop("order", _partition.SPLITS))
     compact = bool(cfg.pop("compact_labels", False))
     pool = cfg.pop("pool", "all")
+    tasks, tasks_per_client = cfg.pop("tasks", "all"), cfg.pop("tasks_per_client", None)
+    max_per_client = cfg.pop("max_per_client", None)
     rng = np.random.default_rng(seed)
     y = source.y.numpy() if source.y.dim() == 1 else source.y[:, 0].numpy()
     is_test = source.is_test.numpy()
@@ -111,12 +117,22 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
     else:
         raise UserError(f"partition.split={split!r} is not valid: choose dataset or pooled")
 
+    if max_per_client is not None:
+        train = _cap(train, max_per_client, rng)
     empty = [k for k, p in enumerate(train) if len(p) == 0]
     if empty:
         raise UserError(
             f"partition={name} left client {empty[0]} (and {len(empty) - 1} more) without training "
             f"samples; lower num_clients (now {num_clients}) or change the partition"
         )
+    task_mask = task_names = None
+    if source.task in MULTITASK:
+        task_names = source.task_names or [f"task{s}" for s in range(source.y.shape[1])]
+        task_mask = torch.from_numpy(_partition.objective_indicator(
+            tasks, tasks_per_client, num_clients, task_names, rng))
+    elif tasks not in ("all", None) or tasks_per_client is not None:
+        raise UserError(f"partition.tasks / partition.tasks_per_client need multi-task data; "
+                        f"data={source.task} has one objective, so leave them at all / null")
     x, y_all, num_classes = source.x, source.y, source.num_classes
     if compact:
         x, y_all, num_classes, (train, val, test) = _compact(x, y_all, (train, val, test))
@@ -126,8 +142,15 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
         val=None if val is None else ClientSplit.from_lists(val),
         num_classes=num_classes, input_shape=tuple(source.input_shape), task=source.task,
         client_names=source.client_names if name == "natural" else None,
-        class_names=source.class_names,
+        class_names=source.class_names, task_mask=task_mask, task_names=task_names,
     )
+
+
+def _cap(train: list[np.ndarray], n, rng: np.random.Generator) -> list[np.ndarray]:
+    """Keep a random ``n`` of each client's training samples (FMGDA's 256 per client)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise UserError(f"partition.max_per_client={n!r} must be a positive integer or null")
+    return [np.sort(rng.choice(p, n, replace=False)) if len(p) > n else p for p in train]
 
 
 def _compact(x, y, splits):
@@ -154,6 +177,9 @@ def _test_like_train(train: list[np.ndarray], y: np.ndarray, test_idx: np.ndarra
     partition gave to nobody (e.g. one_class_per_client's unused classes) are left out; classes
     absent from the training pool are spread evenly.
     """
+    if not np.issubdtype(y.dtype, np.integer):      # regression targets: spread uniformly
+        owners = rng.choice(len(train), size=len(test_idx))
+        return [np.sort(test_idx[owners == k]) for k in range(len(train))]
     n_cls = int(y.max()) + 1
     counts = np.stack([np.bincount(y[p], minlength=n_cls) for p in train]).astype(float)  # [N, C]
     in_pool = np.bincount(y[train_pool], minlength=n_cls) > 0

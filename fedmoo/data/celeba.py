@@ -65,8 +65,8 @@ def _build(root: Path, target: str, size: int, keep_valid: bool) -> Source:
     return Source(x=torch.from_numpy(x), y=torch.from_numpy(np.ascontiguousarray(y)),
                   is_test=torch.from_numpy(is_test), num_classes=n_cls,
                   input_shape=(3, size, size), owner=owner, client_names=names,
-                  class_names=names_attr if target == "all" else [f"not {target}", target],
-                  task=task)
+                  class_names=["no", "yes"] if target == "all" else [f"not {target}", target],
+                  task=task, task_names=names_attr if target == "all" else None)
 
 
 def load(data_dir: Path, target: str = "Smiling", size: int = 64, keep_valid: bool = False) -> Source:

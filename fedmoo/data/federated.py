@@ -14,6 +14,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+# Tasks whose samples carry one target per objective: ``y [M, S]`` and models returning
+# ``[B, S, C]`` logits (classification per task) or ``[B, S, 1]`` / ``[B, S]`` (regression).
+MULTITASK = ("multitask", "multitask_regression")
+REGRESSION = ("regression", "multitask_regression")
+
 
 @dataclass
 class Source:
@@ -26,6 +31,7 @@ class Source:
     client_names: list[str] | None = None
     class_names: list[str] | None = None
     task: str = "classification"
+    task_names: list[str] | None = None   # multi-task data: one name per column of y
 
 
 @dataclass
@@ -76,10 +82,17 @@ class FederatedData:
     client_names: list[str] | None = None
     class_names: list[str] | None = None
     meta: dict = field(default_factory=dict)
+    task_mask: Tensor | None = None       # [N, S] bool objective indicator (multi-task data)
+    task_names: list[str] | None = None
 
     @property
     def num_clients(self) -> int:
         return self.train.num_clients
+
+    @property
+    def num_tasks(self) -> int:
+        """S for multi-task data (``y [M, S]``), 0 for single-task data."""
+        return int(self.y.shape[1]) if self.task in MULTITASK else 0
 
     def split(self, name: str) -> ClientSplit:
         s = getattr(self, name)
@@ -93,6 +106,8 @@ class FederatedData:
             test=self.test.to(device), val=None if self.val is None else self.val.to(device),
             num_classes=self.num_classes, input_shape=self.input_shape, task=self.task,
             client_names=self.client_names, class_names=self.class_names, meta=self.meta,
+            task_mask=None if self.task_mask is None else self.task_mask.to(device),
+            task_names=self.task_names,
         )
 
     def save_partition(self, path) -> None:
@@ -103,4 +118,6 @@ class FederatedData:
             if s is not None:
                 arrays[f"{name}_index"] = s.index.cpu().numpy()
                 arrays[f"{name}_offsets"] = s.offsets.cpu().numpy()
+        if self.task_mask is not None:
+            arrays["task_mask"] = self.task_mask.cpu().numpy()
         np.savez_compressed(path, **arrays)

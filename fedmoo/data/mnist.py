@@ -116,17 +116,28 @@ def _load_family(dataset: str, dirs: list[Path], url: str, md5: dict[str, str],
     return _load_idx_pair(_complete(dirs, names))
 
 
+def load_mnist_arrays(data_dir: Path, download: bool = True) -> tuple[np.ndarray, ...]:
+    """MNIST as uint8 images ``[70000, 28, 28]``, labels and the test flag."""
+    return _load_family("mnist", [data_dir / "MNIST" / "raw"], MNIST_URL, MNIST_MD5, download)
+
+
+def load_fmnist_arrays(data_dir: Path, download: bool = True,
+                       system_dir: str | None = FMNIST_SYSTEM_DIR) -> tuple[np.ndarray, ...]:
+    """Fashion-MNIST as uint8 images, labels and the test flag (``data_dir`` or ``system_dir``)."""
+    dirs = [data_dir / "FashionMNIST" / "raw"] + ([Path(system_dir)] if system_dir else [])
+    return _load_family("fmnist", dirs, FMNIST_URL, FMNIST_MD5, download)
+
+
 def load_mnist(data_dir: Path, normalize: str = "standard", download: bool = True) -> Source:
     """MNIST (60,000 train / 10,000 test), ``standard`` = (x/255 - 0.1307) / 0.3081."""
-    x, y, t = _load_family("mnist", [data_dir / "MNIST" / "raw"], MNIST_URL, MNIST_MD5, download)
+    x, y, t = load_mnist_arrays(data_dir, download)
     return _source(x, y, t, normalize, 10, [str(i) for i in range(10)], [0.1307], [0.3081])
 
 
 def load_fmnist(data_dir: Path, normalize: str = "pixel_zscore", download: bool = True,
                 system_dir: str | None = FMNIST_SYSTEM_DIR) -> Source:
     """Fashion-MNIST from ``data_dir/FashionMNIST/raw`` or ``system_dir`` (Debian's package)."""
-    dirs = [data_dir / "FashionMNIST" / "raw"] + ([Path(system_dir)] if system_dir else [])
-    x, y, t = _load_family("fmnist", dirs, FMNIST_URL, FMNIST_MD5, download)
+    x, y, t = load_fmnist_arrays(data_dir, download, system_dir)
     return _source(x, y, t, normalize, 10, FMNIST_CLASSES, [0.2860], [0.3530])
 
 

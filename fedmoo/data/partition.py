@@ -167,3 +167,46 @@ def split_fractions(parts: list[np.ndarray], fractions: tuple[float, float, floa
         for name, piece in zip(order, (p[:a], p[a:b], p[b:])):
             out[name].append(piece)
     return out["train"], out["val"], out["test"]
+
+
+def objective_indicator(tasks, tasks_per_client, num_clients: int, task_names: list[str],
+                        rng: np.random.Generator) -> np.ndarray:
+    """The objective indicator ``A [N, S]`` (bool) of a multi-task federation (FMGDA's matrix,
+    transposed: one row per client).
+
+    ``tasks``: ``all`` (every client holds every task) or one list per client of task indices or
+    task names. ``tasks_per_client``: n draws n distinct tasks per client uniformly with the
+    partition generator (after the samples are assigned, so it does not change the partition).
+    """
+    s = len(task_names)
+    if tasks_per_client is not None:
+        n = tasks_per_client
+        if tasks != "all":
+            raise UserError("partition.tasks and partition.tasks_per_client are both set; keep "
+                            "one (tasks=all with tasks_per_client=n, or explicit lists)")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= s:
+            raise UserError(f"partition.tasks_per_client={n!r} must be an integer in [1, {s}] "
+                            f"(this data has {s} tasks)")
+        a = np.zeros((num_clients, s), dtype=bool)
+        for k in range(num_clients):
+            a[k, rng.choice(s, n, replace=False)] = True
+        return a
+    if tasks == "all" or tasks is None:
+        return np.ones((num_clients, s), dtype=bool)
+    if isinstance(tasks, str) or len(tasks) != num_clients:
+        have = "a string" if isinstance(tasks, str) else f"{len(tasks)} lists"
+        raise UserError(f"partition.tasks must be all or one list of tasks per client "
+                        f"({num_clients} lists), got {have}; e.g. partition.tasks=all")
+    a = np.zeros((num_clients, s), dtype=bool)
+    for k, held in enumerate(tasks):
+        held = [held] if isinstance(held, (int, str)) else list(held)
+        if not held:
+            raise UserError(f"partition.tasks[{k}] is empty: every client must hold a task")
+        for t in held:
+            if isinstance(t, str) and t in task_names:
+                t = task_names.index(t)
+            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < s:
+                raise UserError(f"partition.tasks[{k}] names task {t!r}; use indices 0..{s - 1} "
+                                f"or names {', '.join(task_names)}")
+            a[k, t] = True
+    return a

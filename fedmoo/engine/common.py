@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fedmoo.data.federated import MULTITASK
+
 EVAL_CHUNK = 4096
 
 
@@ -21,22 +23,46 @@ def round_seed(seed: int, round_idx: int) -> int:
 
 
 def sample_losses(out: Tensor, y: Tensor, task: str) -> Tensor:
-    """Per-sample training loss: cross-entropy for classification, MSE for regression."""
+    """Per-sample loss ``[B]``: cross-entropy for classification, MSE for regression.
+
+    Multi-task data (``y [B, S]``) gives ``[B, S]``: cross-entropy of each task's logits
+    ``out [B, S, C]`` (``multitask``) or the squared error of ``out [B, S(, 1)]``
+    (``multitask_regression``).
+    """
     if task == "classification":
         return F.cross_entropy(out, y, reduction="none")
+    if task == "multitask":
+        return F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
+    if task == "multitask_regression":
+        return (out.reshape(y.shape) - y.to(out.dtype)).square()
     return F.mse_loss(out, y.to(out.dtype), reduction="none").flatten(1).mean(1)
 
 
 def sample_correct(out: Tensor, y: Tensor, task: str) -> Tensor:
+    """1.0 where the prediction is right: ``[B]``, or ``[B, S]`` for multi-task data (0 for
+    regression)."""
     if task == "classification":
         return (out.argmax(dim=1) == y).to(out.dtype)
-    return torch.zeros(out.shape[0], dtype=out.dtype, device=out.device)
+    if task == "multitask":
+        return (out.argmax(dim=-1) == y).to(out.dtype)
+    shape = y.shape if task == "multitask_regression" else (out.shape[0],)
+    return torch.zeros(shape, dtype=out.dtype, device=out.device)
+
+
+def objective_losses(out: Tensor, y: Tensor, task: str, task_weights: Tensor | None = None) -> Tensor:
+    """Per-sample training loss ``[B]``. On multi-task data: ``sum_s task_weights[s] loss_s``
+    (``[S]``; a one-hot vector trains one task), by default the mean over the S tasks."""
+    losses = sample_losses(out, y, task)
+    if losses.dim() == 1:
+        return losses
+    return losses.mean(-1) if task_weights is None else (losses * task_weights).sum(-1)
 
 
 @torch.no_grad()
 def forward_stats(model: nn.Module, x: Tensor, y: Tensor, idx: Tensor, task: str,
                   chunk: int = EVAL_CHUNK, targets: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Per-sample loss and correctness of ``model`` on samples ``idx`` (eval mode, no grad).
+    """Per-sample loss and correctness of ``model`` on samples ``idx`` (eval mode, no grad):
+    ``[n]`` each, or ``[n, S]`` on multi-task data.
 
     ``targets`` (aligned with ``idx``) replaces the labels ``y[idx]`` (relabelled clients).
     """
@@ -51,7 +77,7 @@ def forward_stats(model: nn.Module, x: Tensor, y: Tensor, idx: Tensor, task: str
         correct.append(sample_correct(out, yb, task))
     model.train(was_training)
     if not losses:
-        z = torch.zeros(0, device=x.device)
+        z = torch.zeros(0, *y.shape[1:] if task in MULTITASK else (), device=x.device)
         return z, z
     return torch.cat(losses), torch.cat(correct)
 

@@ -11,7 +11,9 @@ import torch
 from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
-from fedmoo.engine.common import client_batches, forward_stats, param_views, relabel, sample_losses
+from fedmoo.engine.common import (client_batches, forward_stats, objective_losses, param_views,
+                                  relabel)
+from fedmoo.engine.tasks import TaskRows, task_cohort
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
 
@@ -34,9 +36,10 @@ class SequentialEngine:
         return torch.optim.SGD(model.parameters(), lr=self.lr, momentum=momentum,
                                weight_decay=self.weight_decay)
 
-    def _step(self, model, opt, xb, yb, anchor: list[Tensor], mu: float, scale) -> Tensor:
+    def _step(self, model, opt, xb, yb, anchor: list[Tensor], mu: float, scale,
+              task_weights: Tensor | None = None) -> Tensor:
         """One SGD step on ``scale * mean loss + (mu/2)||w - anchor||^2``; returns the mean loss."""
-        loss = sample_losses(model(xb), yb, self.data.task).mean()
+        loss = objective_losses(model(xb), yb, self.data.task, task_weights).mean()
         opt.zero_grad(set_to_none=False)
         (loss if scale is None else loss * scale).backward()
         if mu:
@@ -48,6 +51,8 @@ class SequentialEngine:
         return loss.detach()
 
     def train(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
+        if spec.task_training is not None:
+            return self._train_tasks(client_ids, w, spec, seed)
         data, model, task = self.data, self.model, self.data.task
         gen = torch.Generator().manual_seed(seed)
         k_count, dev = client_ids.numel(), w.device
@@ -64,7 +69,7 @@ class SequentialEngine:
             cmap = None if label_map is None else label_map[i]
             targets = None if cmap is None else relabel(cmap, data.y[idx])
             lb, cb = forward_stats(model, data.x, data.y, idx, task, targets=targets)
-            stats[0, i], stats[1, i], stats[3, i] = lb.mean(), 100.0 * cb.mean(), n
+            stats[0, i], stats[1, i], stats[3, i] = lb.mean(), 100.0 * cb.mean(), n  # all tasks
             opt = self._optimizer(model, self.momentum)
             if personal is not None:
                 set_flat(self.personal_model, personal[i])
@@ -91,3 +96,37 @@ class SequentialEngine:
             client_ids=client_ids, deltas=deltas, num_samples=stats[3], loss_before=stats[0],
             loss_after=stats[2], acc_before=stats[1], local_lr=self.lr, personal=personal,
         )
+
+    def _train_tasks(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
+        """Per-task training (FMGDA / FSMGDA): every held (client, task) pair from ``w``."""
+        data, model, tt = self.data, self.model, spec.task_training
+        rows = TaskRows.build(model, data, client_ids, tt, w)
+        gen = torch.Generator().manual_seed(seed)
+        batch = None if tt.full_batch else self.batch_size
+        flat = torch.empty(rows.count, w.numel(), dtype=w.dtype, device=w.device)
+        loss_after = torch.zeros(rows.count, dtype=w.dtype, device=w.device)
+        set_flat(model, w)
+        before = [forward_stats(model, data.x, data.y, data.train.of(int(k)), data.task)
+                  for k in client_ids.tolist()]
+        anchor = param_views(model, w)
+        model.train()
+        for r, i in enumerate(rows.client.tolist()):
+            idx = data.train.of(int(client_ids[i]))
+            set_flat(model, w)
+            opt = self._optimizer(model, self.momentum)
+            scale = None if spec.loss_scale is None else spec.loss_scale[i]
+            batches = client_batches(idx.numel(), batch, 1, tt.local_steps, gen)
+            last_ep, last_sum, last_cnt = batches[-1][0], 0.0, 0
+            for ep, pos in batches:
+                b = idx[pos.to(idx.device)]
+                loss = self._step(model, opt, data.x[b], data.y[b], anchor, 0.0, scale,
+                                  rows.weights[r])
+                if ep == last_ep:
+                    last_sum = last_sum + loss * b.numel()
+                    last_cnt += b.numel()
+            loss_after[r] = last_sum / last_cnt
+            flat[r] = get_flat(model)
+        loss_b = torch.stack([lb.mean(0) for lb, _ in before]).to(w.dtype)
+        acc_b = torch.stack([100.0 * cb.mean(0) for _, cb in before]).to(w.dtype)
+        return task_cohort(rows, client_ids, w, flat, self.lr, loss_b, acc_b, loss_after,
+                           data.train.sizes[client_ids.to(data.train.sizes.device)])

@@ -23,6 +23,9 @@ MODELS: dict[str, str] = {
     "cnn_mnist": "fedmoo.models.cnn:CNNMnist",
     "lstm_shakespeare": "fedmoo.models.lstm:LSTMShakespeare",
     "resnet18_gn": "fedmoo.models.resnet:ResNet18GN",
+    "multi_lenet": "fedmoo.models.multitask:MultiLeNet",
+    "mtl_mlp": "fedmoo.models.multitask:MTLMLP",
+    "mtl_resnet18": "fedmoo.models.multitask:MTLResNet18",
 }
 
 
@@ -30,7 +33,10 @@ def names() -> list[str]:
     return sorted(MODELS)
 
 
-def build(model_cfg: dict[str, Any], input_shape, num_classes: int) -> nn.Module:
+def build(model_cfg: dict[str, Any], input_shape, num_classes: int,
+          num_tasks: int | None = None) -> nn.Module:
+    """``num_tasks``: S of multi-task data, 0 for single-task data, None = not known (a
+    multi-task model then keeps its default number of heads)."""
     cfg = dict(model_cfg)
     name = cfg.pop("name", None)
     cfg.pop("description", None)
@@ -38,6 +44,16 @@ def build(model_cfg: dict[str, Any], input_shape, num_classes: int) -> nn.Module
         raise UserError(f"unknown model {name!r}; choose one of: {', '.join(names())}")
     module, cls_name = MODELS[name].split(":")
     cls = getattr(importlib.import_module(module), cls_name)
+    multitask = getattr(cls, "multitask", False)
+    if num_tasks is not None and bool(num_tasks) != multitask:
+        raise UserError(
+            f"model={name} is {'multi' if multitask else 'single'}-task but the data has "
+            f"{f'{num_tasks} tasks' if num_tasks else 'one task'}; use "
+            + ("a single-task model (e.g. cnn_mnist, mlp)" if multitask else
+               "a multi-task model: multi_lenet (images), mtl_mlp (vectors) or mtl_resnet18")
+        )
+    if num_tasks:
+        cfg["num_tasks"] = int(num_tasks)
     try:
         return cls(tuple(int(s) for s in input_shape), int(num_classes), **cfg)
     except TypeError as e:

@@ -32,18 +32,26 @@ class BasicBlock(nn.Module):
         return F.relu(self.norm2(self.conv2(out)) + self.shortcut(x))
 
 
+FEATURES = 512  # width of the pooled features
+
+
+def stem_and_blocks(channels: int, groups: int) -> tuple[nn.Module, nn.Module]:
+    """The convolutional body: the 3x3 stem and the four stages of two basic blocks."""
+    stem = nn.Sequential(nn.Conv2d(channels, 64, 3, 1, 1, bias=False), nn.GroupNorm(groups, 64),
+                         nn.ReLU())
+    blocks, cin = [], 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (FEATURES, 2)):
+        blocks += [BasicBlock(cin, cout, stride, groups), BasicBlock(cout, cout, 1, groups)]
+        cin = cout
+    return stem, nn.Sequential(*blocks)
+
+
 class ResNet18GN(nn.Module):
     def __init__(self, input_shape: tuple[int, ...], num_classes: int, groups: int = 2):
         super().__init__()
         c = image_shape(input_shape, "resnet18_gn")[0]
-        self.stem = nn.Sequential(nn.Conv2d(c, 64, 3, 1, 1, bias=False), nn.GroupNorm(groups, 64),
-                                  nn.ReLU())
-        blocks, cin = [], 64
-        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-            blocks += [BasicBlock(cin, cout, stride, groups), BasicBlock(cout, cout, 1, groups)]
-            cin = cout
-        self.blocks = nn.Sequential(*blocks)
-        self.fc = nn.Linear(512, num_classes)
+        self.stem, self.blocks = stem_and_blocks(c, groups)
+        self.fc = nn.Linear(FEATURES, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.blocks(self.stem(x))

@@ -6,4 +6,5 @@
   qpsolvers, with a bounded Frank-Wolfe fallback).
 - :mod:`fedmoo.moo.gram_schmidt`: AdaFed's loss-scaled Gram-Schmidt in coefficient space.
 - :mod:`fedmoo.moo.conflict`: FedFV's projections of conflicting updates.
+- :mod:`fedmoo.moo.tasks`: FMGDA's per-task averaging and S-task min-norm direction.
 """

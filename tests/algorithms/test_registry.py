@@ -14,7 +14,7 @@ from fedmoo.errors import UserError
 CONF = Path(__file__).resolve().parents[2] / "fedmoo" / "conf" / "algo"
 EXPECTED = {"fedavg", "fedprox", "qfedavg", "afl", "fedmgda", "fedmgda_plus", "fedavg_n",
             "mgda_prox", "fedfv", "adafed", "term", "ditto", "fedfa", "median", "trimmed_mean",
-            "krum", "multikrum"}
+            "krum", "multikrum", "fmgda", "fsmgda"}
 
 
 def yaml_algo(name: str, rounds: int = 50) -> dict:

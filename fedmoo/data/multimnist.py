@@ -1,0 +1,102 @@
+"""MultiMNIST-style two-task image sets (Sener & Koltun, NeurIPS 2018), built from IDX files.
+
+Each sample overlays two 28x28 images on a 36x36 canvas: the "left" image at rows/cols 0:28, the
+"right" one at 6:34, the pixel-wise max where they overlap (6:28); the canvas is resized to
+28x28 by nearest-neighbour sampling with PIL's rule (source pixel ``floor((i + 0.5) * 36 / 28)``,
+torch's ``nearest-exact``). Task L is the left image's label, task R the right one's. Every image
+of a split is a left image once, its partner is drawn uniformly from the same split (it may be
+itself), separately for train and test, with ``data.seed``.
+
+- ``multimnist``: two MNIST digits (needs the MNIST IDX files; see docs/datasets.md).
+- ``multifashion``: two Fashion-MNIST images (works offline from Debian's dataset-fashion-mnist).
+- ``multifashion_mnist``: an MNIST digit on the left, a Fashion-MNIST image on the right.
+
+Pixels are scaled with MultiMNIST's ``(x / 255 - 0.1307) / 0.3081`` (``data.normalize``).
+``train_samples`` / ``test_samples`` keep a random subset of the left images (seeded).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fedmoo.data import pixels
+from fedmoo.data.federated import Source
+from fedmoo.data.mnist import FMNIST_SYSTEM_DIR, load_fmnist_arrays, load_mnist_arrays
+from fedmoo.errors import UserError
+
+CANVAS, SIDE, OFFSET = 36, 28, 6
+TASKS = ["L", "R"]
+
+
+def nearest_index(src: int, dst: int) -> np.ndarray:
+    """Source index of each output pixel of a nearest-neighbour resize ``src -> dst``:
+    ``floor((i + 0.5) * src / dst)`` in exact integer arithmetic (PIL NEAREST, torch nearest-exact)."""
+    return ((2 * np.arange(dst) + 1) * src) // (2 * dst)
+
+
+def compose(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Two uint8 image stacks ``[n, 28, 28]`` -> the resized canvases ``[n, 28, 28]`` (uint8)."""
+    n = left.shape[0]
+    canvas = np.zeros((n, CANVAS, CANVAS), dtype=np.uint8)
+    canvas[:, :SIDE, :SIDE] = left
+    part = canvas[:, OFFSET:OFFSET + SIDE, OFFSET:OFFSET + SIDE]
+    np.maximum(part, right, out=part)
+    idx = nearest_index(CANVAS, SIDE)
+    return canvas[:, idx][:, :, idx]
+
+
+def _pairs(x_left, y_left, x_right, y_right, count: int | None, rng: np.random.Generator):
+    """Canvases and ``[n, 2]`` labels: every (kept) left image with a uniform random partner."""
+    n = len(x_left)
+    keep = np.arange(n) if count is None else np.sort(rng.choice(n, min(int(count), n), replace=False))
+    partner = rng.integers(0, len(x_right), size=n)[keep]
+    images = compose(x_left[keep], x_right[partner])
+    labels = np.stack([y_left[keep], y_right[partner]], axis=1).astype(np.int64)
+    return images, labels
+
+
+def build(left, right, seed: int, train_samples: int | None, test_samples: int | None,
+          normalize: str) -> Source:
+    """``left`` / ``right``: (x, y, is_test) arrays of the two image families."""
+    for name, v in (("train_samples", train_samples), ("test_samples", test_samples)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise UserError(f"data.{name}={v!r} must be a positive integer or null (all)")
+    rng = np.random.default_rng(seed)
+    xs, ys, flags = [], [], []
+    for test, count in ((False, train_samples), (True, test_samples)):
+        lx, ly = left[0][left[2] == test], left[1][left[2] == test]
+        rx, ry = right[0][right[2] == test], right[1][right[2] == test]
+        x, y = _pairs(lx, ly, rx, ry, count, rng)
+        xs.append(x)
+        ys.append(y)
+        flags.append(np.full(len(y), test))
+    x, is_test = np.concatenate(xs)[:, None], np.concatenate(flags)
+    return Source(x=pixels.normalize(x, is_test, normalize, [0.1307], [0.3081]),
+                  y=torch.from_numpy(np.concatenate(ys)), is_test=torch.from_numpy(is_test),
+                  num_classes=10, input_shape=(1, SIDE, SIDE), task="multitask", task_names=TASKS)
+
+
+def load_multimnist(data_dir: Path, seed: int = 0, train_samples: int | None = None,
+                    test_samples: int | None = None, normalize: str = "standard",
+                    download: bool = True) -> Source:
+    mnist = load_mnist_arrays(data_dir, download)
+    return build(mnist, mnist, seed, train_samples, test_samples, normalize)
+
+
+def load_multifashion(data_dir: Path, seed: int = 0, train_samples: int | None = None,
+                      test_samples: int | None = None, normalize: str = "standard",
+                      download: bool = True, system_dir: str | None = FMNIST_SYSTEM_DIR) -> Source:
+    fashion = load_fmnist_arrays(data_dir, download, system_dir)
+    return build(fashion, fashion, seed, train_samples, test_samples, normalize)
+
+
+def load_multifashion_mnist(data_dir: Path, seed: int = 0, train_samples: int | None = None,
+                            test_samples: int | None = None, normalize: str = "standard",
+                            download: bool = True,
+                            system_dir: str | None = FMNIST_SYSTEM_DIR) -> Source:
+    mnist = load_mnist_arrays(data_dir, download)
+    fashion = load_fmnist_arrays(data_dir, download, system_dir)
+    return build(mnist, fashion, seed, train_samples, test_samples, normalize)

@@ -1,0 +1,64 @@
+"""River Flow 1 (Spyromitros-Xioufis et al. 2016, Mulan multi-target regression), 8 tasks.
+
+``<data_dir>/riverflow/rf1.arff``: 9,125 rows of 72 numeric attributes, the first 64 inputs (flow
+at 8 sites and 8 lags), the last 8 targets (each site's flow 48 hours ahead); missing values are
+``?``. ``missing``: ``drop`` rows with any missing value (as EPO's loader) or fill them with
+``zero``. There is no official test split: ``test_fraction`` of the rows, drawn with ``seed``,
+form it. ``standardize`` z-scores inputs and targets with the training rows' mean and std.
+Mulan hosts the file (``rf1.arff`` inside ``rf1.zip``); fetch it by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fedmoo.data.federated import Source
+from fedmoo.errors import UserError
+
+URL = "http://mulan.sourceforge.net/datasets-mtr.html"
+NUM_INPUTS, NUM_TARGETS = 64, 8
+
+
+def read_arff(path: Path) -> tuple[np.ndarray, list[str]]:
+    """All numeric columns of an ARFF file as float64 ``[rows, cols]`` (``?`` -> NaN) and names."""
+    from scipy.io import arff
+
+    try:
+        data, meta = arff.loadarff(str(path))
+    except Exception as e:  # noqa: BLE001 - scipy raises several types for malformed files
+        raise UserError(f"{path} is not a readable ARFF file ({e}); re-download rf1.arff") from None
+    names = list(meta.names())
+    return np.stack([np.asarray(data[n], dtype=np.float64) for n in names], axis=1), names
+
+
+def load(data_dir: Path, missing: str = "drop", test_fraction: float = 0.3, seed: int = 0,
+         standardize: bool = True) -> Source:
+    path = data_dir / "riverflow" / "rf1.arff"
+    if not path.is_file():
+        raise UserError(f"data=riverflow: {path} not found; download rf1 from {URL} and put "
+                        "rf1.arff there (see docs/fmol.md)")
+    if missing not in ("drop", "zero"):
+        raise UserError(f"data.missing={missing!r} is not valid; choose drop or zero")
+    if not 0.0 < float(test_fraction) < 1.0:
+        raise UserError(f"data.test_fraction={test_fraction} must be in (0, 1), e.g. 0.3")
+    values, names = read_arff(path)
+    if values.shape[1] != NUM_INPUTS + NUM_TARGETS:
+        raise UserError(f"{path} has {values.shape[1]} attributes; rf1 has "
+                        f"{NUM_INPUTS + NUM_TARGETS} (64 inputs, 8 targets)")
+    bad = np.isnan(values).any(axis=1)
+    values = values[~bad] if missing == "drop" else np.nan_to_num(values, nan=0.0)
+    x, y = values[:, :NUM_INPUTS], values[:, NUM_INPUTS:]
+    rng = np.random.default_rng(seed)
+    is_test = np.zeros(len(values), dtype=bool)
+    is_test[rng.permutation(len(values))[: int(round(float(test_fraction) * len(values)))]] = True
+    if standardize:
+        for a in (x, y):
+            mu, sd = a[~is_test].mean(axis=0), a[~is_test].std(axis=0)
+            a -= mu
+            a /= np.where(sd > 0, sd, 1.0)
+    return Source(x=torch.from_numpy(x.astype(np.float32)), y=torch.from_numpy(y.astype(np.float32)),
+                  is_test=torch.from_numpy(is_test), num_classes=1, input_shape=(NUM_INPUTS,),
+                  task="multitask_regression", task_names=names[NUM_INPUTS:])
