@@ -126,3 +126,9 @@ def test_spec_rows_are_swept_and_metrics_exist(name):
     assert set(map(str, spec["rows"])) == set(swept), name
     for key, row in spec["rows"].items():
         assert row["label"] and len(row["paper"]) == len(metrics), (name, key)
+
+
+def test_unknown_row_is_a_one_line_error(cli):
+    r = cli("run", "--cfg", "job", "experiment=fedfv/table3", "+row/fedfv/table3=nope")
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+    assert "unknown row/fedfv/table3 'nope'" in r.stderr and "fedfv_a2_3" in r.stderr
