@@ -1,8 +1,14 @@
-"""The real ``@hydra.main`` entry point behind ``fedmoo run`` (keeps -m, --cfg and launchers)."""
+"""The real ``@hydra.main`` entry point behind ``fedmoo run`` (keeps -m, --cfg and launchers).
+
+Exit statuses of a single run: 0 done (or already done), 2 user error, 3 diverged, 128 + signal
+when SIGTERM/SIGINT stopped it after a checkpoint. In a multirun a failing job records its
+failure in its summary.json and the sweep goes on (fedmoo.callbacks reports the failures).
+"""
 
 from __future__ import annotations
 
 import sys
+import traceback as tb
 from pathlib import Path
 
 import hydra
@@ -17,7 +23,11 @@ register_resolvers()  # ${fedmoo.gpus:} in hydra/launcher/local_gpus.yaml
 def _report(result) -> None:
     f = result.final
     rounds = f.get("round", 0)
-    print(f"done: {rounds} rounds in {result.wall_time_s:.1f} s")
+    if result.skipped:
+        print(f"already completed: {rounds} rounds (resume=false runs it again)")
+    else:
+        since = f" (resumed after round {result.resumed_from})" if result.resumed_from else ""
+        print(f"done: {rounds} rounds in {result.wall_time_s:.1f} s{since}")
     if "test/acc_mean" in f:
         print(
             "test accuracy (%): mean {:.2f}  std {:.2f}  worst10% {:.2f}  best10% {:.2f}".format(
@@ -27,13 +37,29 @@ def _report(result) -> None:
     print(f"results: {result.run_dir}")
 
 
+def record_failure(run_dir: Path, message: str, error: str, trace: str | None = None) -> None:
+    """Write ``status: failed`` to summary.json, unless it holds a finished or interrupted run
+    (a bad re-run must not erase a good result). Best effort: the directory may be unwritable."""
+    from fedmoo.results import read_summary, write_json
+
+    old = read_summary(run_dir / "summary.json")
+    if old is not None and old.get("status") != "failed":
+        return
+    out = {"status": "failed", "message": message, "error": error}
+    if trace:
+        out["traceback"] = trace
+    try:
+        write_json(run_dir / "summary.json", out)
+    except OSError:
+        pass
+
+
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from fedmoo.errors import DivergenceError, UserError
-    from fedmoo.results import write_json
+    from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
@@ -48,15 +74,27 @@ def main(cfg: DictConfig) -> float | None:
 
         with lease_device(container.get("device", "auto")) as device:
             result = run({**container, "device": device}, run_dir)
+    except RunInterrupted as e:
+        # Stop the whole sweep too: re-running the command resumes every job.
+        print(f"fedmoo: {e}", file=sys.stderr)
+        sys.exit(128 + e.signum)
     except (UserError, DivergenceError) as e:
         if traceback:
             raise
-        status = 2 if isinstance(e, UserError) else 3
+        user = isinstance(e, UserError)
         print(f"fedmoo: error: {e}", file=sys.stderr)
-        if isinstance(e, UserError):
-            write_json(run_dir / "error.json", {"status": "failed", "message": str(e)})
+        if user:  # a diverged run has already written its summary
+            record_failure(run_dir, str(e), "user")
         if multirun:
             return None
-        sys.exit(status)
+        sys.exit(2 if user else 3)
+    except Exception as e:  # a bug: record it, keep a sweep going, show the traceback
+        trace = tb.format_exc()
+        record_failure(run_dir, f"{type(e).__name__}: {e}", "internal", trace)
+        if not multirun or traceback:
+            raise
+        print(f"fedmoo: error: job failed with {type(e).__name__}: {e} "
+              f"(traceback in {run_dir / 'summary.json'})", file=sys.stderr)
+        return None
     _report(result)
     return result.final.get("test/acc_mean")

@@ -6,7 +6,9 @@ Torch is imported lazily so ``fedmoo --help`` and ``fedmoo list`` are instant.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from pathlib import Path
 
 from fedmoo.errors import UserError
@@ -32,6 +34,8 @@ commands:
                          curves over rounds (mean ± std over seeds) and client-accuracy histograms
 
 Results go to outputs/runs/<date>/<time>_<algo>_<data>/ (rounds.csv, clients.csv, summary.json).
+Exit status: 0 done, 1 a sweep job failed, 2 bad input, 3 training diverged, 128+N stopped by
+signal N after a checkpoint (run the same command again to resume; docs/troubleshooting.md).
 Run `fedmoo <command> --help` for the options of a command.
 """
 
@@ -79,7 +83,7 @@ def check_overrides(args: list[str]) -> str | None:
         options = group_options(key)
         where = f"fedmoo/conf/{key}/" if is_row else f"`fedmoo list {key}`"
         for choice in value.split(","):
-            choice = choice.strip()
+            choice = choice.strip().strip("'\"")
             if choice.startswith(("range(", "choice(", "glob(", "interval(")):
                 continue
             if choice not in options:
@@ -99,18 +103,41 @@ def _aliases(args: list[str]) -> list[str]:
     return out
 
 
+def _wants_traceback(args: list[str]) -> bool:
+    return any(a.lstrip("+") in ("debug=traceback", "traceback=true") for a in args)
+
+
 def cmd_run(args: list[str]) -> int:
-    args = _aliases(args)
+    from fedmoo import overrides
     from fedmoo.launchers import check_launcher
 
-    err = check_overrides(args) or check_launcher(args)
+    args = _aliases(args)
+    err = check_overrides(args) or overrides.check_new_keys(args, GROUPS) or check_launcher(args)
     if err:
         return _fail(err)
-    from fedmoo import app
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
 
-    sys.argv = ["fedmoo run", *args]
-    app.main()
-    return 0
+    from fedmoo import app, callbacks
+    from fedmoo.errors import DivergenceError, UserError
+
+    trace = _wants_traceback(args) or bool(os.environ.get("HYDRA_FULL_ERROR"))
+    # Make Hydra raise its composition errors (instead of printing a block and exiting with 1)
+    # so they become one line and exit status 2 here.
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    sys.argv = ["fedmoo run", *overrides.normalize(args, GROUPS)]
+    callbacks.failed_jobs.clear()
+    try:
+        app.main()
+    except (UserError, DivergenceError) as e:  # re-raised by the job only with debug=true
+        traceback.print_exc()
+        print(f"fedmoo: error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, UserError) else 3
+    except (HydraException, OmegaConfBaseException, OSError, ValueError) as e:
+        if trace or not overrides.from_hydra(e):
+            raise
+        return _fail(overrides.hydra_error_line(e, args, GROUPS))
+    return 1 if callbacks.failed_jobs else 0
 
 
 def cmd_list(args: list[str]) -> int:

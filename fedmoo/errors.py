@@ -10,3 +10,11 @@ class UserError(Exception):
 
 class DivergenceError(Exception):
     """Training produced a non-finite loss or an exploding update; the run stops with status 3."""
+
+
+class RunInterrupted(Exception):
+    """SIGTERM or SIGINT stopped the run after a checkpoint; it exits with status 128 + signal."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum

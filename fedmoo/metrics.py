@@ -67,3 +67,16 @@ def accuracy_metrics(acc: np.ndarray, correct: np.ndarray, count: np.ndarray, lo
         for k, v in enumerate(acc):
             out[f"{prefix}/acc_client{k}"] = float(v)
     return out
+
+
+GROUP_STATS = ("acc_mean", "acc_pooled", "acc_std", "acc_worst10", "acc_best10", "loss_mean")
+
+
+def group_metrics(acc: np.ndarray, correct: np.ndarray, count: np.ndarray, loss: np.ndarray,
+                  mask: np.ndarray, prefix: str) -> dict[str, float]:
+    """A compact metric set over the clients selected by the bool ``mask`` (e.g. benign ones):
+    ``<prefix>/acc_mean``, ``acc_pooled``, ``acc_std``, ``acc_worst10``, ``acc_best10``, ``loss_mean``."""
+    m = np.asarray(mask, dtype=bool)
+    full = accuracy_metrics(np.asarray(acc)[m], np.asarray(correct)[m], np.asarray(count)[m],
+                            np.asarray(loss)[m], prefix=prefix)
+    return {f"{prefix}/{s}": full[f"{prefix}/{s}"] for s in GROUP_STATS if f"{prefix}/{s}" in full}

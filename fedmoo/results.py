@@ -85,19 +85,62 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     atomic_write_text(Path(path), buf.getvalue())
 
 
-def write_json(path: Path, obj: dict[str, Any]) -> None:
-    def clean(v):
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        return v
+def to_jsonable(v: Any) -> Any:
+    """``v`` as it reads back from JSON: tuples become lists, NaN and inf become null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: to_jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [to_jsonable(x) for x in v]
+    return v
 
-    atomic_write_text(Path(path), json.dumps(clean(obj), indent=2, sort_keys=False) + "\n")
+
+def write_json(path: Path, obj: dict[str, Any]) -> None:
+    atomic_write_text(Path(path), json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")
+
+
+def read_summary(path: Path) -> dict[str, Any] | None:
+    """A run's summary.json, or None if it is missing or unreadable (it is written atomically,
+    so unreadable means someone edited it)."""
+    try:
+        with open(path) as f:
+            out = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return out if isinstance(out, dict) else None
 
 
 def read_rounds(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+class ClientsRoundsWriter:
+    """``clients_rounds.csv``: per-client metrics every ``log_clients_every`` rounds.
+
+    On resume, rows of rounds after the checkpoint (written before a crash) are dropped first.
+    """
+
+    COLUMNS = ["round", "client", "test_accuracy", "test_loss", "train_loss"]
+
+    def __init__(self, path: Path, keep_up_to_round: int):
+        self.path = Path(path)
+        rows = []
+        if self.path.exists() and keep_up_to_round > 0:
+            rows = [r for r in read_rounds(self.path) if int(r["round"]) <= keep_up_to_round]
+        import io
+
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=self.COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+        atomic_write_text(self.path, buf.getvalue())
+
+    def log(self, round_done: int, test_acc, test_loss, train_loss) -> None:
+        with open(self.path, "a", newline="") as f:
+            w = csv.writer(f)
+            for k in range(len(test_acc)):
+                w.writerow([round_done, k, _fmt(float(test_acc[k])), _fmt(float(test_loss[k])),
+                            _fmt(float(train_loss[k]))])
+            f.flush()

@@ -80,12 +80,16 @@ class ClientSpec:
       on the same minibatches, with ``lam (v - w_t)`` added to their gradient (Ditto). The engine
       returns the updated ones in ``Cohort.personal``.
     - ``loss_scale``: per-client factor ``[K]`` multiplying the training loss (loss-scaling attack).
+    - ``label_map``: per-client label relabelling ``[K, C]`` (int64): client i trains on, and
+      reports ``loss_before`` / ``acc_before`` against, ``label_map[i, y]`` instead of ``y``
+      (label-flipping attack); identity rows for honest clients.
     """
 
     prox_mu: float = 0.0
     personal: Tensor | None = None
     personal_lam: float = 0.0
     loss_scale: Tensor | None = None
+    label_map: Tensor | None = None
 
 
 def state_to_dict(state: ServerState) -> dict[str, Any]:

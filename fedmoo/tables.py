@@ -3,7 +3,8 @@
 Rows are configurations (the override keys that vary between jobs, seed excluded), columns are
 metrics as ``mean ± std`` over seeds. A table spec (``conf/table/<paper>/<table>.yaml``) chooses
 and labels the metrics, orders and labels the rows, and may carry the paper's published values so
-ours and theirs appear side by side with the difference.
+ours and theirs appear side by side with the difference. ``pivot`` lays one metric out as a
+matrix (e.g. algorithm x attack).
 """
 
 from __future__ import annotations
@@ -65,9 +66,51 @@ def build_table(jobs: list[Job], spec: dict[str, Any]) -> tuple[list[dict[str, A
             if paper is not None and i < len(paper) and paper[i] is not None:
                 rec[f"{m}/paper"] = float(paper[i])
         rec["n_seeds"] = len(done)
+        rec["_statuses"] = sorted({j.status for j in group})
         records.append(rec)
     records.sort(key=lambda r: (r["_order"], r["_label"]))
     return records, problems
+
+
+def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
+          keys: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+    """Lay the first metric out as a matrix (spec ``pivot: {columns: KEY, order: [...]}``).
+
+    Rows are the configurations of the other keys, columns the values of ``KEY`` (in ``order``,
+    then any others). Returns (records, spec, keys) for ``render``.
+    """
+    col_key = spec["pivot"]["columns"]
+    if col_key not in keys:
+        raise UserError(f"table spec pivot.columns={col_key!r} is not a key that varies between "
+                        f"these jobs ({', '.join(keys) or 'none'}); fix the spec or the sweep")
+    metric = spec["metrics"][0]["key"]
+    row_keys = [k for k in keys if k != col_key]
+    rows_spec = spec.get("rows") or {}
+    order = [str(v) for v in spec["pivot"].get("order") or []]
+    cols = order + sorted({str(r[col_key]) for r in records} - set(order))
+    out: dict[tuple, dict[str, Any]] = {}
+    for r in records:
+        values = tuple(r[k] for k in row_keys)
+        row_key = str(values[0]) if len(values) == 1 else _row_label(row_keys, values)
+        info = rows_spec.get(row_key, {}) if isinstance(rows_spec, dict) else {}
+        rec = out.setdefault(values, {
+            **dict(zip(row_keys, values)), "_label": info.get("label", _row_label(row_keys, values)),
+            "_order": list(rows_spec).index(row_key) if row_key in rows_spec else 10**6,
+            "n_seeds": r["n_seeds"]})
+        c = r[col_key]
+        rec[f"{c}/mean"], rec[f"{c}/std"] = r[f"{metric}/mean"], r[f"{metric}/std"]
+        if not r["n_seeds"]:  # no completed job in this cell: say why (e.g. diverged)
+            rec[f"{c}/note"] = "/".join(r.get("_statuses") or ["missing"])
+        rec["n_seeds"] = max(rec["n_seeds"], r["n_seeds"])
+    for rec in out.values():
+        for c in cols:
+            rec.setdefault(f"{c}/mean", math.nan)
+            rec.setdefault(f"{c}/std", math.nan)
+    labels = spec["pivot"].get("labels") or {}
+    title = spec.get("title") or f"{metric} by {col_key}"
+    new_spec = {**spec, "title": title,
+                "metrics": [{"key": c, "label": str(labels.get(c, c))} for c in cols]}
+    return sorted(out.values(), key=lambda r: (r["_order"], r["_label"])), new_spec, row_keys
 
 
 def _fmt(x: float, decimals: int) -> str:
@@ -99,7 +142,10 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
         cells = [r["_label"]]
         for m in metrics:
             k = m["key"]
-            cell = f"{_fmt(r[f'{k}/mean'], dec)} ± {_fmt(r[f'{k}/std'], dec)}"
+            cell = _fmt(r[f"{k}/mean"], dec)
+            if spec.get("std", True):
+                cell += f" ± {_fmt(r[f'{k}/std'], dec)}"
+            cell = r.get(f"{k}/note") or cell
             if f"{k}/paper" in r:
                 p = r[f"{k}/paper"]
                 cell += f" (paper {_fmt(p, dec)}, Δ {r[f'{k}/mean'] - p:+.{dec}f})"
@@ -135,9 +181,13 @@ def main(argv: list[str]) -> int:
     spec = load_spec(ns.spec) if ns.spec else {"metrics": [{"key": m} for m in DEFAULT_METRICS]}
     if ns.metric:
         spec["metrics"] = [{"key": m} for m in ns.metric]
+        if spec.get("pivot"):
+            spec.pop("title", None)  # the spec's title names its own metric
     jobs = find_jobs(ns.dirs)
     keys = spec.get("group_by") or config_keys(jobs)
     records, problems = build_table(jobs, spec)
+    if spec.get("pivot"):
+        records, spec, keys = pivot(records, spec, keys)
     text = render(records, spec, ns.format, keys)
     if ns.out:
         Path(ns.out).parent.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ def run_cli(args: list[str], cwd: Path, timeout: int = 300, env: dict | None = N
     e = dict(os.environ)
     e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
     e.setdefault("FEDMOO_DATA", str(cwd / "data"))
+    e.setdefault("OMP_NUM_THREADS", "1")  # tiny models: threads only add contention
     if env:
         e.update(env)
     return subprocess.run([sys.executable, "-m", "fedmoo", *args], cwd=cwd, env=e,

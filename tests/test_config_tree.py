@@ -44,7 +44,8 @@ def test_partition_yaml_composes(name):
 @pytest.mark.parametrize("name", _options("attack"))
 def test_attack_yaml_instantiates(name):
     cfg = compose([f"attack={name}"])
-    attacks.build(cfg["attack"], cfg["num_clients"])
+    attack = attacks.create(cfg["attack"]).bind(cfg["num_clients"], num_classes=10)
+    assert attack.name == name == cfg["attack"]["name"]
 
 
 @pytest.mark.parametrize("name", _options("experiment") + _options("debug"))

@@ -1,32 +1,64 @@
-"""Attacks on chosen clients. ``build(attack_cfg, num_clients)`` -> object with ``apply(cohort)``.
+"""Attacks on chosen clients. ``build(attack_cfg, federation)`` -> a bound ``Attack``.
 
-Attacks act on the Cohort (or on the attacker's objective), never inside algorithm code.
+Attacks act on the Cohort (or on the attacker's data/objective), never inside algorithm code:
+``forced_clients`` (the sampler), ``client_spec(spec, ids)`` (before local training) and
+``apply(cohort, seed)`` (after it). One module per attack; docs/attacks.md.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
+from fedmoo.attacks.base import Attack
+from fedmoo.attacks.bias import Bias
+from fedmoo.attacks.gaussian import Gaussian
+from fedmoo.attacks.label_flip import LabelFlip
+from fedmoo.attacks.loss_scaling import LossScaling
+from fedmoo.attacks.model_replacement import ModelReplacement
+from fedmoo.attacks.none import NoAttack
+from fedmoo.attacks.sign_flip import SignFlip
+from fedmoo.attacks.update_scaling import UpdateScaling
+from fedmoo.attacks.zero_update import ZeroUpdate
 from fedmoo.errors import UserError
-from fedmoo.state import Cohort
+
+ATTACKS: dict[str, type[Attack]] = {
+    cls.name: cls
+    for cls in (NoAttack, Bias, LossScaling, UpdateScaling, SignFlip, Gaussian, ZeroUpdate,
+                ModelReplacement, LabelFlip)
+}
+COMMON_KEYS = ("malicious", "always_participate", "seed")
 
 
-class NoAttack:
-    """Every client is honest: the cohort passes through unchanged."""
-
-    name = "none"
-
-    def apply(self, cohort: Cohort) -> Cohort:
-        return cohort
+def names() -> list[str]:
+    return sorted(ATTACKS)
 
 
-ATTACKS = {"none": NoAttack}
-
-
-def build(cfg: dict[str, Any], num_clients: int):
-    cfg = dict(cfg)
-    name = cfg.pop("name", None)
-    cfg.pop("description", None)
+def get(name: str) -> type[Attack]:
     if name not in ATTACKS:
-        raise UserError(f"unknown attack {name!r}; choose one of: {', '.join(sorted(ATTACKS))}")
-    return ATTACKS[name](**cfg)
+        raise UserError(f"unknown attack {name!r}; choose one of: {', '.join(names())}")
+    return ATTACKS[name]
+
+
+def create(cfg: dict[str, Any]) -> Attack:
+    """Instantiate from an ``attack`` mapping ``{name: ..., <key>: ...}`` (not yet bound)."""
+    cfg = {k: v for k, v in dict(cfg).items() if k != "description"}
+    name = cfg.pop("name", None)
+    cls = get(name)
+    own = [p for p, v in inspect.signature(cls.__init__).parameters.items()
+           if p != "self" and v.kind is not inspect.Parameter.VAR_KEYWORD]
+    allowed = own + [k for k in COMMON_KEYS if k not in own]
+    unknown = [k for k in cfg if k not in allowed]
+    if unknown:
+        raise UserError(f"attack.{unknown[0]} is not a key of attack={name}; valid keys: "
+                        f"{', '.join(allowed) or '(none)'}")
+    return cls(**cfg)
+
+
+def build(cfg: dict[str, Any], federation) -> Attack:
+    """The attack of a run, bound to its federation (who is malicious is resolved here)."""
+    classes = federation.num_classes if federation.task == "classification" else None
+    return create(cfg).bind(federation.num_clients, federation.client_names, classes)
+
+
+__all__ = ["ATTACKS", "Attack", "build", "create", "get", "names"]

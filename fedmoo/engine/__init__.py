@@ -1,16 +1,38 @@
-"""Local training of a cohort. ``build(name, ...)`` returns an engine with ``train(ids, w, spec, seed)``."""
+"""Local training of a cohort. ``build(engine_cfg, ...)`` returns an engine with ``train(ids, w, spec, seed)``.
+
+``engine_cfg`` is a name (``sequential``, ``batched``) or a mapping ``{name: batched, compile: true}``
+(``compile`` runs the batched step through ``torch.compile``; off by default).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from fedmoo.errors import UserError
 
-ENGINES = ("sequential",)
+ENGINES = ("sequential", "batched")
 
 
-def build(name: str, model, data, client_cfg: dict):
+def build(engine_cfg, model, data, client_cfg: dict):
     cfg = {k: v for k, v in client_cfg.items() if k != "description"}
-    if name == "sequential":
+    opts = dict(engine_cfg) if isinstance(engine_cfg, Mapping) else {"name": engine_cfg}
+    name = opts.pop("name", None)
+    if name == "sequential" and not opts:
         from fedmoo.engine.sequential import SequentialEngine
 
         return SequentialEngine(model, data, **cfg)
+    if name == "batched":
+        from fedmoo.engine.batched import BatchedEngine
+
+        unknown = sorted(set(opts) - {"compile"})
+        if unknown:
+            raise UserError(f"engine.{unknown[0]} is not an option of engine=batched; "
+                            "the only option is engine.compile (true or false)")
+        compile_step = opts.get("compile", False)
+        if not isinstance(compile_step, bool):
+            raise UserError(f"engine.compile={compile_step!r} must be true or false")
+        return BatchedEngine(model, data, **cfg, compile=compile_step)
+    if name == "sequential":
+        raise UserError(f"engine.{min(opts)} is not an option of engine=sequential; "
+                        "use engine=sequential without options")
     raise UserError(f"engine={name!r} is not valid; choose one of: {', '.join(ENGINES)}")

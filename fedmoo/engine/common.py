@@ -35,21 +35,33 @@ def sample_correct(out: Tensor, y: Tensor, task: str) -> Tensor:
 
 @torch.no_grad()
 def forward_stats(model: nn.Module, x: Tensor, y: Tensor, idx: Tensor, task: str,
-                  chunk: int = EVAL_CHUNK) -> tuple[Tensor, Tensor]:
-    """Per-sample loss and correctness of ``model`` on samples ``idx`` (eval mode, no grad)."""
+                  chunk: int = EVAL_CHUNK, targets: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Per-sample loss and correctness of ``model`` on samples ``idx`` (eval mode, no grad).
+
+    ``targets`` (aligned with ``idx``) replaces the labels ``y[idx]`` (relabelled clients).
+    """
     was_training = model.training
     model.eval()
     losses, correct = [], []
     for s in range(0, idx.numel(), chunk):
         b = idx[s : s + chunk]
+        yb = y[b] if targets is None else targets[s : s + chunk]
         out = model(x[b])
-        losses.append(sample_losses(out, y[b], task))
-        correct.append(sample_correct(out, y[b], task))
+        losses.append(sample_losses(out, yb, task))
+        correct.append(sample_correct(out, yb, task))
     model.train(was_training)
     if not losses:
         z = torch.zeros(0, device=x.device)
         return z, z
     return torch.cat(losses), torch.cat(correct)
+
+
+def relabel(label_map: Tensor | None, y: Tensor) -> Tensor:
+    """``label_map[y]`` for one client's ``[C]`` map, ``label_map.gather(1, y)`` for a ``[K, C]``
+    map and ``[K, B]`` labels; ``y`` unchanged when there is no map."""
+    if label_map is None:
+        return y
+    return label_map[y] if label_map.dim() == 1 else label_map.gather(1, y)
 
 
 def client_batches(n: int, batch_size: int | None, epochs: int, local_steps: int | None,

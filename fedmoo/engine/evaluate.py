@@ -60,3 +60,15 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
     denom = np.maximum(count, 1)
     return ClientEval(acc=100.0 * sums[1] / denom, loss=sums[0] / denom, count=count,
                       correct=sums[1])
+
+
+def improved_fraction(model: nn.Module, data: FederatedData, w_new: Tensor, client_ids: Tensor,
+                      loss_before: Tensor) -> float:
+    """Share of the cohort whose training loss at ``w_new`` is <= its loss at w_t (ties count
+    as improved): FedMGDA+'s "percentage of improved participants". Losses within a relative
+    1e-6 count as ties (the two losses come from differently ordered float reductions)."""
+    ev = evaluate_clients(model, data, "train", w_new, clients=client_ids)
+    ids = client_ids.cpu().numpy()
+    after = ev.loss[ids]
+    before = loss_before.detach().double().cpu().numpy()
+    return float(np.mean(after <= before + 1e-6 * np.abs(before)))

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
-from fedmoo.engine.common import client_batches, forward_stats, param_views, sample_losses
+from fedmoo.engine.common import client_batches, forward_stats, param_views, relabel, sample_losses
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
 
@@ -54,13 +54,16 @@ class SequentialEngine:
         deltas = torch.empty(k_count, w.numel(), dtype=w.dtype, device=dev)
         stats = torch.zeros(4, k_count, dtype=w.dtype, device=dev)  # loss_b, acc_b, loss_a, n
         personal = None if spec.personal is None else spec.personal.clone()
+        label_map = None if spec.label_map is None else spec.label_map.to(data.y.device)
         anchor = param_views(model, w)
         model.train()
         for i, k in enumerate(client_ids.tolist()):
             idx = data.train.of(k)
             n = idx.numel()
             set_flat(model, w)
-            lb, cb = forward_stats(model, data.x, data.y, idx, task)
+            cmap = None if label_map is None else label_map[i]
+            targets = None if cmap is None else relabel(cmap, data.y[idx])
+            lb, cb = forward_stats(model, data.x, data.y, idx, task, targets=targets)
             stats[0, i], stats[1, i], stats[3, i] = lb.mean(), 100.0 * cb.mean(), n
             opt = self._optimizer(model, self.momentum)
             if personal is not None:
@@ -73,7 +76,7 @@ class SequentialEngine:
             last_cnt = 0
             for ep, pos in batches:
                 b = idx[pos.to(idx.device)]
-                xb, yb = data.x[b], data.y[b]
+                xb, yb = data.x[b], relabel(cmap, data.y[b])
                 if personal is not None:
                     self._step(self.personal_model, popt, xb, yb, anchor, spec.personal_lam, scale)
                 loss = self._step(model, opt, xb, yb, anchor, spec.prox_mu, scale)

@@ -1,0 +1,30 @@
+"""Bias attack (FedMGDA+, Hu et al. 2022, Sec. 6.2): the attacker reports its loss plus b."""
+
+from __future__ import annotations
+
+from fedmoo.attacks.base import Attack, require_number
+
+
+class Bias(Attack):
+    """Additive loss inflation: reported ``loss_before`` and ``loss_after`` become ``loss + b``.
+
+    The update is the honest one, so rules that never read losses (FedAvg, FedMGDA+, the robust
+    aggregators) are unaffected; loss-weighted rules (AFL, q-FedAvg, FedFV's order, AdaFed) are.
+
+    Hyperparameters: b (the bias, any finite number; 0 = honest).
+    """
+
+    name = "bias"
+    description = "attackers report loss + b (updates honest): breaks AFL / q-FedAvg, not FedMGDA+"
+
+    def __init__(self, b: float = 10.0, **common):
+        super().__init__(**common)
+        self.b = require_number("b", b)
+
+    def corrupt(self, cohort, rows, seed):
+        changes = {}
+        for name in ("loss_before", "loss_after"):
+            v = getattr(cohort, name)
+            if v is not None:
+                changes[name] = v + rows.to(v.dtype) * self.b
+        return cohort.replace(**changes)

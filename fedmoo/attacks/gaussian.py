@@ -1,0 +1,40 @@
+"""Gaussian attack: the attacker sends a random direction of a given norm (Byzantine noise)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fedmoo.attacks.base import Attack, require_number
+
+
+class Gaussian(Attack):
+    """The attacker sends ``norm * z / ||z||`` with ``z ~ N(0, I)`` (losses honest).
+
+    The noise is drawn from a generator seeded by the round's seed and ``attack.seed``, so a run
+    is reproducible and every round gets fresh noise.
+
+    Hyperparameters: norm (> 0; null = the norm of the attacker's honest update, which defeats
+    norm-based filtering).
+    """
+
+    name = "gaussian"
+    description = "attackers send a random update of a given norm (null: their honest norm)"
+
+    def __init__(self, norm: float | None = None, **common):
+        super().__init__(**common)
+        self.norm = None if norm is None else require_number("norm", norm, lo=0.0, lo_open=True)
+
+    def corrupt(self, cohort, rows, seed):
+        d = cohort.deltas
+        state = np.random.SeedSequence([int(seed), self.seed, 3]).generate_state(1, np.uint64)[0]
+        gen = torch.Generator().manual_seed(int(state >> np.uint64(1)))
+        honest = d[rows]
+        z = torch.randn(honest.shape, generator=gen, dtype=torch.float64)
+        z = z.to(device=d.device, dtype=d.dtype)
+        flat_z = z.flatten(1).norm(dim=1)
+        target = honest.flatten(1).norm(dim=1) if self.norm is None else torch.full_like(flat_z, self.norm)
+        scale = (target / flat_z).view(-1, *(1,) * (d.dim() - 1))
+        out = d.clone()
+        out[rows] = z * scale
+        return cohort.replace(deltas=out)

@@ -1,0 +1,73 @@
+"""Label flipping (data poisoning, e.g. Tolpegin et al., ESORICS 2020; Fung et al. 2020).
+
+The attacker trains, honestly otherwise, on its own data with every label y replaced by pi(y).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from fedmoo.attacks.base import Attack
+from fedmoo.errors import UserError
+
+NAMED = ("reverse", "shift", "random")
+
+
+class LabelFlip(Attack):
+    """The attacker's labels go through a permutation pi of the C classes before training.
+
+    The engine applies ``ClientSpec.label_map`` when it gathers the attacker's minibatches and when
+    it measures ``loss_before`` / ``acc_before`` (so the attacker's reported loss is the one on
+    its poisoned data). Test metrics use the true labels.
+
+    Hyperparameters: permutation: ``reverse`` (y -> C-1-y, default), ``shift`` (y -> y+1 mod C),
+    ``random`` (a permutation drawn with ``attack.seed``) or an explicit list of C class ids.
+    """
+
+    name = "label_flip"
+    description = "attackers train on labels permuted by pi (data poisoning; default y -> C-1-y)"
+
+    def __init__(self, permutation="reverse", **common):
+        super().__init__(**common)
+        if isinstance(permutation, str) and permutation not in NAMED:
+            raise UserError(f"attack.permutation={permutation!r} is not valid; choose "
+                            f"{', '.join(NAMED)} or a list of class ids")
+        self.permutation = permutation
+
+    def bind(self, num_clients, client_names=None, num_classes=None):
+        super().bind(num_clients, client_names, num_classes)
+        if num_classes is None:
+            raise UserError("attack=label_flip needs a classification dataset; choose another "
+                            "attack for regression data")
+        self.pi = torch.from_numpy(label_permutation(self.permutation, num_classes, self.seed))
+        return self
+
+    def client_spec(self, spec, client_ids):
+        rows = self.rows(client_ids).cpu()
+        if not bool(rows.any()):
+            return spec
+        c = self.pi.numel()
+        label_map = torch.arange(c).repeat(rows.numel(), 1)
+        if spec.label_map is not None:
+            label_map = spec.label_map.cpu().clone()
+        label_map[rows] = self.pi[label_map[rows]]
+        return dataclasses.replace(spec, label_map=label_map)
+
+
+def label_permutation(spec, num_classes: int, seed: int) -> np.ndarray:
+    """The class permutation ``pi`` as an int64 array ``[C]``."""
+    c = num_classes
+    if spec == "reverse":
+        return np.arange(c - 1, -1, -1, dtype=np.int64)
+    if spec == "shift":
+        return (np.arange(c, dtype=np.int64) + 1) % c
+    if spec == "random":
+        return np.random.default_rng([int(seed), 2027]).permutation(c).astype(np.int64)
+    if (not isinstance(spec, (list, tuple)) or len(spec) != c
+            or sorted(spec) != list(range(c)) or any(isinstance(v, bool) for v in spec)):
+        raise UserError(f"attack.permutation={spec!r} must be reverse, shift, random or a "
+                        f"permutation of 0..{c - 1} ({c} classes)")
+    return np.asarray(spec, dtype=np.int64)

@@ -1,0 +1,37 @@
+"""Model replacement / boosting (Bagdasaryan et al., AISTATS 2020; Bhagoji et al., ICML 2019).
+
+The attacker submits ``w_adv = w_t + m (w_k - w_t)``: its pseudo-gradient boosted by m.
+"""
+
+from __future__ import annotations
+
+from fedmoo.attacks.base import Attack, require_number
+from fedmoo.attacks.rows import scale_rows
+
+
+class ModelReplacement(Attack):
+    """The attacker sends ``m * g_k`` with ``g_k = w_t - w_k`` (losses honest).
+
+    ``boost = null`` picks ``m = sum_j n_j / sum_a n_a`` over the cohort (a = attackers), the
+    inverse of the attackers' share of FedAvg's sample weights: under FedAvg (eta 1) with
+    near-zero honest updates the new global model is the attackers' mean local model, the
+    replacement of Bagdasaryan et al. (their gamma = n / eta).
+
+    Hyperparameters: boost (m > 0, or null for the replacement factor above).
+    """
+
+    name = "model_replacement"
+    description = "attackers send w + m (w_k - w): boosted update that replaces the global model"
+
+    def __init__(self, boost: float | None = None, **common):
+        super().__init__(**common)
+        self.boost = None if boost is None else require_number("boost", boost, lo=0.0, lo_open=True)
+
+    def factor(self, cohort, rows) -> float:
+        if self.boost is not None:
+            return self.boost
+        n = cohort.num_samples.to(cohort.deltas.dtype)
+        return float(n.sum() / n[rows].sum())
+
+    def corrupt(self, cohort, rows, seed):
+        return cohort.replace(deltas=scale_rows(cohort.deltas, rows, self.factor(cohort, rows)))

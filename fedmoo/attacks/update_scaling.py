@@ -1,0 +1,23 @@
+"""Update scaling: the attacker multiplies its pseudo-gradient by a factor (a boosted update)."""
+
+from __future__ import annotations
+
+from fedmoo.attacks.base import Attack, require_number
+from fedmoo.attacks.rows import scale_rows
+
+
+class UpdateScaling(Attack):
+    """The attacker sends ``factor * g_k`` (losses honest).
+
+    Hyperparameters: factor (any finite number; 1 = honest, negative = scaled sign flip).
+    """
+
+    name = "update_scaling"
+    description = "attackers send factor * their update (losses honest)"
+
+    def __init__(self, factor: float = 10.0, **common):
+        super().__init__(**common)
+        self.factor = require_number("factor", factor)
+
+    def corrupt(self, cohort, rows, seed):
+        return cohort.replace(deltas=scale_rows(cohort.deltas, rows, self.factor))

@@ -1,0 +1,17 @@
+"""Zero update: the attacker (a free rider) sends no change at all."""
+
+from __future__ import annotations
+
+from fedmoo.attacks.base import Attack
+from fedmoo.attacks.rows import row_view
+
+
+class ZeroUpdate(Attack):
+    """The attacker sends ``g_k = 0`` (losses honest). No hyperparameters."""
+
+    name = "zero_update"
+    description = "attackers send a zero update (free riders)"
+
+    def corrupt(self, cohort, rows, seed):
+        d = cohort.deltas
+        return cohort.replace(deltas=d.masked_fill(row_view(rows, d), 0.0))

@@ -1,0 +1,74 @@
+"""The minibatch plan of one round for the whole cohort, as fixed-shape tensors.
+
+The batches are exactly the sequential engine's: ``client_batches`` with one generator, clients
+drawn in cohort order. They are laid out as ``[K, S, B]`` (S = most steps of any client, B = the
+largest batch), padded with the client's first sample at weight 0, so the batched engine runs S
+identical steps with no data-dependent control flow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from fedmoo.engine.common import client_batches
+
+
+@dataclass
+class RoundPlan:
+    index: Tensor    # [K, S, B] int64 sample indices into the dataset tensors
+    weight: Tensor   # [K, S, B] 1/b_{k,s} on the b_{k,s} real samples of a step, 0 on padding
+    active: Tensor   # [K, S] 1 where client k takes step s, 0 after its last step
+    last: Tensor     # [K, S] b_{k,s} / (samples in k's last epoch) on its last epoch's steps, else 0
+    full: list[bool]  # per step: every client takes it (known on the host, no device read)
+
+    @property
+    def steps(self) -> int:
+        return int(self.index.shape[1])
+
+
+def make_plan(client_ids: list[int], offsets: Tensor, sizes: Tensor, batch_size: int | None,
+              epochs: int, local_steps: int | None, gen: torch.Generator, train_index: Tensor,
+              dtype: torch.dtype) -> RoundPlan:
+    """Build the plan on the host (once per round) and move it to ``train_index.device``.
+
+    ``offsets`` / ``sizes`` are the train split's CSR offsets and client sizes on the CPU;
+    ``train_index`` is the split's index tensor on the compute device.
+    """
+    per_client = []
+    for k in client_ids:
+        batches = client_batches(int(sizes[k]), batch_size, epochs, local_steps, gen)
+        lens = np.array([p.numel() for _, p in batches])
+        epoch = np.array([e for e, _ in batches])
+        per_client.append((k, lens, epoch, torch.cat([p for _, p in batches]).numpy()))
+    n_clients = len(per_client)
+    n_steps = max(lens.size for _, lens, _, _ in per_client)
+    width = max(int(lens.max()) for _, lens, _, _ in per_client)
+
+    pos = np.empty((n_clients, n_steps, width), dtype=np.int64)
+    weight = np.zeros((n_clients, n_steps, width))
+    active = np.zeros((n_clients, n_steps))
+    last = np.zeros((n_clients, n_steps))
+    for i, (k, lens, epoch, p) in enumerate(per_client):
+        steps = lens.size
+        row = np.repeat(np.arange(steps), lens)
+        col = np.arange(p.size) - np.repeat(np.cumsum(lens) - lens, lens)
+        start = int(offsets[k])
+        pos[i] = start
+        pos[i, row, col] = start + p
+        weight[i, row, col] = (1.0 / lens)[row]
+        active[i, :steps] = 1.0
+        in_last = epoch == epoch[-1]
+        last[i, :steps] = np.where(in_last, lens / lens[in_last].sum(), 0.0)
+
+    dev = train_index.device
+    return RoundPlan(
+        index=train_index[torch.from_numpy(pos).to(dev)],
+        weight=torch.from_numpy(weight).to(device=dev, dtype=dtype),
+        active=torch.from_numpy(active).to(device=dev, dtype=dtype),
+        last=torch.from_numpy(last).to(device=dev, dtype=dtype),
+        full=(active > 0).all(axis=0).tolist(),
+    )

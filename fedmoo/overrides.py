@@ -1,0 +1,138 @@
+"""`fedmoo run` overrides: checks Hydra does not make, and one-line messages for Hydra's errors.
+
+Hydra prints its composition errors as a multi-line block and exits with status 1; the CLI makes
+it raise them instead (HYDRA_FULL_ERROR) and prints ``hydra_error_line`` with status 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+
+CONF_DIR = Path(__file__).parent / "conf"
+
+
+def top_level_keys(groups: tuple[str, ...]) -> set[str]:
+    """Keys of the primary config, the groups of its defaults list, the CLI's groups, hydra."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(CONF_DIR / "config.yaml")
+    keys = {k for k in cfg if k != "defaults"}
+    for entry in cfg.get("defaults", []):
+        if isinstance(entry, str) or not entry:
+            continue
+        name = next(iter(entry)).replace("optional ", "").replace("override ", "").strip()
+        keys.add(name.split("@")[0])
+    return keys | set(groups) | {"hydra", "row"}  # row: +row/<paper>/<table>=<row> (conf/row)
+
+
+def check_new_keys(args: list[str], groups: tuple[str, ...]) -> str | None:
+    """Reject ``+key=value`` that adds a top-level key nothing reads (Hydra accepts it silently).
+
+    Keys added inside a group (``+algo.x=1``) are checked by the component that reads them.
+    """
+    known: set[str] | None = None
+    for arg in args:
+        if not arg.startswith("+") or "=" not in arg:
+            continue
+        top = re.split(r"[./@]", arg.lstrip("+").partition("=")[0], maxsplit=1)[0]
+        known = known or top_level_keys(groups)
+        if top not in known:
+            close = difflib.get_close_matches(top, sorted(known), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            return (f"{arg!r} adds a config key {top!r} that fedmoo does not use; {hint}"
+                    "remove it (`fedmoo run --cfg job` shows the valid keys)")
+    return None
+
+
+# Hydra options that may be written after overrides (argparse refuses overrides after them).
+FLAGS = {"-m", "--multirun", "--run", "--resolve"}
+VALUED = {"-c", "--cfg", "-p", "--package"}
+
+
+def normalize(args: list[str], groups: tuple[str, ...]) -> list[str]:
+    """Arguments as Hydra wants them: its options first (``fedmoo run seed=0,1 -m`` works), and
+    ``debug=true`` -> ``debug='true'`` (Hydra reads an unquoted true/false as a boolean, which
+    it refuses as a config group choice)."""
+    options, rest = [], []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in FLAGS:
+            options.append(arg)
+        elif arg in VALUED and i + 1 < len(args):
+            options += [arg, args[i + 1]]
+            i += 1
+        else:
+            key, eq, value = arg.partition("=")
+            if eq and key.lstrip("+~") in groups and value in ("true", "false"):
+                arg = f"{key}='{value}'"
+            rest.append(arg)
+        i += 1
+    return options + rest
+
+
+def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str]:
+    """Keys of the config node ``dotted`` once the group choices in ``args`` are applied."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import DictConfig, OmegaConf
+
+    choices = [a for a in normalize(args, groups)
+               if "=" in a and a.partition("=")[0].lstrip("+") in groups and "," not in a]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+            node = OmegaConf.select(compose("config", overrides=choices), dotted)
+    finally:
+        GlobalHydra.instance().clear()
+    return sorted(node) if isinstance(node, DictConfig) else []
+
+
+def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...]) -> str:
+    """One line for an error Hydra raised while composing the config or making the run dir."""
+    text = str(e)
+    m = re.search(r"Could not override '([^']+)'", text)
+    if m and "not in struct" in f"{text} {e.__cause__}":
+        key = m.group(1)
+        parent, _, leaf = key.rpartition(".")
+        try:
+            keys = node_keys(args, parent, groups) if parent else sorted(top_level_keys(groups))
+        except Exception:  # noqa: BLE001 - the key list is only a hint
+            keys = []
+        close = difflib.get_close_matches(leaf, keys, n=1)
+        hint = f"did you mean {(parent + '.') if parent else ''}{close[0]}? " if close else ""
+        valid = f"valid keys{' of ' + parent if parent else ''}: {', '.join(keys)}; " if keys else ""
+        return f"{key} is not a config key; {hint}{valid}see `fedmoo run --cfg job`"
+    if isinstance(e.__cause__, OSError) and not isinstance(e, OSError):
+        e = e.__cause__  # e.g. logging could not open its file in the run directory
+    if isinstance(e, OSError):
+        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        return (f"cannot write the output directory{where} ({e.strerror or e}); set "
+                "hydra.run.dir (or hydra.sweep.dir for -m) to a writable path")
+    lines = []
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith(("Config search path", "Set the environment", "full_key", "object_type")):
+            break
+        if s:
+            lines.append(s)
+    if e.__cause__ is not None and str(e.__cause__).strip():
+        cause = str(e.__cause__).strip().splitlines()[0]
+        if cause not in lines:
+            lines.append(cause)
+    return " ".join(lines) + " (see `fedmoo run --help` and `fedmoo list`)"
+
+
+def from_hydra(e: BaseException) -> bool:
+    """Whether an exception comes from Hydra / OmegaConf / creating the output directory (a
+    user mistake) rather than from the job, which fedmoo.app handles itself (anything else
+    escaping from it is a bug, shown with its traceback)."""
+    tb = e.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if module.startswith("fedmoo.") and module != "fedmoo.cli":
+            return False
+        tb = tb.tb_next
+    return True

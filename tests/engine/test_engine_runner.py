@@ -1,0 +1,114 @@
+"""Whole runs through ``fedmoo.runner.run``: engine=batched gives the sequential engine's models.
+
+The run is made float64 by wrapping the model and data builders (the runner itself is unchanged);
+every round's global model, the last cohort and the logged metrics must agree.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedmoo import algorithms, runner
+from fedmoo.errors import UserError
+from tests.conftest import small_cfg
+from tests.engine.helpers import rel
+
+TOL = 1e-10
+
+
+def _recording_run(monkeypatch, tmp_path, cfg):
+    """Run ``cfg`` in float64; return the global model at the start of every round and the rows."""
+    build_model, load = runner.models.build, runner.fdata.load_federated
+    monkeypatch.setattr(runner.models, "build", lambda *a, **k: build_model(*a, **k).double())
+
+    def load64(*a, **k):
+        fed = load(*a, **k)
+        fed.x = fed.x.double()
+        return fed
+
+    monkeypatch.setattr(runner.fdata, "load_federated", load64)
+    build_engine, seen = runner.fengine.build, []
+
+    def build(*a, **k):
+        eng = build_engine(*a, **k)
+        train = eng.train
+
+        def recorded(ids, w, spec, seed):
+            out = train(ids, w, spec, seed)
+            seen.append((ids.clone(), w.clone(), out))
+            return out
+
+        eng.train = recorded
+        return eng
+
+    monkeypatch.setattr(runner.fengine, "build", build)
+    result = runner.run(cfg, tmp_path)
+    monkeypatch.undo()
+    return seen, result.rows
+
+
+CASES = {
+    "logreg": {},
+    "mlp_momentum_wd": {"model": {"name": "mlp", "hidden": [12]},
+                        "client.momentum": 0.9, "client.weight_decay": 0.001},
+    "logreg_full_batch": {"client.batch_size": None, "client.epochs": 2},
+    "mlp_local_steps": {"model": {"name": "mlp", "hidden": [8, 8]}, "client.local_steps": 7},
+}
+
+
+def _compare(monkeypatch, tmp_path, overrides):
+    seq, rows_s = _recording_run(monkeypatch, tmp_path / "s", small_cfg(engine="sequential", **overrides))
+    bat, rows_b = _recording_run(monkeypatch, tmp_path / "b", small_cfg(engine="batched", **overrides))
+    assert len(seq) == len(bat) == overrides.get("rounds", 3)
+    for (ids_s, w_s, out_s), (ids_b, w_b, out_b) in zip(seq, bat):
+        assert ids_s.tolist() == ids_b.tolist()
+        assert w_s.dtype == torch.float64
+        assert rel(w_b, w_s) < TOL
+        assert rel(out_b.deltas, out_s.deltas) < TOL
+        assert rel(out_b.loss_after, out_s.loss_after) < TOL
+    assert rel(seq[-1][1], seq[0][1]) > 1e-4  # the model moved
+    for r_s, r_b in zip(rows_s, rows_b):
+        for key, v in r_s.items():
+            if not key.startswith("time/"):
+                assert r_b[key] == pytest.approx(v, rel=1e-9, abs=1e-12), key
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_runs_agree_fedavg(monkeypatch, tmp_path, case):
+    _compare(monkeypatch, tmp_path, {"rounds": 4, **CASES[case]})
+
+
+ALGOS = {
+    "fedprox": {"name": "fedprox", "mu": 0.1},
+    "ditto": {"name": "ditto", "lam": 0.5},
+    "fedmgda_plus": {"name": "fedmgda_plus", "epsilon": 0.5, "total_rounds": 3},
+}
+
+
+@pytest.mark.parametrize("algo", sorted(ALGOS))
+def test_runs_agree_other_algorithms(monkeypatch, tmp_path, algo):
+    if algo not in algorithms.names():
+        pytest.skip(f"algo={algo} is not in this checkout; its client side is tested via ClientSpec")
+    _compare(monkeypatch, tmp_path, {"algo": ALGOS[algo], "model": {"name": "mlp", "hidden": [6]}})
+
+
+@pytest.mark.parametrize("engine,needle", [
+    ("turbo", "engine='turbo' is not valid; choose one of: sequential, batched"),
+    ({"name": "batched", "fast": True}, "engine.fast is not an option of engine=batched"),
+    ({"name": "batched", "compile": "yes"}, "engine.compile='yes' must be true or false"),
+    ({"name": "sequential", "compile": True}, "engine.compile is not an option of engine=sequential"),
+])
+def test_bad_engine_config_is_a_user_error(tmp_path, engine, needle):
+    with pytest.raises(UserError, match=needle):
+        runner.run(small_cfg(engine=engine), tmp_path)
+
+
+def test_models_the_batched_engine_cannot_run_are_refused():
+    from fedmoo.engine.batched import BatchedEngine
+    from tests.engine.helpers import federation
+
+    data = federation([4, 4], (3,), 2)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+    with pytest.raises(UserError, match="module '1' is BatchNorm1d"):
+        BatchedEngine(model, data, lr=0.1, batch_size=2)

@@ -1,0 +1,74 @@
+"""Every user mistake ends with exit status 2, one `fedmoo: error:` line, and no fake result."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedmoo.cli import group_options
+from tests.reliability.helpers import ONE_THREAD, SMALL, assert_no_result
+
+
+def _needs(group: str, option: str):
+    return pytest.mark.skipif(option not in group_options(group),
+                              reason=f"{group}={option} is not in this checkout")
+
+
+CASES = [
+    # unknown names (checked before Hydra runs)
+    pytest.param(["algo=nope"], ["unknown algo 'nope'", "fedavg"], id="algo"),
+    pytest.param(["data=nope"], ["unknown data 'nope'", "synthetic"], id="data"),
+    pytest.param(["model=nope"], ["unknown model 'nope'", "logreg"], id="model"),
+    pytest.param(["partition=nope"], ["unknown partition 'nope'", "iid"], id="partition"),
+    pytest.param(["attack=nope"], ["unknown attack 'nope'", "none"], id="attack"),
+    # keys Hydra would add silently or reject with a multi-line block
+    pytest.param(["+foo=bar"], ["'+foo=bar'", "'foo'", "remove it"], id="new-top-key"),
+    pytest.param(["client.lrr=0.1"], ["client.lrr is not a config key", "did you mean client.lr",
+                                      "weight_decay"], id="unknown-key"),
+    # wrong types and out-of-range values
+    pytest.param(["rounds=abc"], ["rounds='abc'", "positive integer"], id="type"),
+    pytest.param(["client.lr=-0.5"], ["client.lr=-0.5", "(0.0, inf)"], id="negative-lr"),
+    pytest.param(["clients_per_round=9"], ["clients_per_round=9", "num_clients=6",
+                                           "clients_per_round<=6"], id="k-gt-n"),
+    pytest.param(["algo.eta=0"], ["algo.eta=0.0", "out of range", "allowed (0.0"], id="algo-hparam"),
+    # data that cannot be partitioned: 5 samples (4 for training) for 6 clients
+    pytest.param(["partition=iid", "data.num_users=1", "data.max_samples=5"],
+                 ["partition=iid", "6 clients", "4 samples", "lower num_clients"], id="too-few-samples"),
+    # after merging the data helper's datasets and models
+    pytest.param(["data=cifar10", "data.download=false"],
+                 ["data=cifar10", "files not found", "nodata"], id="missing-dataset",
+                 marks=_needs("data", "cifar10")),
+    pytest.param(["model=cnn_cifar"], ["model=cnn_cifar", "[60]"],
+                 id="model-shape", marks=_needs("model", "cnn_cifar")),
+]
+
+
+@pytest.mark.parametrize("args,needles", CASES)
+def test_user_error_is_one_line_exit_2(cli, args, needles):
+    other_data = any(a.startswith("data=") for a in args)  # synthetic's keys would not fit
+    base = [a for a in SMALL if not (other_data and a.startswith("data."))]
+    r = cli("run", *base, "rounds=2", "hydra.run.dir=out", *args,
+            env={"FEDMOO_DATA": str(cli.cwd / "nodata"), **ONE_THREAD})
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("fedmoo: error: ")
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert "Traceback" not in r.stdout
+    assert_no_result(cli.cwd)
+
+
+def test_unwritable_output_directory(cli):
+    (cli.cwd / "afile").write_text("")  # a file where a directory should be (works as root too)
+    r = cli("run", *SMALL, "rounds=2", "hydra.run.dir=afile/run", env=ONE_THREAD)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot write the output directory afile/run" in lines[0]
+    assert "hydra.run.dir" in lines[0]
+
+
+def test_debug_true_shows_the_traceback(cli):
+    r = cli("run", *SMALL, "hydra.run.dir=out", "rounds=abc", "debug=true", env=ONE_THREAD)
+    assert r.returncode == 2
+    assert "Traceback" in r.stderr and r.stderr.strip().splitlines()[-1].startswith(
+        "fedmoo: error: rounds='abc'")

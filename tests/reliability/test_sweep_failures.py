@@ -1,0 +1,81 @@
+"""In a sweep, failing jobs do not stop the others, the sweep lists them, a re-run skips the
+completed ones."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import pytest
+
+from fedmoo import callbacks, runner
+from fedmoo import cli as fcli
+from tests.reliability.helpers import ONE_THREAD, SMALL, summary
+
+
+def test_sweep_goes_on_and_lists_failed_jobs(cli):
+    args = ["run", "-m", *SMALL, "rounds=2", "client.lr=0.05,1e6,abc", "hydra.sweep.dir=sw"]
+    r = cli(*args, env=ONE_THREAD)
+    assert r.returncode == 1, r.stderr
+    sw = cli.cwd / "sw"
+    assert [summary(sw / j)["status"] for j in "012"] == ["completed", "diverged", "failed"]
+    assert summary(sw / "2")["message"].startswith("client.lr='abc' must be a number")
+    err = r.stderr
+    assert "sweep sw: 3 jobs: 1 completed, 1 diverged, 1 failed" in err
+    assert "diverged job 1 (" in err and "client.lr=1000000.0" in err
+    assert "failed job 2 (" in err and "client.lr=abc): client.lr='abc'" in err
+
+    done = (sw / "0" / "rounds.csv").stat().st_mtime_ns
+    r = cli(*args, env=ONE_THREAD)  # the same sweep again: job 0 is not run a second time
+    assert r.returncode == 1
+    assert r.stdout.count("already completed") == 1
+    assert (sw / "0" / "rounds.csv").stat().st_mtime_ns == done
+    assert "recorded by an earlier run" in r.stderr
+
+
+@pytest.fixture
+def in_process_hydra(monkeypatch, tmp_path):
+    """Run Hydra in this process; undo what it changes (argv, env, cwd, logging)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    monkeypatch.setattr(sys, "argv", sys.argv[:])
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "")
+    monkeypatch.chdir(tmp_path)
+    yield
+    for h in root.handlers:
+        if h not in handlers:
+            h.close()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def test_a_crashing_job_is_recorded_and_the_sweep_continues(tmp_path, monkeypatch,
+                                                             in_process_hydra):
+    real_run = runner.run
+
+    def run(cfg, run_dir):  # a bug that hits only the job with seed=1
+        if cfg["seed"] == 1:
+            raise RuntimeError("bug in an algorithm")
+        return real_run(cfg, run_dir)
+
+    monkeypatch.setattr(runner, "run", run)
+    code = fcli.main(["run", "-m", *SMALL, "rounds=1", "seed=0,1,2",
+                      f"hydra.sweep.dir={tmp_path / 'sw'}"])
+    assert code == 1
+    statuses = [summary(tmp_path / "sw" / j)["status"] for j in "012"]
+    assert statuses == ["completed", "failed", "completed"]
+    bad = summary(tmp_path / "sw" / "1")
+    assert bad["error"] == "internal" and bad["message"] == "RuntimeError: bug in an algorithm"
+    assert "Traceback" in bad["traceback"] and "bug in an algorithm" in bad["traceback"]
+    assert callbacks.failed_jobs == [tmp_path / "sw" / "1"]
+
+
+def test_job_outcomes_reads_each_job_summary(tmp_path):
+    for job in ("0", "1", "a/b"):
+        (tmp_path / job / ".hydra").mkdir(parents=True)
+    (tmp_path / "1" / "summary.json").write_text('{"status": "diverged", "message": "m"}')
+    (tmp_path / "a" / "b" / "summary.json").write_text('{"status": "completed"}')
+    got = [(o[0].relative_to(tmp_path).as_posix(), o[1], o[2])
+           for o in callbacks.job_outcomes(tmp_path)]
+    assert got == [("0", "missing", "no summary.json: the job was killed or crashed"),
+                   ("1", "diverged", "m"), ("a/b", "completed", "")]
