@@ -77,16 +77,18 @@ def check_overrides(args: list[str]) -> str | None:
             continue
         key, _, value = arg.partition("=")
         key = key.lstrip("+~")
-        if key not in GROUPS or value in ("", "null"):
+        is_row = key.startswith("row/")   # a paper table's rows: conf/row/<paper>/<table>/
+        if (key not in GROUPS and not is_row) or value in ("", "null"):
             continue
         options = group_options(key)
+        where = f"fedmoo/conf/{key}/" if is_row else f"`fedmoo list {key}`"
         for choice in value.split(","):
             choice = choice.strip().strip("'\"")
             if choice.startswith(("range(", "choice(", "glob(", "interval(")):
                 continue
             if choice not in options:
-                return (f"unknown {key} {choice!r}; choose one of: {', '.join(options)} "
-                        f"(see `fedmoo list {key}`)")
+                return (f"unknown {key} {choice!r}; choose one of: "
+                        f"{', '.join(options) or '(no such row group)'} (see {where})")
     return None
 
 

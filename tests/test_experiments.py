@@ -1,0 +1,145 @@
+"""Paper experiments: every conf/experiment file composes, every row of its sweep composes, and
+every table spec names rows the sweep produces and metrics that rounds.csv has."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from fedmoo.config import compose
+from fedmoo.metrics import accuracy_metrics
+
+CONF = Path(__file__).resolve().parents[1] / "fedmoo" / "conf"
+EXPERIMENTS = sorted(p.relative_to(CONF / "experiment").with_suffix("").as_posix()
+                     for p in (CONF / "experiment").rglob("*.yaml"))
+SPECS = sorted(p.relative_to(CONF / "table").with_suffix("").as_posix()
+               for p in (CONF / "table").rglob("*.yaml"))
+PAPERS = ("fedmgda_plus", "fedfv", "adafed")
+
+
+def sweep_params(name: str) -> dict[str, list[str]]:
+    doc = yaml.safe_load((CONF / "experiment" / f"{name}.yaml").read_text())
+    params = doc["hydra"]["sweeper"]["params"]
+    return {k: [s.strip() for s in str(v).split(",")] for k, v in params.items()}
+
+
+def row_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def test_every_paper_has_experiments_and_specs():
+    for paper in PAPERS:
+        assert any(e.startswith(f"{paper}/") for e in EXPERIMENTS), paper
+        assert any(s.startswith(f"{paper}/") for s in SPECS), paper
+    # every paper table has a spec, and every spec an experiment whose jobs it lays out
+    tables = {e for e in EXPERIMENTS if e.split("/")[1].startswith("table")}
+    assert tables <= set(SPECS) <= set(EXPERIMENTS), (tables - set(SPECS), set(SPECS) - set(EXPERIMENTS))
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_header_composes_and_sweeps_deterministically(name):
+    lines = (CONF / "experiment" / f"{name}.yaml").read_text().splitlines()
+    assert lines[0] == "# @package _global_"
+    assert lines[1].startswith("# ") and f"fedmoo run -m experiment={name}" in lines[1]  # the command
+    assert lines[2].startswith("# ") and len(lines[2]) > 10        # then what it reproduces
+    doc = yaml.safe_load("\n".join(lines))
+    assert doc["hydra"]["sweep"]["dir"] == f"outputs/experiments/{name}"
+    assert doc["hydra"]["sweep"]["subdir"] == "${hydra.job.num}"
+    params = sweep_params(name)
+    assert "seed" in params and len(params) >= 2
+
+
+def test_every_experiment_and_row_composes():
+    """One composition per row option (with the first experiment sweeping it) and one per
+    experiment without rows; a shared Hydra context keeps this to a few seconds."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    assert compose([f"experiment={EXPERIMENTS[0]}"])["rounds"] > 0   # the public path, once
+    used: dict[str, set[str]] = {}
+    checked = 0
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
+            def resolved(overrides):
+                return OmegaConf.to_container(hydra_compose(config_name="config", overrides=overrides),
+                                              resolve=True)
+
+            for name in EXPERIMENTS:
+                if not any(k.startswith("+row/") for k in sweep_params(name)):   # else via its rows
+                    cfg = resolved([f"experiment={name}"])
+                    assert cfg["rounds"] > 0 and cfg["data"]["name"] and cfg["model"]["name"], name
+                composed = False                 # each experiment at least once, with a row
+                for key, values in sweep_params(name).items():
+                    if not key.startswith("+row/"):
+                        continue
+                    group = key[1:]
+                    options = row_options(group)
+                    for row in values:
+                        assert row in options, f"{name}: {group} has no option {row}"
+                        if row in used.setdefault(group, set()) and composed:
+                            continue
+                        used[group].add(row)
+                        cfg = resolved([f"experiment={name}", f"+{group}={row}"])
+                        composed = True
+                        doc = yaml.safe_load((CONF / group / f"{row}.yaml").read_text())
+                        for d in doc.get("defaults", []):
+                            if isinstance(d, dict) and "override /algo" in d:
+                                assert cfg["algo"]["name"] == d["override /algo"], (name, row)
+                        for k, v in (doc.get("algo") or {}).items():
+                            if not (isinstance(v, str) and v.startswith("${")):
+                                assert cfg["algo"][k] == v, (name, row, k)
+                        checked += 1
+    finally:
+        GlobalHydra.instance().clear()
+    assert checked > 100
+    # no row file is orphaned: each is swept by some experiment
+    for group in {p.parent.relative_to(CONF).as_posix() for p in (CONF / "row").rglob("*.yaml")}:
+        assert set(row_options(group)) == used.get(group, set()), group
+
+
+def test_row_files_describe_themselves():
+    for path in (CONF / "row").rglob("*.yaml"):
+        lines = path.read_text().splitlines()
+        assert lines[0] == "# @package _global_", path
+        assert lines[1].startswith("# ") and len(lines[1]) > 8, path
+
+
+VALID_METRICS = {k for prefix in ("test", "val", "global", "benign", "attackers")
+                 for k in accuracy_metrics(np.array([50.0, 60.0, 70.0]), np.array([5, 6, 7]),
+                                           np.array([10, 10, 10]), np.array([1.0, 0.8, 0.6]),
+                                           prefix=prefix)}
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_spec_rows_are_swept_and_metrics_exist(name):
+    spec = yaml.safe_load((CONF / "table" / f"{name}.yaml").read_text())
+    assert spec["title"] and int(spec["decimals"]) >= 0
+    metrics = [m["key"] for m in spec["metrics"]]
+    assert metrics and set(metrics) <= VALID_METRICS, set(metrics) - VALID_METRICS
+    params = sweep_params(name)
+    varying = [k for k in params if k != "seed"]
+    if spec.get("group_by"):                   # rows are the values of the first group_by key
+        assert {g.lstrip("+") for g in spec["group_by"]} <= {k.lstrip("+") for k in varying}
+        row_key = next(k for k in varying if k.lstrip("+") == spec["group_by"][0].lstrip("+"))
+    else:                                      # one swept key, so `fedmoo table` rows are its values
+        assert len(varying) == 1, varying
+        row_key = varying[0]
+    swept = params[row_key]
+    if row_key.startswith("+row/"):
+        assert set(swept) <= set(row_options(row_key[1:]))
+    assert set(map(str, spec["rows"])) == set(swept), name
+    for key, row in spec["rows"].items():
+        assert row["label"], (name, key)
+        assert len(row.get("paper", metrics)) == len(metrics), (name, key)
+
+
+def test_unknown_row_is_a_one_line_error(cli):
+    r = cli("run", "--cfg", "job", "experiment=fedfv/table3", "+row/fedfv/table3=nope")
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+    assert "unknown row/fedfv/table3 'nope'" in r.stderr and "fedfv_a2_3" in r.stderr
