@@ -37,3 +37,21 @@ def test_reproduce_fedfv_smoke(tmp_path):
     assert "skipped: dataset not available (data=cifar10" in r.stdout
     assert "composes: fedmoo run --cfg job experiment=fedfv/table2" in r.stdout
     assert not (tmp_path / "out" / "fedfv" / "table2").exists()
+
+
+@pytest.mark.skipif(not (FMNIST / "train-images-idx3-ubyte.gz").exists(),
+                    reason="needs Debian's Fashion-MNIST (dataset-fashion-mnist)")
+@pytest.mark.parametrize("paper", ["fedmgda_plus", "adafed", "fedfv"])
+def test_every_reproduce_script_smoke(tmp_path, paper):
+    """The whole `--smoke` of each script: FMNIST experiments run 2 rounds, the others compose."""
+    env = dict(os.environ, PYTHON=sys.executable, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    r = subprocess.run(
+        ["bash", str(ROOT / "scripts" / f"reproduce_{paper}.sh"), "--smoke",
+         "--out", str(tmp_path / "out"), "--data-dir", str(tmp_path / "data")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert f"done: tables and figures in {tmp_path / 'out'}/tables/{paper}" in r.stdout
+    assert "composes: fedmoo run --cfg job experiment=" in r.stdout
+    made = list((tmp_path / "out" / "tables" / paper).rglob("*.md")) + \
+        list((tmp_path / "out" / "tables" / paper).rglob("*.png"))
+    assert made, "no table or figure was written"
