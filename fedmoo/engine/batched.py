@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from fedmoo.data.federated import FederatedData
-from fedmoo.engine.common import forward_stats, objective_losses, relabel
+from fedmoo.engine.common import LocalTraining, forward_stats, objective_losses, relabel
 from fedmoo.engine.layout import ParamLayout
 from fedmoo.engine.plan import make_plan
 from fedmoo.engine.tasks import TaskRows, task_cohort
@@ -61,24 +61,16 @@ def check_batchable(model: nn.Module) -> None:
             )
 
 
-class BatchedEngine:
+class BatchedEngine(LocalTraining):
     def __init__(self, model: nn.Module, data: FederatedData, lr: float, batch_size: int | None,
                  epochs: int = 1, local_steps: int | None = None, momentum: float = 0.0,
                  weight_decay: float = 0.0, compile: bool = False):
         check_batchable(model)
-        self.model = model
-        self.data = data
-        self.lr = float(lr)
-        self.batch_size = batch_size
-        self.epochs = int(epochs)
-        self.local_steps = None if local_steps is None else int(local_steps)
-        self.momentum = float(momentum)
-        self.weight_decay = float(weight_decay)
+        super().__init__(model, data, lr, batch_size, epochs, local_steps, momentum, weight_decay)
         self.layout = ParamLayout(model)
         self._offsets = data.train.offsets.cpu()
         self._sizes = data.train.sizes.cpu()
         self._vloss = torch.vmap(self._client_loss, randomness="different")
-        self._vloss_tasks = torch.vmap(self._client_loss, randomness="different")
         self._grad = torch.func.grad(self._total_loss, has_aux=True)
         self._step = torch.compile(self._sgd_step, dynamic=False) if compile else self._sgd_step
 
@@ -95,7 +87,7 @@ class BatchedEngine:
         if task_weights is None:
             losses = self._vloss(params, x, y, weight)
         else:
-            losses = self._vloss_tasks(params, x, y, weight, task_weights)
+            losses = self._vloss(params, x, y, weight, task_weights)
         total = losses.sum() if scale is None else (losses * scale).sum()
         return total, losses
 

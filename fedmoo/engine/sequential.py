@@ -11,26 +11,19 @@ import torch
 from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
-from fedmoo.engine.common import (client_batches, forward_stats, objective_losses, param_views,
-                                  relabel)
+from fedmoo.engine.common import (LocalTraining, client_batches, forward_stats, objective_losses,
+                                  param_views, relabel)
 from fedmoo.engine.tasks import TaskRows, task_cohort
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
 
 
-class SequentialEngine:
+class SequentialEngine(LocalTraining):
     def __init__(self, model: nn.Module, data: FederatedData, lr: float, batch_size: int | None,
                  epochs: int = 1, local_steps: int | None = None, momentum: float = 0.0,
                  weight_decay: float = 0.0):
-        self.model = model
+        super().__init__(model, data, lr, batch_size, epochs, local_steps, momentum, weight_decay)
         self.personal_model = copy.deepcopy(model)
-        self.data = data
-        self.lr = float(lr)
-        self.batch_size = batch_size
-        self.epochs = int(epochs)
-        self.local_steps = None if local_steps is None else int(local_steps)
-        self.momentum = float(momentum)
-        self.weight_decay = float(weight_decay)
 
     def _optimizer(self, model: nn.Module, momentum: float) -> torch.optim.Optimizer:
         return torch.optim.SGD(model.parameters(), lr=self.lr, momentum=momentum,
