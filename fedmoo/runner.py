@@ -28,7 +28,7 @@ from fedmoo import algorithms, attacks, checkpoint, loggers, models
 from fedmoo import data as fdata
 from fedmoo import engine as fengine
 from fedmoo.engine.common import round_seed
-from fedmoo.engine.evaluate import TaskEvaluator, evaluate_clients, improved_fraction
+from fedmoo.engine.evaluate import ClientEval, TaskEvaluator, evaluate_clients, improved_fraction
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.metrics import accuracy_metrics, group_metrics
 from fedmoo.params import get_flat, num_params, set_flat
@@ -362,8 +362,9 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
             if done % eval_every == 0 or done == rounds:
                 now = time.perf_counter()
                 row = {"round": done}
-                row.update(_evaluate(algo, state, model, federation, eval_split,
-                                     attack.groups(), tasks))
+                metrics, test_eval = _evaluate(algo, state, model, federation, eval_split,
+                                               attack.groups(), tasks)
+                row.update(metrics)
                 row["train/loss_mean"] = float(cohort.loss_before.mean())
                 if track_improved and not federation.num_tasks:  # measured, not reported, losses
                     row["round/improved_frac"] = improved_fraction(
@@ -378,7 +379,9 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
                 bar.set_postfix_str(f"acc {row.get('test/acc_mean', float('nan')):.2f} "
                                     f"std {row.get('test/acc_std', float('nan')):.2f}")
             if clients_log is not None and (done % log_clients_every == 0 or done == rounds):
-                _log_clients(clients_log, done, algo, state, model, federation, eval_split)
+                evaluated = test_eval if last_eval_round == done else None
+                _log_clients(clients_log, done, algo, state, model, federation, eval_split,
+                             evaluated)
             if ckpt_every and done % ckpt_every == 0 and done < rounds:
                 checkpoint.save(run_dir, state, writer.rows, cfg, elapsed())
             bar.update(1)
@@ -433,14 +436,17 @@ def check_diverged(w: torch.Tensor, losses: torch.Tensor | None, round_done: int
     raise DivergenceError(f"training diverged in round {round_done}: {what}; {fix}")
 
 
-def _log_clients(writer, done, algo, state, model, federation, split: str) -> None:
-    test = evaluate_clients(model, federation, split, algo.eval_params(state))
+def _log_clients(writer, done, algo, state, model, federation, split: str, test=None) -> None:
+    """One clients_rounds.csv block; ``test`` reuses this round's evaluation when there was one."""
+    if test is None:
+        test = evaluate_clients(model, federation, split, algo.eval_params(state))
     train = evaluate_clients(model, federation, "train", algo.eval_params(state))
     writer.log(done, test.acc, test.loss, train.loss)
 
 
 def _evaluate(algo, state, model, federation, split: str, groups=None,
-              tasks=None) -> dict[str, float]:
+              tasks=None) -> tuple[dict[str, float], ClientEval]:
+    """The round's metrics and the per-client evaluation of the reported model behind them."""
     def metrics(ev, prefix):
         if tasks is not None:     # multi-task data: per-task columns
             return tasks.split_metrics(ev, federation, prefix)
@@ -455,7 +461,7 @@ def _evaluate(algo, state, model, federation, split: str, groups=None,
         out.update(metrics(evaluate_clients(model, federation, split, params), name))
     if tasks is not None:
         out.update(tasks.train_metrics(model, federation, algo.eval_params(state)))
-    return out
+    return out, ev
 
 
 def _task_columns(ev, k: int) -> dict[str, float]:

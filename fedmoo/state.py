@@ -8,7 +8,7 @@ an algorithm asks the engine to do on the clients. See DESIGN.md, "Public Python
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -49,7 +49,6 @@ class Cohort:
     personal: Tensor | None = None
     task_mask: Tensor | None = None
     shared: Tensor | None = None
-    buffers: dict[str, Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         k = self.deltas.shape[0]

@@ -135,7 +135,6 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
         for r in records:
             w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
         return buf.getvalue()
-    has_paper = any(f"{m['key']}/paper" in r for r in records for m in metrics)
     header = ["configuration"] + [m.get("label", m["key"]) for m in metrics] + ["seeds"]
     lines = []
     for r in records:

@@ -17,7 +17,6 @@ from torch import Tensor
 # Tasks whose samples carry one target per objective: ``y [M, S]`` and models returning
 # ``[B, S, C]`` logits (classification per task) or ``[B, S, 1]`` / ``[B, S]`` (regression).
 MULTITASK = ("multitask", "multitask_regression")
-REGRESSION = ("regression", "multitask_regression")
 
 
 @dataclass

@@ -36,7 +36,6 @@ from flwr.serverapp.strategy import FedAvg as MessageFedAvg
 from fedmoo.algorithms import Algorithm
 from fedmoo.flower.aggregation import ROUND, Reply, ServerRule
 
-NUM_EXAMPLES = "num-examples"   # Message API metric key of the training-set size (Flower's default)
 
 
 class FedmooStrategy(MessageFedAvg):

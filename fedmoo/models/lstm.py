@@ -37,7 +37,6 @@ class LSTMShakespeare(nn.Module):
     def __init__(self, input_shape: tuple[int, ...], num_classes: int, embed_dim: int = 8,
                  hidden: int = 256, layers: int = 2):
         super().__init__()
-        self.seq_len = int(input_shape[0])
         self.embed = nn.Embedding(num_classes, embed_dim)
         sizes = [embed_dim] + [hidden] * layers
         self.cells = nn.ModuleList(LSTMCell(a, hidden) for a in sizes[:-1])
