@@ -1,16 +1,23 @@
 """The fast engine: the K cohort clients train in lockstep as one batched program.
 
-All client copies live in one ``[R, d]`` block (R = K, or 2K with Ditto's personal models) with a
-view per parameter tensor (fedmoo.engine.layout). Each local step gathers the K minibatches with
-one index kernel, runs the model once for all rows with ``torch.vmap(functional_call)``
-(``randomness='different'``: dropout masks are independent per client), differentiates
-``sum_r scale_r * loss_r`` (the sum over clients, so each row gets its own client's gradient) and
-applies SGD (momentum, weight decay, proximal term) with per-row factors. Unequal clients are
-padded (fedmoo.engine.plan): a padded sample has weight 0 and a padded step has learning rate 0.
+The R client copies (R = K, or 2K with Ditto's personal models) are stacked: one contiguous
+``[R, ...]`` tensor per parameter (fedmoo.engine.layout). Each local step gathers the K minibatches
+with one index kernel and runs the model once for all rows, then applies SGD (momentum, weight
+decay, proximal term) with per-row factors (fedmoo.engine.rowsgd). The program is either
+
+- the lockstep program (fedmoo.engine.lockstep): the model's torch.fx graph run node by node on
+  the stacked values, with every ``nn.Linear`` fused into a client-batched layer that writes its
+  SGD update during the backward pass; or
+- for models torch.fx cannot trace (the LSTM) and with ``compile: true``: ``torch.vmap`` over
+  ``functional_call`` of the whole model, differentiated with ``torch.func.grad``.
+
+Both differentiate ``sum_r scale_r * loss_r`` (the sum over clients, so each row gets its own
+client's gradient) and draw dropout masks independently per row. Unequal clients are padded
+(fedmoo.engine.plan): a padded sample has weight 0 and a padded step has learning rate 0.
 Nothing in the local loop reads a tensor on the host.
 
 It reproduces the sequential engine (same batches, same math) up to floating-point reduction
-order; tests/engine checks this in float64.
+order; tests/engine checks both programs in float64.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ from torch.func import functional_call
 from fedmoo.data.federated import FederatedData
 from fedmoo.engine.common import LocalTraining, forward_stats, objective_losses, relabel
 from fedmoo.engine.layout import ParamLayout
+from fedmoo.engine.lockstep import LockstepProgram
 from fedmoo.engine.plan import make_plan
+from fedmoo.engine.rowsgd import Rows, RowSGD, add_tensor
 from fedmoo.engine.tasks import TaskRows, task_cohort
 from fedmoo.errors import UserError
 from fedmoo.params import set_flat
@@ -32,22 +41,6 @@ from fedmoo.state import ClientSpec, Cohort
 # Modules that torch.vmap cannot batch over per-client weights (no batching rule, or in-place
 # running statistics shared across clients).
 UNBATCHABLE = (nn.RNNBase, nn.modules.batchnorm._BatchNorm)
-
-Rows = float | Tensor  # a hyperparameter shared by all rows, or one value per row ``[R]``
-
-
-def _per_row(v: Tensor, like: Tensor) -> Tensor:
-    return v.view(-1, *(1,) * (like.dim() - 1))
-
-
-def _axpy(y: Tensor, a: Rows, x: Tensor) -> Tensor:
-    """``y += a * x`` in place, with ``a`` a number or one factor per row."""
-    return y.add_(x, alpha=a) if isinstance(a, float) else y.addcmul_(_per_row(a, y), x)
-
-
-def _scale(y: Tensor, a: Rows) -> Tensor:
-    return y.mul_(a if isinstance(a, float) else _per_row(a, y))
-
 
 def check_batchable(model: nn.Module) -> None:
     for name, m in model.named_modules():
@@ -72,7 +65,14 @@ class BatchedEngine(LocalTraining):
         self._sizes = data.train.sizes.cpu()
         self._vloss = torch.vmap(self._client_loss, randomness="different")
         self._grad = torch.func.grad(self._total_loss, has_aux=True)
-        self._step = torch.compile(self._sgd_step, dynamic=False) if compile else self._sgd_step
+        self._token = torch.zeros((), requires_grad=True)
+        self.program = None
+        if compile:
+            self._step = torch.compile(self._vmap_step, dynamic=False)
+        else:
+            probe = data.x[data.train.index[:2]].to(next(model.parameters()).dtype)
+            self.program = LockstepProgram.build(model, self.layout, probe)
+            self._step = self._vmap_step if self.program is None else self._lockstep_step
 
     # -- the batched program ------------------------------------------------------------------
     def _client_loss(self, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor,
@@ -91,27 +91,31 @@ class BatchedEngine(LocalTraining):
         total = losses.sum() if scale is None else (losses * scale).sum()
         return total, losses
 
-    def _sgd_step(self, views: list[Tensor], bufs: list[Tensor] | None, x: Tensor, y: Tensor,
-                  weight: Tensor, lr: Rows, scale: Tensor | None, mu: Rows | None,
-                  momentum: Rows | None, anchor: list[Tensor],
-                  task_weights: Tensor | None = None) -> Tensor:
-        """One SGD step of every row, in place on ``views``; returns the rows' minibatch losses.
-
-        Per row r: g = scale_r dL_r + mu_r (p - anchor) + wd p; buf = m_r buf + g (torch.optim.SGD:
-        the buffer starts at the first g); p -= lr_r buf. lr is 0 for rows on a padded step.
-        ``lr``, ``mu`` and ``momentum`` are numbers when all rows share them, else ``[R]`` tensors.
-        """
-        grads, losses = self._grad(tuple(views), x, y, weight, scale, task_weights)
-        neg_lr = -lr if isinstance(lr, float) else lr.neg()
+    def _vmap_step(self, rule: RowSGD, x: Tensor, y: Tensor, weight: Tensor,
+                   scale: Tensor | None, task_weights: Tensor | None = None) -> Tensor:
+        """One SGD step of every row, in place on ``rule.views``, with vmap over the whole model;
+        returns the rows' minibatch losses."""
+        grads, losses = self._grad(tuple(rule.views), x, y, weight, scale, task_weights)
         with torch.no_grad():
-            for i, (p, g) in enumerate(zip(views, grads)):
-                if mu is not None:
-                    _axpy(g, mu, p - anchor[i])
-                if self.weight_decay:
-                    g.add_(p, alpha=self.weight_decay)
-                if bufs is not None:
-                    g = _scale(bufs[i], momentum).add_(g)
-                _axpy(p, neg_lr, g)
+            for i, g in enumerate(grads):
+                rule.apply(i, add_tensor(g))
+        return losses.detach()
+
+    def _lockstep_step(self, rule: RowSGD, x: Tensor, y: Tensor, weight: Tensor,
+                       scale: Tensor | None, task_weights: Tensor | None = None) -> Tensor:
+        """The same step through the lockstep program: the fused linear layers update
+        themselves during the backward pass, the other parameters right after it."""
+        out, leaves = self.program.forward(rule.views, x, rule, self._token)
+        r, b = weight.shape
+        tw = None if task_weights is None else task_weights.repeat_interleave(b, 0)
+        losses = objective_losses(out.flatten(0, 1), y.flatten(0, 1), self.data.task, tw)
+        losses = (losses.view(r, b) * weight).sum(1)
+        total = losses.sum() if scale is None else (losses * scale).sum()
+        total.backward()
+        with torch.no_grad():
+            for i, leaf in leaves.items():
+                g = leaf.grad
+                rule.apply(i, add_tensor(g) if g is not None else lambda y_, a: None)
         return losses.detach()
 
     # -- one round ----------------------------------------------------------------------------
@@ -135,7 +139,7 @@ class BatchedEngine(LocalTraining):
         return sums[0] / n, 100.0 * sums[1] / n, n.flatten()
 
     def _train_tasks(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
-        """Per-task training: the (client, task) pairs are the rows of one ``[R, d]`` block."""
+        """Per-task training: the (client, task) pairs are the R rows of the stacked copies."""
         data, layout, tt = self.data, self.layout, spec.task_training
         layout.numel_check(w.numel())
         ids = client_ids.tolist()
@@ -149,9 +153,8 @@ class BatchedEngine(LocalTraining):
         plan = make_plan(row_clients, self._offsets, self._sizes,
                          None if tt.full_batch else self.batch_size, 1, tt.local_steps,
                          torch.Generator().manual_seed(seed), data.train.index, dtype)
-        block = layout.pack(w, torch.empty(rows.count, layout.dim, dtype=dtype, device=dev))
-        views = layout.views(block)
-        anchor = layout.views(layout.pack(w, torch.empty(1, layout.dim, dtype=dtype, device=dev)))
+        views = layout.pack(w, layout.empty(rows.count, w))
+        anchor = layout.pack(w, layout.empty(1, w))
         bufs = [torch.zeros_like(v) for v in views] if self.momentum else None
         momentum = self.momentum if self.momentum else None
         scale = None
@@ -163,10 +166,10 @@ class BatchedEngine(LocalTraining):
         for s in range(plan.steps):
             idx, weight = plan.index[:, s], plan.weight[:, s]
             lr = self.lr if plan.full[s] else lr_plan[:, s]
-            losses = self._step(views, bufs, data.x[idx], data.y[idx], weight, lr, scale, None,
-                                momentum, anchor, rows.weights)
+            rule = RowSGD(views, bufs, anchor, lr, None, momentum, self.weight_decay)
+            losses = self._step(rule, data.x[idx], data.y[idx], weight, scale, rows.weights)
             loss_after += losses * plan.last[:, s]
-        return task_cohort(rows, client_ids, w, layout.unpack(block), self.lr, loss_before,
+        return task_cohort(rows, client_ids, w, layout.unpack(views), self.lr, loss_before,
                            acc_before, loss_after, num_samples)
 
     def train(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
@@ -186,12 +189,10 @@ class BatchedEngine(LocalTraining):
 
         ditto = spec.personal is not None
         rows = 2 * k if ditto else k
-        block = torch.empty(rows, layout.dim, dtype=dtype, device=dev)
-        layout.pack(w, block[:k])
+        views = layout.pack(w, layout.empty(rows, w), slice(0, k))
         if ditto:
-            layout.pack(spec.personal.to(device=dev, dtype=dtype), block[k:])
-        views = layout.views(block)
-        anchor = layout.views(layout.pack(w, torch.empty(1, layout.dim, dtype=dtype, device=dev)))
+            layout.pack(spec.personal.to(device=dev, dtype=dtype), views, slice(k, rows))
+        anchor = layout.pack(w, layout.empty(1, w))
 
         def per_row(global_value: float, personal_value: float) -> Rows:
             if not ditto:
@@ -216,12 +217,13 @@ class BatchedEngine(LocalTraining):
             if ditto:
                 x, y, weight = torch.cat([x, x]), torch.cat([y, y]), torch.cat([weight, weight])
             lr = self.lr if plan.full[s] else lr_plan[:, s]
-            losses = self._step(views, bufs, x, y, weight, lr, scale, mu, momentum, anchor)
+            rule = RowSGD(views, bufs, anchor, lr, mu, momentum, self.weight_decay)
+            losses = self._step(rule, x, y, weight, scale)
             loss_after += losses[:k] * plan.last[:, s]
 
-        flat = layout.unpack(block)
         return Cohort(
-            client_ids=client_ids, deltas=w.unsqueeze(0) - flat[:k], num_samples=num_samples,
-            loss_before=loss_before, loss_after=loss_after, acc_before=acc_before,
-            local_lr=self.lr, personal=flat[k:] if ditto else None,
+            client_ids=client_ids, deltas=layout.deltas(w, views, slice(0, k)),
+            num_samples=num_samples, loss_before=loss_before, loss_after=loss_after,
+            acc_before=acc_before, local_lr=self.lr,
+            personal=layout.unpack(views, slice(k, rows)) if ditto else None,
         )

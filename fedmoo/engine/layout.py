@@ -1,13 +1,17 @@
-"""Stacked client parameters: one flat ``[R, d]`` tensor with a view per parameter tensor.
+"""Stacked client parameters: one contiguous ``[R, ...]`` tensor per parameter tensor.
 
 The global model travels as a flat ``[d]`` vector in ``named_parameters()`` order (fedmoo.params).
-The batched engine keeps R client copies in one ``[R, d]`` block. Inside the block, the weight of
-every ``nn.Linear`` is stored transposed (``[in, out]`` instead of ``[out, in]``): the model still
-sees an ``[out, in]`` tensor (a transposed view), but the batched matmul that vmap emits for
-``F.linear`` then reads a contiguous ``[R, in, out]`` operand. On the CPU, ``torch.bmm`` with
-a transposed batched operand takes a much slower path (compare ``torch.bmm(x, w)`` and
-``torch.bmm(x, w.transpose(1, 2))`` for x ``[10, 10, 3072]``); on CUDA both layouts are native.
-``pack`` / ``unpack`` convert between the flat contract layout and the block layout.
+The batched engine keeps R client copies as a list of per-parameter tensors ``[R, *stored]``
+("slots"), each contiguous, so every batched kernel (and the fused in-place ``baddbmm`` update of
+fedmoo.engine.lockstep) reads and writes one dense ``[R, ...]`` operand; a view into a row-major
+``[R, d]`` block would have a row stride of d, and on the CPU in-place ``baddbmm_`` then falls
+back to one ``addmm_`` per row. The weight of every ``nn.Linear`` is stored transposed
+(``[in, out]`` instead of ``[out, in]``): the model still sees an ``[out, in]`` tensor (a
+transposed view), but the batched matmuls read a contiguous ``[R, in, out]`` operand. On the
+CPU, ``torch.bmm`` with a transposed batched operand takes a much slower path (compare
+``torch.bmm(x, w)`` and ``torch.bmm(x, w.transpose(1, 2))`` for x ``[10, 10, 3072]``); on CUDA
+both layouts are native. ``pack`` / ``unpack`` / ``deltas`` convert between the flat contract
+layout ``[R, d]`` and the slots.
 """
 
 from __future__ import annotations
@@ -22,9 +26,13 @@ from torch import Tensor, nn
 class Slot:
     name: str                 # key for functional_call
     shape: tuple[int, ...]    # the parameter's own shape
-    offset: int               # start in the flat vector (same in both layouts)
+    offset: int               # start in the flat vector
     numel: int
-    transposed: bool          # stored as shape[::-1] inside the block
+    transposed: bool          # stored as shape[::-1]
+
+    @property
+    def stored(self) -> tuple[int, ...]:
+        return self.shape[::-1] if self.transposed else self.shape
 
 
 class ParamLayout:
@@ -41,39 +49,45 @@ class ParamLayout:
         self.slots: list[Slot] = slots
         self.dim = off
 
-    def _stored(self, s: Slot) -> tuple[int, ...]:
-        return s.shape[::-1] if s.transposed else s.shape
+    def empty(self, rows: int, like: Tensor) -> list[Tensor]:
+        """Uninitialised slots ``[rows, *stored]`` with the dtype and device of ``like``."""
+        return [like.new_empty(rows, *s.stored) for s in self.slots]
 
-    def views(self, block: Tensor) -> list[Tensor]:
-        """Per-parameter views ``[R, *stored_shape]`` of a block ``[R, d]`` (no copies)."""
-        r = block.shape[0]
-        return [block[:, s.offset : s.offset + s.numel].view(r, *self._stored(s)) for s in self.slots]
+    def params(self, slots: list[Tensor]) -> dict[str, Tensor]:
+        """The ``functional_call`` argument: the slots in the parameters' own shapes."""
+        return {s.name: v.transpose(-1, -2) if s.transposed else v for s, v in zip(self.slots, slots)}
 
-    def params(self, views: list[Tensor]) -> dict[str, Tensor]:
-        """The ``functional_call`` argument: views in the parameters' own shapes."""
-        return {s.name: v.transpose(-1, -2) if s.transposed else v for s, v in zip(self.slots, views)}
+    def _segments(self, flat: Tensor, rows: int):
+        """``(slot, segment [rows, *shape] of flat)``; a ``[d]`` flat is broadcast to every row."""
+        flat = flat.expand(rows, self.dim) if flat.dim() == 1 else flat
+        for s in self.slots:
+            yield s, flat[:, s.offset : s.offset + s.numel].unflatten(1, s.shape)
 
-    def pack(self, flat: Tensor, out: Tensor) -> Tensor:
-        """Write ``flat`` (``[d]``, broadcast to every row, or ``[R, d]``) into block ``out`` ``[R, d]``."""
-        rows = flat.expand(out.shape[0], self.dim) if flat.dim() == 1 else flat
-        if not any(s.transposed for s in self.slots):
-            return out.copy_(rows)
-        for s, v in zip(self.slots, self.views(out)):
-            src = rows[:, s.offset : s.offset + s.numel].unflatten(1, s.shape)
-            v.copy_(src.transpose(-1, -2) if s.transposed else src)
+    def pack(self, flat: Tensor, out: list[Tensor], rows: slice = slice(None)) -> list[Tensor]:
+        """Write ``flat`` (``[d]``, broadcast to every row, or ``[r, d]``) into ``out[i][rows]``."""
+        r = out[0][rows].shape[0] if out else 0
+        for (s, seg), v in zip(self._segments(flat, r), out):
+            v[rows].copy_(seg.transpose(-1, -2) if s.transposed else seg)
         return out
 
-    def unpack(self, block: Tensor) -> Tensor:
-        """The block ``[R, d]`` back in the flat contract layout (a new ``[R, d]`` tensor)."""
-        if not any(s.transposed for s in self.slots):
-            return block.clone()
-        out = torch.empty_like(block)
-        for s, v in zip(self.slots, self.views(block)):
-            dst = out[:, s.offset : s.offset + s.numel].view(block.shape[0], *s.shape)
-            dst.copy_(v.transpose(-1, -2) if s.transposed else v)
+    def unpack(self, slots: list[Tensor], rows: slice = slice(None)) -> Tensor:
+        """Rows ``rows`` of the slots in the flat contract layout (a new ``[r, d]`` tensor)."""
+        r = slots[0][rows].shape[0]
+        out = slots[0].new_empty(r, self.dim)
+        for (s, seg), v in zip(self._segments(out, r), slots):
+            v = v[rows]
+            seg.copy_(v.transpose(-1, -2) if s.transposed else v)
+        return out
+
+    def deltas(self, w: Tensor, slots: list[Tensor], rows: slice = slice(None)) -> Tensor:
+        """``w - row`` for rows ``rows`` of the slots, ``[r, d]``, in one pass per slot."""
+        r = slots[0][rows].shape[0]
+        out = slots[0].new_empty(r, self.dim)
+        for (s, seg), (_, ws), v in zip(self._segments(out, r), self._segments(w, r), slots):
+            v = v[rows]
+            torch.sub(ws, v.transpose(-1, -2) if s.transposed else v, out=seg)
         return out
 
     def numel_check(self, d: int) -> None:
         if d != self.dim:
             raise ValueError(f"flat vector has {d} entries, model has {self.dim} parameters")
-

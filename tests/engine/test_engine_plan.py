@@ -47,10 +47,17 @@ def test_layout_round_trip_and_transposed_linear_weights():
     assert [s.transposed for s in layout.slots] == [False, False, True, False]
     w = get_flat(model)
     rows = torch.stack([w, 2 * w, -w])
-    block = layout.pack(rows, torch.empty(3, layout.dim))
-    assert torch.equal(layout.unpack(block), rows)
-    views = layout.params(layout.views(block))
+    slots = layout.pack(rows, layout.empty(3, w))
+    assert [tuple(v.shape) for v in slots] == [(3, 2, 1, 3, 3), (3, 2), (3, 8, 3), (3, 3)]
+    assert all(v.is_contiguous() for v in slots)
+    assert torch.equal(layout.unpack(slots), rows)
+    assert torch.equal(layout.unpack(slots, slice(1, 3)), rows[1:])
+    views = layout.params(slots)
     assert torch.equal(views["2.weight"][1], 2 * model[2].weight.detach())
     assert views["2.weight"].shape == (3, 3, 8)
-    bcast = layout.pack(w, torch.empty(2, layout.dim))
+    assert torch.equal(layout.deltas(w, slots), w - rows)
+    assert torch.equal(layout.deltas(w, slots, slice(2, 3)), (w - rows)[2:])
+    bcast = layout.pack(w, layout.empty(2, w))
     assert torch.equal(layout.unpack(bcast), torch.stack([w, w]))
+    layout.pack(-w, bcast, slice(1, 2))          # rows of a slice only
+    assert torch.equal(layout.unpack(bcast), torch.stack([w, -w]))

@@ -1,0 +1,92 @@
+"""One SGD step of R stacked client copies, with ``torch.optim.SGD`` semantics per row.
+
+Per row r and parameter p: ``g = dL_r + mu_r (p - anchor) + wd p``; ``buf = m_r buf + g`` (the
+buffer starts at the first g, as in torch.optim.SGD); ``p -= lr_r buf`` (``p -= lr_r g`` without
+momentum). ``lr``, ``mu`` and ``momentum`` are numbers when all rows share them and ``[R]`` tensors
+otherwise (Ditto's personal rows, padded steps with learning rate 0).
+
+The loss gradient reaches ``apply`` as a function ``add_grad(y, alpha)`` that adds ``alpha * dL``
+into ``y`` in place. For a materialised gradient that is one axpy; for a client-batched linear
+layer (fedmoo.engine.lockstep) it is one ``baddbmm`` of the layer's input and output gradient, so
+plain SGD writes ``p -= lr h^T d`` straight into the weights and the weight gradient never exists
+as a tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import Tensor
+
+Rows = float | Tensor  # a hyperparameter shared by all rows, or one value per row ``[R]``
+AddGrad = Callable[[Tensor, Rows], object]
+
+
+def per_row(v: Tensor, like: Tensor) -> Tensor:
+    """``[R]`` factors shaped to broadcast over ``like`` ``[R, ...]``."""
+    return v.view(-1, *(1,) * (like.dim() - 1))
+
+
+def axpy(y: Tensor, a: Rows, x: Tensor) -> Tensor:
+    """``y += a * x`` in place, with ``a`` a number or one factor per row."""
+    return y.add_(x, alpha=a) if isinstance(a, float) else y.addcmul_(per_row(a, y), x)
+
+
+def scale(y: Tensor, a: Rows) -> Tensor:
+    return y.mul_(a if isinstance(a, float) else per_row(a, y))
+
+
+def add_tensor(g: Tensor) -> AddGrad:
+    """``add_grad`` of a materialised gradient ``g``."""
+    return lambda y, a: axpy(y, a, g)
+
+
+def add_product(h: Tensor, d: Tensor) -> AddGrad:
+    """``add_grad`` of the gradient ``h^T d`` (``h [R, N, in]``, ``d [R, N, out]``) of a weight
+    stored ``[R, in, out]``: one fused ``baddbmm`` into ``y``."""
+    ht = h.transpose(1, 2)
+
+    def add(y: Tensor, a: Rows) -> Tensor:
+        if isinstance(a, float):
+            return y.baddbmm_(ht, d, alpha=a)
+        return y.baddbmm_(ht, d * per_row(a, d))
+
+    return add
+
+
+@dataclass
+class RowSGD:
+    """This step's update of the parameter views ``views[i] [R, ...]`` of the stacked copies."""
+
+    views: list[Tensor]
+    bufs: list[Tensor] | None       # momentum buffers, like views (None without momentum)
+    anchor: list[Tensor]            # the round's global model, views ``[1, ...]``
+    lr: Rows
+    mu: Rows | None                 # proximal weight (FedProx mu, Ditto lambda), None = off
+    momentum: Rows | None
+    weight_decay: float
+
+    def _decay(self, i: int, p: Tensor) -> Tensor | None:
+        """``mu (p - anchor) + wd p``, or None when both are off."""
+        if self.mu is None:
+            return p * self.weight_decay if self.weight_decay else None
+        e = scale(p - self.anchor[i], self.mu)
+        return e.add_(p, alpha=self.weight_decay) if self.weight_decay else e
+
+    def apply(self, i: int, add_grad: AddGrad) -> None:
+        p = self.views[i]
+        neg_lr = -self.lr if isinstance(self.lr, float) else self.lr.neg()
+        extra = self._decay(i, p)
+        if self.bufs is None:
+            if extra is None:
+                add_grad(p, neg_lr)                # plain SGD: p -= lr dL, fused where possible
+                return
+            g = extra
+            add_grad(g, 1.0)
+        else:
+            g = scale(self.bufs[i], self.momentum)  # buf = m buf + dL (+ extra)
+            add_grad(g, 1.0)
+            if extra is not None:
+                g.add_(extra)
+        axpy(p, neg_lr, g)
