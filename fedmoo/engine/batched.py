@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from fedmoo.data.federated import FederatedData
-from fedmoo.engine.common import LocalTraining, forward_stats, objective_losses, relabel
+from fedmoo.engine.common import LocalTraining, forward_stats, gather, objective_losses, relabel
 from fedmoo.engine.layout import ParamLayout
 from fedmoo.engine.lockstep import LockstepProgram
 from fedmoo.engine.plan import make_plan
@@ -167,7 +167,8 @@ class BatchedEngine(LocalTraining):
             idx, weight = plan.index[:, s], plan.weight[:, s]
             lr = self.lr if plan.full[s] else lr_plan[:, s]
             rule = RowSGD(views, bufs, anchor, lr, None, momentum, self.weight_decay)
-            losses = self._step(rule, data.x[idx], data.y[idx], weight, scale, rows.weights)
+            losses = self._step(rule, gather(data.x, idx), gather(data.y, idx), weight, scale,
+                                rows.weights)
             loss_after += losses * plan.last[:, s]
         return task_cohort(rows, client_ids, w, layout.unpack(views), self.lr, loss_before,
                            acc_before, loss_after, num_samples)
@@ -213,7 +214,7 @@ class BatchedEngine(LocalTraining):
         self.model.train()
         for s in range(plan.steps):
             idx, weight = plan.index[:, s], plan.weight[:, s]
-            x, y = data.x[idx], relabel(label_map, data.y[idx])
+            x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
             if ditto:
                 x, y, weight = torch.cat([x, x]), torch.cat([y, y]), torch.cat([weight, weight])
             lr = self.lr if plan.full[s] else lr_plan[:, s]

@@ -64,10 +64,16 @@ class ParamLayout:
             yield s, flat[:, s.offset : s.offset + s.numel].unflatten(1, s.shape)
 
     def pack(self, flat: Tensor, out: list[Tensor], rows: slice = slice(None)) -> list[Tensor]:
-        """Write ``flat`` (``[d]``, broadcast to every row, or ``[r, d]``) into ``out[i][rows]``."""
+        """Write ``flat`` (``[d]``, broadcast to every row, or ``[r, d]``) into ``out[i][rows]``.
+
+        A ``[d]`` vector is transposed into the first row only and then copied row to row: a
+        transposing copy is several times slower than a contiguous one."""
         r = out[0][rows].shape[0] if out else 0
-        for (s, seg), v in zip(self._segments(flat, r), out):
-            v[rows].copy_(seg.transpose(-1, -2) if s.transposed else seg)
+        first = slice(rows.start, (rows.start or 0) + 1) if flat.dim() == 1 else rows
+        for (s, seg), v in zip(self._segments(flat, 1 if flat.dim() == 1 else r), out):
+            v[first].copy_(seg.transpose(-1, -2) if s.transposed else seg)
+            if flat.dim() == 1 and r > 1:
+                v[rows][1:].copy_(v[first].expand(r - 1, *s.stored))
         return out
 
     def unpack(self, slots: list[Tensor], rows: slice = slice(None)) -> Tensor:

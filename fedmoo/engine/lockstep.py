@@ -194,6 +194,8 @@ class LockstepProgram:
             return fn(*_fill(args, values), **_fill(kwargs, values)), False
         if self._elementwise(node, args, values):
             return fn(*_fill(args, values), **_fill(kwargs, values)), True
+        if self._flatten(node, args, kwargs, values):   # x.flatten(a) per row = flatten(a + 1)
+            return values[0].flatten(args[1] + 1), True
         if self._shape_query(node) or (node.target is operator.getitem
                                        and not isinstance(values[0], Tensor)):
             fill = values if node.target is operator.getitem else [_row0(v) for v in values]
@@ -228,6 +230,12 @@ class LockstepProgram:
         if node.op == "call_module":
             return isinstance(self.model.get_submodule(node.target), ELEMENTWISE_MODULES)
         return node.op == "call_function" and node.target in ELEMENTWISE_FUNCTIONS
+
+    @staticmethod
+    def _flatten(node: fx.Node, args, kwargs, values: list) -> bool:
+        return (node.target in ("flatten", torch.flatten) and node.op != "call_module"
+                and len(values) == 1 and len(args) == 2 and isinstance(args[0], _Hole)
+                and isinstance(args[1], int) and args[1] >= 0 and not kwargs)
 
     @staticmethod
     def _shape_query(node: fx.Node) -> bool:

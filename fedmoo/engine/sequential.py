@@ -11,8 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
-from fedmoo.engine.common import (LocalTraining, client_batches, forward_stats, objective_losses,
-                                  param_views, relabel)
+from fedmoo.engine.common import (LocalTraining, client_batches, forward_stats, gather,
+                                  objective_losses, param_views, relabel)
 from fedmoo.engine.tasks import TaskRows, task_cohort
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
@@ -74,7 +74,7 @@ class SequentialEngine(LocalTraining):
             last_cnt = 0
             for ep, pos in batches:
                 b = idx[pos.to(idx.device)]
-                xb, yb = data.x[b], relabel(cmap, data.y[b])
+                xb, yb = gather(data.x, b), relabel(cmap, gather(data.y, b))
                 if personal is not None:
                     self._step(self.personal_model, popt, xb, yb, anchor, spec.personal_lam, scale)
                 loss = self._step(model, opt, xb, yb, anchor, spec.prox_mu, scale)
@@ -112,7 +112,7 @@ class SequentialEngine(LocalTraining):
             last_ep, last_sum, last_cnt = batches[-1][0], 0.0, 0
             for ep, pos in batches:
                 b = idx[pos.to(idx.device)]
-                loss = self._step(model, opt, data.x[b], data.y[b], anchor, 0.0, scale,
+                loss = self._step(model, opt, gather(data.x, b), gather(data.y, b), anchor, 0.0, scale,
                                   rows.weights[r])
                 if ep == last_ep:
                     last_sum = last_sum + loss * b.numel()
