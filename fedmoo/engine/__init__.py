@@ -1,7 +1,9 @@
 """Local training of a cohort. ``build(engine_cfg, ...)`` returns an engine with ``train(ids, w, spec, seed)``.
 
-``engine_cfg`` is a name (``sequential``, ``batched``) or a mapping ``{name: batched, compile: true}``
-(``compile`` runs the batched step through ``torch.compile``; off by default).
+``engine_cfg`` is a name (``sequential``, ``batched``) or a mapping such as
+``{name: batched, program: vmap, compile: true}``: ``program`` picks the batched engine's program
+(``auto``: the torch.fx lockstep program where the model traces, else vmap over the whole model),
+``compile`` runs the vmap step through ``torch.compile`` (off by default).
 """
 
 from __future__ import annotations
@@ -24,14 +26,16 @@ def build(engine_cfg, model, data, client_cfg: dict):
     if name == "batched":
         from fedmoo.engine.batched import BatchedEngine
 
-        unknown = sorted(set(opts) - {"compile"})
+        unknown = sorted(set(opts) - {"compile", "program"})
         if unknown:
             raise UserError(f"engine.{unknown[0]} is not an option of engine=batched; "
-                            "the only option is engine.compile (true or false)")
+                            "its options are engine.compile (true or false) and engine.program "
+                            "(auto, lockstep or vmap)")
         compile_step = opts.get("compile", False)
         if not isinstance(compile_step, bool):
             raise UserError(f"engine.compile={compile_step!r} must be true or false")
-        return BatchedEngine(model, data, **cfg, compile=compile_step)
+        return BatchedEngine(model, data, **cfg, compile=compile_step,
+                             program=str(opts.get("program", "auto")))
     if name == "sequential":
         raise UserError(f"engine.{min(opts)} is not an option of engine=sequential; "
                         "use engine=sequential without options")

@@ -38,6 +38,8 @@ from fedmoo.errors import UserError
 from fedmoo.params import set_flat
 from fedmoo.state import ClientSpec, Cohort
 
+PROGRAMS = ("auto", "lockstep", "vmap")   # auto: lockstep where torch.fx traces the model
+
 # Modules that torch.vmap cannot batch over per-client weights (no batching rule, or in-place
 # running statistics shared across clients).
 UNBATCHABLE = (nn.RNNBase, nn.modules.batchnorm._BatchNorm)
@@ -57,8 +59,14 @@ def check_batchable(model: nn.Module) -> None:
 class BatchedEngine(LocalTraining):
     def __init__(self, model: nn.Module, data: FederatedData, lr: float, batch_size: int | None,
                  epochs: int = 1, local_steps: int | None = None, momentum: float = 0.0,
-                 weight_decay: float = 0.0, compile: bool = False):
+                 weight_decay: float = 0.0, compile: bool = False, program: str = "auto"):
         check_batchable(model)
+        if program not in PROGRAMS:
+            raise UserError(f"engine.program={program!r} is not valid; choose one of: "
+                            f"{', '.join(PROGRAMS)}")
+        if compile and program == "lockstep":
+            raise UserError("engine.compile=true runs the vmap program; "
+                            "use engine.program=vmap or auto with it")
         super().__init__(model, data, lr, batch_size, epochs, local_steps, momentum, weight_decay)
         self.layout = ParamLayout(model)
         self._offsets = data.train.offsets.cpu()
@@ -67,12 +75,16 @@ class BatchedEngine(LocalTraining):
         self._grad = torch.func.grad(self._total_loss, has_aux=True)
         self._token = torch.zeros((), requires_grad=True)
         self.program = None
-        if compile:
-            self._step = torch.compile(self._vmap_step, dynamic=False)
-        else:
+        if not compile and program != "vmap":
             probe = data.x[data.train.index[:2]].to(next(model.parameters()).dtype)
             self.program = LockstepProgram.build(model, self.layout, probe)
-            self._step = self._vmap_step if self.program is None else self._lockstep_step
+            if self.program is None and program == "lockstep":
+                raise UserError("engine.program=lockstep: torch.fx cannot trace this model (or "
+                                "its traced program differs from the model); use engine.program=auto")
+        if self.program is not None:
+            self._step = self._lockstep_step
+        else:
+            self._step = torch.compile(self._vmap_step, dynamic=False) if compile else self._vmap_step
 
     # -- the batched program ------------------------------------------------------------------
     def _client_loss(self, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor,

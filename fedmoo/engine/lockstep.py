@@ -61,6 +61,13 @@ class _FusedLinear(torch.autograd.Function):
         return dh, None, None, None, None
 
 
+class _Tracer(fx.Tracer):
+    """Keeps modules that bring their own client-stacked code (``stacked_forward``) whole."""
+
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        return hasattr(m, "stacked_forward") or super().is_leaf_module(m, qualname)
+
+
 class _Hole:
     """Stands for the i-th batched argument inside a node's arguments."""
 
@@ -101,7 +108,7 @@ class LockstepProgram:
         """The program of ``model``, or None when it cannot be traced or does not reproduce the
         model's output on ``probe`` (one input batch, compared in eval mode)."""
         try:
-            graph = fx.Tracer().trace(model)
+            graph = _Tracer().trace(model)
         except Exception:   # any untraceable forward: the engine falls back to whole-model vmap
             return None
         prog = cls(model, layout, graph)
@@ -187,12 +194,22 @@ class LockstepProgram:
             return env[n]
 
         args, kwargs = fx.node.map_arg(node.args, lift), fx.node.map_arg(node.kwargs, lift)
-        fn, params = self._target(node, leaves)
-        if params:
-            values.append(params)
-        if not values:                          # nothing batched: a constant of the program
-            return fn(*_fill(args, values), **_fill(kwargs, values)), False
-        if self._elementwise(node, args, values):
+        module = self.model.get_submodule(node.target) if node.op == "call_module" else None
+        params = self._params(node.target, leaves) if module is not None else {}
+        if node.op == "call_function":
+            fn = node.target
+        elif node.op == "call_method":
+            fn = lambda obj, *a, **k: getattr(obj, node.target)(*a, **k)  # noqa: E731
+        elif params:
+            fn = lambda *a, params, **k: functional_call(module, params, a, k)  # noqa: E731
+        else:
+            fn = module
+
+        if not values and not params:           # nothing batched: a constant of the program
+            return fn(*args, **kwargs), False
+        if params and hasattr(module, "stacked_forward"):    # the module's own batched code
+            return module.stacked_forward(params, *_fill(args, values), **_fill(kwargs, values)), True
+        if not params and self._elementwise(node, module, args, values):
             return fn(*_fill(args, values), **_fill(kwargs, values)), True
         if self._flatten(node, args, kwargs, values):   # x.flatten(a) per row = flatten(a + 1)
             return values[0].flatten(args[1] + 1), True
@@ -206,29 +223,24 @@ class LockstepProgram:
                 return fn(*_fill(args, vals), **_fill(kwargs, vals), params=vals[-1])
             return fn(*_fill(args, vals), **_fill(kwargs, vals))
 
-        return torch.vmap(row, randomness="different")(*values), True
+        return torch.vmap(row, randomness="different")(*values, *([params] if params else [])), True
 
-    def _target(self, node: fx.Node, leaves) -> tuple[object, dict[str, Tensor] | None]:
-        if node.op == "call_function":
-            return node.target, None
-        if node.op == "call_method":
-            return (lambda obj, *a, **k: getattr(obj, node.target)(*a, **k)), None
-        module = self.model.get_submodule(node.target)
-        prefix = f"{node.target}."
-        params = {}
+    def _params(self, target: str, leaves) -> dict[str, Tensor]:
+        """The stacked parameter leaves of module ``target``, keyed by their local names, in the
+        module's own shapes."""
+        prefix, out = f"{target}.", {}
         for name, i in self.slot_of.items():
             if name.startswith(prefix):
                 leaf = leaves[i]
-                params[name[len(prefix):]] = leaf.transpose(-1, -2) if self.layout.slots[i].transposed else leaf
-        if not params:
-            return module, None
-        return (lambda *a, params, **k: functional_call(module, params, a, k)), params
+                out[name[len(prefix):]] = leaf.transpose(-1, -2) if self.layout.slots[i].transposed else leaf
+        return out
 
-    def _elementwise(self, node: fx.Node, args, values: list) -> bool:
+    @staticmethod
+    def _elementwise(node: fx.Node, module: nn.Module | None, args, values: list) -> bool:
         if len(values) != 1 or not args or not isinstance(args[0], _Hole):
             return False
-        if node.op == "call_module":
-            return isinstance(self.model.get_submodule(node.target), ELEMENTWISE_MODULES)
+        if module is not None:
+            return isinstance(module, ELEMENTWISE_MODULES)
         return node.op == "call_function" and node.target in ELEMENTWISE_FUNCTIONS
 
     @staticmethod

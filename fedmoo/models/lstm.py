@@ -1,19 +1,34 @@
-"""Character LSTM of the LEAF / q-FFL Shakespeare task, with the recurrent cell written from
-plain tensor operations (no ``nn.LSTM``) so a batched engine can vectorise it over clients."""
+"""Character LSTM of the LEAF / q-FFL Shakespeare task, with the recurrence written from plain
+tensor operations (no ``nn.LSTM``) so a batched engine can vectorise it over clients."""
 
 from __future__ import annotations
 
 import math
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 
-class LSTMCell(nn.Module):
-    """One LSTM step with gates in ``nn.LSTM``'s order (input, forget, cell, output):
-    ``[i, f, g, o] = x W_ih^T + h W_hh^T + b``, ``c' = s(f) c + s(i) tanh(g)``,
-    ``h' = s(o) tanh(c')``. One bias vector (as TensorFlow's cell); ``nn.LSTM``'s two biases
-    ``b_ih + b_hh`` are the same function."""
+def _scan(xw: Tensor, w_hh_t: Tensor, hidden: int) -> Tensor:
+    """The recurrence over ``xw [..., B, T, 4H]`` (input projection plus bias) with the
+    transposed recurrent weight ``w_hh_t [..., H, 4H]``; returns every step's h ``[..., B, T, H]``.
+    Gates in ``nn.LSTM``'s order (input, forget, cell, output)."""
+    h = xw.new_zeros(*xw.shape[:-2], hidden)
+    c = torch.zeros_like(h)
+    steps = []
+    for t in range(xw.shape[-2]):
+        i, f, g, o = (xw[..., t, :] + h @ w_hh_t).chunk(4, dim=-1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        steps.append(h)
+    return torch.stack(steps, dim=-2)
+
+
+class LSTMLayer(nn.Module):
+    """One LSTM layer over a whole sequence: ``[i, f, g, o] = x_t W_ih^T + h W_hh^T + b``,
+    ``c' = s(f) c + s(i) tanh(g)``, ``h' = s(o) tanh(c')``. One bias vector (as TensorFlow's
+    cell); ``nn.LSTM``'s two biases ``b_ih + b_hh`` are the same function. The input projection
+    of all T steps is one matrix product."""
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
@@ -23,11 +38,18 @@ class LSTMCell(nn.Module):
         self.weight_hh = nn.Parameter(torch.empty(4 * hidden_size, hidden_size).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(4 * hidden_size).uniform_(-bound, bound))
 
-    def forward(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
-        gates = x @ self.weight_ih.T + h @ self.weight_hh.T + self.bias
-        i, f, g, o = gates.chunk(4, dim=-1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        return torch.sigmoid(o) * torch.tanh(c), c
+    def forward(self, seq: Tensor) -> Tensor:
+        """``seq [B, T, E]`` -> the hidden states ``[B, T, H]``."""
+        return _scan(seq @ self.weight_ih.T + self.bias, self.weight_hh.T, self.hidden_size)
+
+    def stacked_forward(self, params: dict[str, Tensor], seq: Tensor) -> Tensor:
+        """The same for R client copies at once (fedmoo.engine.lockstep): ``params`` hold
+        ``[R, ...]`` weights, ``seq`` is ``[R, B, T, E]``; every product is one batched matmul."""
+        r, b, t, e = seq.shape
+        xw = torch.baddbmm(params["bias"].unsqueeze(1), seq.reshape(r, b * t, e),
+                           params["weight_ih"].transpose(1, 2))
+        w_hh_t = params["weight_hh"].transpose(1, 2).contiguous()     # [R, H, 4H]: bmm reads it densely
+        return _scan(xw.view(r, b, t, -1), w_hh_t, self.hidden_size)
 
 
 class LSTMShakespeare(nn.Module):
@@ -39,17 +61,11 @@ class LSTMShakespeare(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(num_classes, embed_dim)
         sizes = [embed_dim] + [hidden] * layers
-        self.cells = nn.ModuleList(LSTMCell(a, hidden) for a in sizes[:-1])
+        self.cells = nn.ModuleList(LSTMLayer(a, hidden) for a in sizes[:-1])
         self.out = nn.Linear(hidden, num_classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         seq = self.embed(x.long())                              # [B, T, E]
-        for cell in self.cells:
-            h = seq.new_zeros(seq.shape[0], cell.hidden_size)
-            c = torch.zeros_like(h)
-            steps = []
-            for t in range(seq.shape[1]):
-                h, c = cell(seq[:, t], h, c)
-                steps.append(h)
-            seq = torch.stack(steps, dim=1)
+        for layer in self.cells:
+            seq = layer(seq)
         return self.out(seq[:, -1])

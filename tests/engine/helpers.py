@@ -71,12 +71,13 @@ class TinyLSTM(nn.Module):
         return self.out(h)
 
 
-def both(model: nn.Module, data: FederatedData, **client):
-    """A sequential and a batched engine on independent copies of ``model`` (float64)."""
+def both(model: nn.Module, data: FederatedData, program: str = "auto", **client):
+    """A sequential and a batched engine (running ``program``) on independent copies of
+    ``model`` (float64)."""
     client.setdefault("lr", 0.1)
     client.setdefault("batch_size", 4)
     return (SequentialEngine(copy.deepcopy(model).double(), data, **client),
-            BatchedEngine(copy.deepcopy(model).double(), data, **client))
+            BatchedEngine(copy.deepcopy(model).double(), data, **client, program=program))
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:

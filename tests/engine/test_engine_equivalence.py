@@ -12,6 +12,7 @@ from tests.engine.helpers import SmallCNN, TinyLSTM, both, federation, rel
 
 TOL = 1e-10          # float64: only reduction order differs
 SIZES = [7, 13, 4, 10, 9]   # unequal clients; with batch 4: short last batches, 1 to 4 steps
+PROGRAMS = ("lockstep", "vmap")   # the batched engine's two programs (engine.program)
 FIELDS = ("deltas", "num_samples", "loss_before", "loss_after", "acc_before", "personal")
 
 
@@ -28,9 +29,9 @@ def assert_same_cohort(a, b, tol=TOL):
     assert float(a.deltas.norm()) > 0  # training happened
 
 
-def run_pair(model, data, ids, spec=None, seed=5, **client):
+def run_pair(model, data, ids, spec=None, seed=5, program="auto", **client):
     spec = ClientSpec() if spec is None else spec
-    seq, bat = both(model, data, **client)
+    seq, bat = both(model, data, program, **client)
     w = get_flat(seq.model)
     return seq.train(torch.tensor(ids), w, spec, seed), bat.train(torch.tensor(ids), w, spec, seed)
 
@@ -52,6 +53,19 @@ def test_model_families_agree(family):
     assert_same_cohort(a, b)
 
 
+@pytest.mark.parametrize("family, program", [("logreg", True), ("mlp", True), ("cnn", True),
+                                             ("lstm", False)])
+def test_traceable_models_run_the_lockstep_program(family, program):
+    """TinyLSTM loops over ``x.shape[1]`` in its forward, which torch.fx cannot trace: it runs
+    vmap over the whole model (and still agrees, above)."""
+    make, shape, classes, tokens = FAMILIES[family]
+    _, bat = both(make(), federation([3, 4], shape, classes, tokens=tokens))
+    assert (bat.program is not None) is program
+    if program:                          # every nn.Linear is fused
+        linears = {n for n, m in bat.model.named_modules() if isinstance(m, torch.nn.Linear)}
+        assert set(bat.program.fused) == linears
+
+
 @pytest.mark.parametrize("client", [
     {"batch_size": None, "epochs": 2},                            # full batch, unequal widths
     {"batch_size": 3, "epochs": 2},                               # short last batch each epoch
@@ -59,31 +73,37 @@ def test_model_families_agree(family):
     {"batch_size": 5, "epochs": 2, "momentum": 0.9, "weight_decay": 0.01},
     {"batch_size": 20, "epochs": 1},                              # batch larger than every client
 ])
-def test_client_configs_agree(client):
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_client_configs_agree(client, program):
     torch.manual_seed(1)
     data = federation(SIZES, (2, 3), 3)
-    a, b = run_pair(MLP((2, 3), 3, hidden=(6,)), data, [3, 1, 4, 0, 2], lr=0.1, **client)
+    a, b = run_pair(MLP((2, 3), 3, hidden=(6,)), data, [3, 1, 4, 0, 2], lr=0.1, program=program,
+                    **client)
     assert_same_cohort(a, b)
 
 
-def test_fedprox_term_agrees_and_matters():
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_fedprox_term_agrees_and_matters(program):
     torch.manual_seed(2)
     data = federation(SIZES, (6,), 3)
     model = MLP((6,), 3, hidden=(5,))
-    a, b = run_pair(model, data, [0, 1, 2], ClientSpec(prox_mu=0.7), batch_size=3, epochs=3)
+    a, b = run_pair(model, data, [0, 1, 2], ClientSpec(prox_mu=0.7), batch_size=3, epochs=3,
+                    program=program)
     assert_same_cohort(a, b)
     plain, _ = run_pair(model, data, [0, 1, 2], ClientSpec(), batch_size=3, epochs=3)
     assert rel(a.deltas, plain.deltas) > 1e-3  # the proximal term changed the updates
 
 
-def test_ditto_personal_models_agree():
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_ditto_personal_models_agree(program):
     torch.manual_seed(3)
     data = federation(SIZES, (6,), 3)
     model = MLP((6,), 3, hidden=(5,))
     d = sum(p.numel() for p in model.parameters())
     personal = torch.randn(3, d, dtype=torch.float64) * 0.3
     spec = ClientSpec(personal=personal, personal_lam=0.5, prox_mu=0.1)
-    a, b = run_pair(model, data, [4, 2, 3], spec, batch_size=4, momentum=0.5, weight_decay=0.01)
+    a, b = run_pair(model, data, [4, 2, 3], spec, batch_size=4, momentum=0.5, weight_decay=0.01,
+                    program=program)
     assert_same_cohort(a, b)
     assert rel(b.personal, personal) > 1e-3
     assert torch.equal(spec.personal, personal)  # the caller's tensor is not modified
@@ -164,3 +184,4 @@ def test_paper_models_agree(name):
     data = federation([3, 5, 2], shape, classes, tokens=tokens)
     a, b = run_pair(model, data, [2, 0, 1], lr=0.05, batch_size=2)
     assert_same_cohort(a, b)
+    assert both(model, data)[1].program is not None      # LSTMLayer brings stacked_forward
