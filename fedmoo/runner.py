@@ -301,7 +301,7 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
     model = build_model(cfg, federation).to(device)
     set_threads(cfg.get("threads", "auto"), num_params(model))
     federation = federation.to(device)
-    engine = _build({"client": cfg["client"]}, fengine.build, cfg.get("engine", "sequential"),
+    engine = _build({"client": cfg["client"]}, fengine.build, cfg.get("engine", "auto"),
                     model, federation, cfg["client"])
     state = algo.init(get_flat(model), num_clients=num_clients)
     tasks = (TaskEvaluator(model, federation, state.w, cfg.get("loss_threshold", 0.01))
@@ -323,7 +323,8 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
     clients_log = (ClientsRoundsWriter(run_dir / "clients_rounds.csv", resumed_from)
                    if log_clients_every else None)
     track_improved = bool(cfg.get("track_improved", True))
-    ctx = _Finisher(run_dir, cfg, algo, model, federation, eval_split, device, resumed_from)
+    ctx = _Finisher(run_dir, cfg, algo, model, federation, eval_split, device, resumed_from,
+                    engine.name)
 
     rounds, eval_every = int(cfg["rounds"]), int(cfg["eval_every"])
     ckpt_every = int(cfg.get("checkpoint_every") or 0)
@@ -486,6 +487,7 @@ class _Finisher:
     split: str
     device: torch.device
     resumed_from: int
+    engine: str
 
     def complete(self, state, final: dict[str, Any], wall: float) -> float:
         ev = evaluate_clients(self.model, self.federation, self.split, self.algo.eval_params(state))
@@ -525,6 +527,7 @@ class _Finisher:
             "num_clients": self.federation.num_clients,
             "tasks": self.federation.task_names,
             "device": str(device),
+            "engine": self.engine,
             "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
             else platform.processor() or platform.machine(),
             "versions": _versions(),

@@ -1,9 +1,10 @@
 """Local training of a cohort. ``build(engine_cfg, ...)`` returns an engine with ``train(ids, w, spec, seed)``.
 
-``engine_cfg`` is a name (``sequential``, ``batched``) or a mapping such as
+``engine_cfg`` is a name (``auto``, ``sequential``, ``batched``) or a mapping such as
 ``{name: batched, program: vmap, compile: true}``: ``program`` picks the batched engine's program
 (``auto``: the torch.fx lockstep program where the model traces, else vmap over the whole model),
-``compile`` runs the vmap step through ``torch.compile`` (off by default).
+``compile`` runs the vmap step through ``torch.compile`` (off by default). ``auto`` (the default)
+is ``batched`` when the model is on a GPU and the batched engine can train it, else ``sequential``.
 """
 
 from __future__ import annotations
@@ -12,13 +13,28 @@ from collections.abc import Mapping
 
 from fedmoo.errors import UserError
 
-ENGINES = ("sequential", "batched")
+ENGINES = ("auto", "sequential", "batched")
+
+
+def resolve_auto(model, device_type: str | None = None) -> str:
+    """``engine=auto``: the batched engine on CUDA for the models it can train, else sequential.
+    ``device_type`` defaults to the device of the model's parameters."""
+    from fedmoo.engine.batched import unbatchable
+
+    if device_type is None:
+        device_type = next(model.parameters()).device.type
+    return "batched" if device_type == "cuda" and unbatchable(model) is None else "sequential"
 
 
 def build(engine_cfg, model, data, client_cfg: dict):
     cfg = {k: v for k, v in client_cfg.items() if k != "description"}
     opts = dict(engine_cfg) if isinstance(engine_cfg, Mapping) else {"name": engine_cfg}
     name = opts.pop("name", None)
+    if name == "auto":
+        if opts:
+            raise UserError(f"engine.{min(opts)} is not an option of engine=auto; "
+                            "name the engine: engine=batched or engine=sequential")
+        name = resolve_auto(model)
     if name == "sequential" and not opts:
         from fedmoo.engine.sequential import SequentialEngine
 

@@ -44,16 +44,21 @@ PROGRAMS = ("auto", "lockstep", "vmap")   # auto: lockstep where torch.fx traces
 # running statistics shared across clients).
 UNBATCHABLE = (nn.RNNBase, nn.modules.batchnorm._BatchNorm)
 
-def check_batchable(model: nn.Module) -> None:
+def unbatchable(model: nn.Module) -> str | None:
+    """Why the batched engine cannot train ``model`` (None when it can)."""
     for name, m in model.named_modules():
         if isinstance(m, nn.modules.batchnorm._BatchNorm) and not m.track_running_stats:
             continue
         if isinstance(m, UNBATCHABLE):
-            raise UserError(
-                f"engine=batched cannot train this model: module {name or 'model'!r} is "
-                f"{type(m).__name__} (no per-client batching); use engine=sequential, or a model "
-                "written with plain tensor ops (hand-written LSTM cell, GroupNorm)"
-            )
+            return f"module {name or 'model'!r} is {type(m).__name__} (no per-client batching)"
+    return None
+
+
+def check_batchable(model: nn.Module) -> None:
+    reason = unbatchable(model)
+    if reason is not None:
+        raise UserError(f"engine=batched cannot train this model: {reason}; use engine=sequential, "
+                        "or a model written with plain tensor ops (hand-written LSTM cell, GroupNorm)")
 
 
 class BatchedEngine(LocalTraining):
@@ -85,6 +90,12 @@ class BatchedEngine(LocalTraining):
             self._step = self._lockstep_step
         else:
             self._step = torch.compile(self._vmap_step, dynamic=False) if compile else self._vmap_step
+
+    @property
+    def name(self) -> str:
+        if self.program is not None:
+            return "batched (lockstep program)"
+        return "batched (vmap program" + (", compiled)" if self._step is not self._vmap_step else ")")
 
     # -- the batched program ------------------------------------------------------------------
     def _client_loss(self, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor,

@@ -19,6 +19,8 @@ from fedmoo.state import ClientSpec, Cohort
 
 
 class SequentialEngine(LocalTraining):
+    name = "sequential"
+
     def __init__(self, model: nn.Module, data: FederatedData, lr: float, batch_size: int | None,
                  epochs: int = 1, local_steps: int | None = None, momentum: float = 0.0,
                  weight_decay: float = 0.0):

@@ -94,7 +94,7 @@ def test_runs_agree_other_algorithms(monkeypatch, tmp_path, algo):
 
 
 @pytest.mark.parametrize("engine,needle", [
-    ("turbo", "engine='turbo' is not valid; choose one of: sequential, batched"),
+    ("turbo", "engine='turbo' is not valid; choose one of: auto, sequential, batched"),
     ({"name": "batched", "fast": True}, "engine.fast is not an option of engine=batched"),
     ({"name": "batched", "compile": "yes"}, "engine.compile='yes' must be true or false"),
     ({"name": "sequential", "compile": True}, "engine.compile is not an option of engine=sequential"),
@@ -112,3 +112,26 @@ def test_models_the_batched_engine_cannot_run_are_refused():
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
     with pytest.raises(UserError, match="module '1' is BatchNorm1d"):
         BatchedEngine(model, data, lr=0.1, batch_size=2)
+
+
+def test_engine_auto_is_sequential_on_the_cpu_and_batched_on_cuda(tmp_path):
+    import json
+
+    from fedmoo.engine import resolve_auto
+    from fedmoo.models.linear import MLP
+
+    runner.run(small_cfg(engine="auto", rounds=1), tmp_path)
+    assert json.loads((tmp_path / "summary.json").read_text())["engine"] == "sequential"
+    assert resolve_auto(MLP((4,), 3), "cuda") == "batched"
+    assert resolve_auto(MLP((4,), 3), "cpu") == "sequential"
+    bn = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    assert resolve_auto(bn, "cuda") == "sequential"       # running statistics: the reference loop
+    with pytest.raises(UserError, match="engine.compile is not an option of engine=auto"):
+        runner.run(small_cfg(engine={"name": "auto", "compile": True}), tmp_path / "x")
+
+
+def test_summary_names_the_batched_program(tmp_path):
+    import json
+
+    runner.run(small_cfg(engine="batched", rounds=1), tmp_path)
+    assert json.loads((tmp_path / "summary.json").read_text())["engine"] == "batched (lockstep program)"
