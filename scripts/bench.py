@@ -38,11 +38,11 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fedmoo import algorithms
 from fedmoo import engine as fengine
 from fedmoo import models
 from fedmoo.data.federated import ClientSplit, FederatedData
 from fedmoo.engine.evaluate import evaluate_clients
-from fedmoo.errors import UserError
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec
 
@@ -56,59 +56,6 @@ WORKLOADS = {
     "lstm": ({"name": "lstm_shakespeare"}, (80,), 80, True, (400, 10), (100, 1)),
     "logreg": ({"name": "logreg"}, (105,), 2, False, (400, 400), (100, 10)),
 }
-
-
-# -- local stand-ins, used only while fedmoo.models lacks the paper networks -------------------
-class _CifarCNN(nn.Module):
-    """conv5x5 3->64, pool 2, conv5x5 64->64, pool 2, fc 1600-384-192-10 (797,962 parameters)."""
-
-    def __init__(self, input_shape, num_classes):
-        super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(input_shape[0], 64, 5), nn.Conv2d(64, 64, 5)
-        self.fc1, self.fc2, self.fc3 = nn.Linear(1600, 384), nn.Linear(384, 192), nn.Linear(192, num_classes)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x.flatten(1))))))
-
-
-class _ShakespeareLSTM(nn.Module):
-    """Embedding 8, 2 stacked hand-written LSTM cells of 256 units, dense on the last step."""
-
-    def __init__(self, input_shape, num_classes, embed=8, hidden=256, layers=2):
-        super().__init__()
-        self.hidden = hidden
-        self.embed = nn.Embedding(num_classes, embed)
-        sizes = [embed] + [hidden] * layers
-        self.w_ih = nn.ParameterList(nn.Parameter(torch.randn(4 * hidden, a) / math.sqrt(hidden)) for a in sizes[:-1])
-        self.w_hh = nn.ParameterList(nn.Parameter(torch.randn(4 * hidden, hidden) / math.sqrt(hidden)) for _ in sizes[:-1])
-        self.b = nn.ParameterList(nn.Parameter(torch.zeros(4 * hidden)) for _ in sizes[:-1])
-        self.out = nn.Linear(hidden, num_classes)
-
-    def forward(self, x):
-        seq = self.embed(x.long())
-        for w_ih, w_hh, b in zip(self.w_ih, self.w_hh, self.b):
-            h = seq.new_zeros(seq.shape[0], self.hidden)
-            c = torch.zeros_like(h)
-            outs = []
-            for t in range(seq.shape[1]):
-                i, f, g, o = (seq[:, t] @ w_ih.T + h @ w_hh.T + b).chunk(4, dim=-1)
-                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-                h = torch.sigmoid(o) * torch.tanh(c)
-                outs.append(h)
-            seq = torch.stack(outs, dim=1)
-        return self.out(seq[:, -1])
-
-
-LOCAL = {"cnn_cifar": _CifarCNN, "lstm_shakespeare": _ShakespeareLSTM}
-
-
-def build_model(cfg, shape, classes) -> tuple[nn.Module, str]:
-    try:
-        return models.build(cfg, shape, classes), f"fedmoo.models {cfg['name']}"
-    except UserError:
-        return LOCAL[cfg["name"]](shape, classes), f"local stand-in for {cfg['name']} (not in fedmoo.models yet)"
 
 
 def make_data(shape, classes, tokens, n, n_test, device) -> FederatedData:
@@ -177,6 +124,31 @@ def sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
+def timed(fn, device, reps: int) -> float:
+    """Median wall time of ``fn()`` over ``reps`` calls after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(reps):
+        sync(device)
+        t = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def server_times(loops, ids, w0, device, reps: int) -> dict[str, float]:
+    """Time of the server step (FedAvg, and FedMGDA+'s Gram + K x K QP) on a cohort of E."""
+    loop = loops.get("e") or loops.get("b1")
+    cohort = loop.engine.train(torch.tensor(ids, device=device), w0, ClientSpec(), 0)
+    out = {}
+    for name in ("fedavg", "fedmgda_plus"):
+        algo = algorithms.build({"name": name})
+        state = algo.init(w0, NUM_CLIENTS)
+        out[name] = timed(lambda: algo.server_update(state, cohort), device, reps)
+    return out
+
+
 def flops_per_sample(model: nn.Module, data: FederatedData) -> float:
     """Training FLOPs per sample (forward + backward), counted by torch's FlopCounterMode."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -208,8 +180,7 @@ def bench_workload(name, args, device, variants) -> dict:
     n, n_test = (n_quick, t_quick) if args.quick else (n_full, t_full)
     data = make_data(shape, classes, tokens, n, n_test, device)
     torch.manual_seed(0)
-    model, origin = build_model(model_cfg, shape, classes)
-    model = model.to(device)
+    model = models.build(model_cfg, shape, classes).to(device)
     w0 = get_flat(model)
     fps = flops_per_sample(model, data)
     client = {"lr": LR, "batch_size": BATCH, "epochs": 1, "local_steps": None,
@@ -246,14 +217,11 @@ def bench_workload(name, args, device, variants) -> dict:
             if device.type == "cuda":
                 peak[v] = max(peak.get(v, 0), torch.cuda.max_memory_allocated(device))
             assert torch.isfinite(w).all()
-    sync(device)
-    t = time.perf_counter()
-    evaluate_clients(copy.deepcopy(model), data, "test", w0)
-    sync(device)
-    eval_s = time.perf_counter() - t
+    eval_s = timed(lambda: evaluate_clients(copy.deepcopy(model), data, "test", w0), device, args.reps)
+    server = server_times(loops, ids, w0, device, args.reps)
 
     samples = k * n
-    print(f"\n== {name}: {origin}; {sum(p.numel() for p in model.parameters()):,} parameters; "
+    print(f"\n== {name}: fedmoo.models {model_cfg['name']}; {sum(p.numel() for p in model.parameters()):,} parameters; "
           f"{fps / 1e6:.2f} MFLOP/sample (train, counted)")
     print(f"   {NUM_CLIENTS} clients, K={k}, {n} samples/client, batch {BATCH}, 1 epoch "
           f"({math.ceil(n / BATCH)} steps); {args.reps} timed rounds after 1 warm-up")
@@ -273,8 +241,13 @@ def bench_workload(name, args, device, variants) -> dict:
     print(f"   evaluation of all {NUM_CLIENTS} clients' test splits ({NUM_CLIENTS * n_test} samples): "
           f"{eval_s:.4f} s")
     e_best = min(med[v] for v in variants if v in ("e", "ec"))
+    for algo_name, s in server.items():
+        share = (s + eval_s) / (e_best + s + eval_s)
+        print(f"   server step {algo_name} on the [K, d] deltas: {s:.4f} s; server + evaluation "
+              f"= {100 * share:.1f}% of a round of E that evaluates every round")
     res = {"b0_round_s": med.get("b0", float("nan")), "b1_round_s": med.get("b1", float("nan")),
-           "e_round_s": e_best}
+           "e_round_s": e_best, "eval_s": eval_s,
+           **{f"server_{a}_s": s for a, s in server.items()}}
     res["e_vs_b0"] = res["b0_round_s"] / e_best
     res["e_vs_b1"] = res["b1_round_s"] / e_best
     for v in variants:

@@ -1,0 +1,42 @@
+"""scripts/bench.py runs end to end and its --json line has the documented shape (no timing
+assertions: speed is checked by running the benchmark, never by a test)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("fedmoo_bench", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_json_line(capsys, monkeypatch):
+    bench = _bench()
+    monkeypatch.setitem(bench.WORKLOADS, "logreg", ({"name": "logreg"}, (7,), 2, False, (40, 30), (5, 4)))
+    assert bench.main(["--quick", "--workloads", "logreg", "--reps", "1", "--json",
+                       "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last["device"].startswith("cpu")
+    res = last["workloads"]["logreg"]
+    for key in ("b0_round_s", "b1_round_s", "e_round_s", "e_vs_b0", "e_vs_b1", "eval_s",
+                "server_fedavg_s", "server_fedmgda_plus_s"):
+        assert res[key] > 0, key
+    assert res["e_vs_b1"] == pytest.approx(res["b1_round_s"] / res["e_round_s"])
+    assert "server step fedmgda_plus" in out and "2000 rounds" in out
+
+
+def test_unknown_workload_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        _bench().main(["--workloads", "resnet"])
+    assert e.value.code == 2
+    assert "unknown workload 'resnet'" in capsys.readouterr().err
