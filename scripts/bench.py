@@ -11,7 +11,8 @@ engine; repetitions are interleaved (B0, B1, E, EC, B0, ...) and the first one i
   client, a new optimizer per client, ``.to(device)`` and ``.item()`` every step, state_dict
   averaging in Python.
 - B1: ``engine=sequential`` (fedmoo's reference loop).
-- E:  ``engine=batched`` eager; EC: the same with ``engine.compile=true``.
+- E:  ``engine=batched`` eager (the lockstep program where the model traces); EV (``--vmap``):
+  ``engine.program=vmap``; EC: the vmap program with ``engine.compile=true``.
 A round is local training of K clients (1 epoch, batch 10) plus the FedAvg average; evaluation
 is timed apart. Workloads (synthetic tensors of the papers' shapes, 100 clients, 400 samples each):
 cnn (FedMGDA+ Table 2 CIFAR CNN), mlp (3072-200-200-10), lstm (Shakespeare: T=80, vocab 80,
@@ -178,6 +179,7 @@ def device_name(device) -> str:
 def bench_workload(name, args, device, variants) -> dict:
     model_cfg, shape, classes, tokens, (n_full, n_quick), (t_full, t_quick) = WORKLOADS[name]
     n, n_test = (n_quick, t_quick) if args.quick else (n_full, t_full)
+    n = args.samples or n
     data = make_data(shape, classes, tokens, n, n_test, device)
     torch.manual_seed(0)
     model = models.build(model_cfg, shape, classes).to(device)
@@ -193,7 +195,8 @@ def bench_workload(name, args, device, variants) -> dict:
         elif v == "b1":
             loops[v] = EngineLoop(fengine.build("sequential", m, data, client))
         else:
-            loops[v] = EngineLoop(fengine.build({"name": "batched", "compile": v == "ec"}, m, data, client))
+            cfg = {"name": "batched", "compile": v == "ec", "program": "vmap" if v == "ev" else "auto"}
+            loops[v] = EngineLoop(fengine.build(cfg, m, data, client))
     k = args.clients_per_round
     rng = np.random.default_rng(0)
     times = {v: [] for v in variants}
@@ -240,7 +243,7 @@ def bench_workload(name, args, device, variants) -> dict:
         print(f"   * extrapolated: round time x {FULL_ROUNDS} x {scale:g} (400 samples/client)")
     print(f"   evaluation of all {NUM_CLIENTS} clients' test splits ({NUM_CLIENTS * n_test} samples): "
           f"{eval_s:.4f} s")
-    e_best = min(med[v] for v in variants if v in ("e", "ec"))
+    e_best = min(med[v] for v in variants if v in ("e", "ec", "ev"))
     for algo_name, s in server.items():
         share = (s + eval_s) / (e_best + s + eval_s)
         print(f"   server step {algo_name} on the [K, d] deltas: {s:.4f} s; server + evaluation "
@@ -266,7 +269,11 @@ def main(argv=None) -> int:
     ap.add_argument("--workloads", default="cnn,mlp,lstm,logreg")
     ap.add_argument("--reps", type=int, default=None, help="timed rounds per engine (default 5, quick 3)")
     ap.add_argument("--clients-per-round", type=int, default=10)
+    ap.add_argument("--samples", type=int, default=None,
+                    help="training samples per client (default 400; --quick: fewer for cnn and lstm)")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    ap.add_argument("--vmap", action="store_true",
+                    help="also time EV: engine=batched with engine.program=vmap")
     ap.add_argument("--compile", default="auto", choices=["auto", "on", "off"],
                     help="also time engine.compile=true (auto: on CUDA only)")
     args = ap.parse_args(argv)
@@ -277,7 +284,7 @@ def main(argv=None) -> int:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     compiled = args.compile == "on" or (args.compile == "auto" and device.type == "cuda")
-    variants = ["b0", "b1", "e"] + (["ec"] if compiled else [])
+    variants = ["b0", "b1", "e"] + (["ev"] if args.vmap else []) + (["ec"] if compiled else [])
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
     bad = [w for w in names if w not in WORKLOADS]
     if bad:

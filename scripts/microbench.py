@@ -1,0 +1,89 @@
+#!/usr/bin/env python
+"""Micro-benchmarks behind the batched engine's layout decisions (docs/PERFORMANCE.md).
+
+    python scripts/microbench.py          # about 20 s on a 2-core CPU
+
+Each line times one kernel both ways on the MLP workload's shapes (K=10 clients, batch 10, the
+3072 -> 200 first layer) and prints the median of 21 calls in milliseconds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fedmoo.engine.common import eval_chunk, gather  # noqa: E402
+
+K, B, IN, OUT = 10, 10, 3072, 200
+
+
+def ms(fn, reps: int = 21) -> float:
+    fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1e3 * statistics.median(times)
+
+
+def line(what: str, a: tuple[str, float], b: tuple[str, float]) -> None:
+    print(f"{what:<52} {a[0]} {a[1]:8.3f} ms | {b[0]} {b[1]:8.3f} ms | ratio {b[1] / a[1]:5.2f}")
+
+
+def main() -> int:
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(K, B, IN, generator=g)
+    d = torch.randn(K, B, OUT, generator=g)
+    w_t = torch.randn(K, IN, OUT, generator=g)                 # stored [in, out] (layout.py)
+    w_c = w_t.transpose(1, 2).contiguous()                     # the module's own [out, in]
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    line("forward h @ W: stored [in,out] vs [out,in] transposed",
+         ("stored", ms(lambda: torch.bmm(h, w_t))), ("transposed", ms(lambda: torch.bmm(h, w_c.transpose(1, 2)))))
+    flat = torch.randn(K, IN * OUT + 4096, generator=g)        # a row-major [R, d] block
+    view = flat[:, :IN * OUT].view(K, IN, OUT)
+    line("fused update baddbmm_: contiguous slot vs [R,d] view",
+         ("slot", ms(lambda: w_t.baddbmm_(h.transpose(1, 2), d, alpha=-1e-3))),
+         ("view", ms(lambda: view.baddbmm_(h.transpose(1, 2), d, alpha=-1e-3))))
+    line("fused update vs materialised gradient + axpy",
+         ("fused", ms(lambda: w_t.baddbmm_(h.transpose(1, 2), d, alpha=-1e-3))),
+         ("two-pass", ms(lambda: w_t.add_(torch.bmm(h.transpose(1, 2), d), alpha=-1e-3))))
+    line("read-modify-write of the weights vs fused update",
+         ("w *= 1", ms(lambda: w_t.mul_(1.0))),
+         ("fused", ms(lambda: w_t.baddbmm_(h.transpose(1, 2), d, alpha=-1e-3))))
+    one = torch.randn(IN, OUT, generator=g)                    # packed once, [in, out]
+    one_c = one.t().contiguous()                               # the flat vector's [out, in]
+    line("pack the global weight into K rows: broadcast vs transposing",
+         ("broadcast", ms(lambda: w_t.copy_(one.expand(K, IN, OUT)))),
+         ("transposing", ms(lambda: w_t.copy_(one_c.t().expand(K, IN, OUT)))))
+    data = torch.randn(44_000, 3, 32, 32, generator=g)
+    idx = torch.randint(0, 40_000, (K, B), generator=g)
+    line("minibatch gather: index_select vs x[idx]",
+         ("index_select", ms(lambda: gather(data, idx))), ("x[idx]", ms(lambda: data[idx])))
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(IN, OUT), torch.nn.ReLU(),
+                              torch.nn.Linear(OUT, OUT), torch.nn.ReLU(), torch.nn.Linear(OUT, 10)).eval()
+    samples = torch.randint(0, 40_000, (4000,), generator=g)
+
+    def forward(chunk: int):
+        with torch.no_grad():
+            for s in range(0, samples.numel(), chunk):
+                net(gather(data, samples[s:s + chunk]))
+
+    line(f"eval pass of 4000 samples: chunk {eval_chunk(data)} (8 MB) vs 4096",
+         ("8 MB", ms(lambda: forward(eval_chunk(data)), 7)), ("4096", ms(lambda: forward(4096), 7)))
+    act = torch.randn(K * B, 64, 28, 28, generator=g)
+    line("CNN per-sample ops on 100 images of 64x28x28",
+         ("max_pool2d", ms(lambda: F.max_pool2d(act, 2), 7)),
+         ("LRN(2)", ms(lambda: F.local_response_norm(act, 2), 7)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
