@@ -9,12 +9,24 @@ runs as follows.
   layer's weight and bias (fedmoo.engine.rowsgd). With plain SGD that is one ``baddbmm`` writing
   ``p -= lr h^T d``: the weight gradient is never materialised, which halves the memory traffic
   of the step.
-- **Any other module with trainable parameters** (convolutions, GroupNorm, embeddings, a Linear
-  called twice) runs as ``vmap(functional_call)`` over per-row parameter leaves. Autograd gives
-  their gradients, and the update is applied after the backward pass.
-- **Parameterless modules, functions and methods** run as ``vmap`` over their batched arguments
-  with ``randomness="different"``, so each row draws its own dropout mask. Shape queries
+- **A convolution** (zero padding) runs as one grouped convolution over the R rows, the
+  weights being per-row autograd leaves.
+- **A module with a ``stacked_forward(params, *inputs)`` method** runs that: its own code for R
+  stacked copies (fedmoo.models.lstm.LSTMLayer). torch.fx keeps such modules whole.
+- **Any other module with trainable parameters** (GroupNorm, embeddings, a Linear called twice)
+  runs as ``vmap(functional_call)`` over per-row parameter leaves.
+- Autograd gives the gradients of all these leaves, and the update is applied after the backward
+  pass.
+- **Parameterless ops** run on the stacked tensor directly where that is exact:
+  - elementwise ops (activations; dropout draws an independent mask per element, so per row);
+  - per-sample ops (pooling, local response normalisation, ``nn.Flatten``) on the ``[R*B, ...]``
+    view;
+  - ``flatten(a)`` as ``flatten(a + 1)``.
+- **Every other function or method** runs as ``vmap`` over its batched arguments with
+  ``randomness="different"``, so each row draws its own random numbers. Shape queries
   (``x.size(0)``, ``x.shape``) run on row 0.
+
+How each node runs is decided once, on the probe batch that ``build`` runs, and kept.
 
 ``LockstepProgram.build`` returns None for a model that torch.fx cannot trace (a Python loop over
 a tensor's length, like the LSTM) or whose traced program does not reproduce the model's own
@@ -36,10 +48,27 @@ from fedmoo.engine.layout import ParamLayout
 from fedmoo.engine.rowsgd import RowSGD, add_product, add_tensor
 
 SHAPE_METHODS = {"size", "dim", "numel", "ndimension"}
+# Ops that treat dim 0 as independent samples: on the stacked [R, B, ...] tensor they run on the
+# [R*B, ...] view (max pooling with return_indices is excluded where it is set).
+PER_SAMPLE_FUNCTIONS = {F.max_pool1d, F.max_pool2d, F.max_pool3d, F.avg_pool1d, F.avg_pool2d,
+                        F.avg_pool3d, F.adaptive_avg_pool1d, F.adaptive_avg_pool2d,
+                        F.adaptive_avg_pool3d, F.local_response_norm}
+PER_SAMPLE_MODULES = (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool1d, nn.AvgPool2d,
+                      nn.AvgPool3d, nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d,
+                      nn.LocalResponseNorm, nn.Flatten)
+CONVS = {nn.Conv1d: F.conv1d, nn.Conv2d: F.conv2d, nn.Conv3d: F.conv3d}
 # Elementwise on their one tensor argument: they run on the stacked tensor directly, no vmap
 # (dropout draws an independent mask per element, hence per row).
 ELEMENTWISE_FUNCTIONS = {F.relu, torch.relu, torch.sigmoid, torch.tanh, F.gelu, F.leaky_relu,
                          F.elu, F.silu, F.dropout, torch.sigmoid_, F.relu_}
+# Elementwise on any number of tensors of the same per-row rank: direct on stacked tensors.
+BINARY_FUNCTIONS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.neg,
+                    torch.add, torch.sub, torch.mul, torch.div, torch.neg, torch.exp, torch.log,
+                    torch.abs, torch.sqrt, torch.square, torch.where, torch.clamp}
+ELEMENTWISE_METHODS = {"long", "float", "double", "int", "half", "bfloat16", "relu", "sigmoid",
+                       "tanh", "add", "sub", "mul", "div", "neg", "exp", "log", "abs", "sqrt",
+                       "square", "clamp", "contiguous", "__add__", "__sub__", "__mul__",
+                       "__truediv__", "__neg__"}
 ELEMENTWISE_MODULES = (nn.ReLU, nn.Sigmoid, nn.Tanh, nn.GELU, nn.LeakyReLU, nn.ELU, nn.SiLU,
                        nn.Dropout, nn.Identity)
 
@@ -102,6 +131,12 @@ class LockstepProgram:
             self.fused[target] = (self.slot_of[w_name], self.slot_of.get(b_name))
         fused_slots = {i for pair in self.fused.values() for i in pair if i is not None}
         self.autograd_slots = [i for i in range(len(layout.slots)) if i not in fused_slots]
+        self.input = graph.find_nodes(op="placeholder")[0]
+        self.modules = {n: model.get_submodule(n.target) for n in graph.nodes if n.op == "call_module"}
+        self.module_slots = {            # module node -> [(local name, slot)] of its parameters
+            n: [(name[len(n.target) + 1:], i) for name, i in self.slot_of.items()
+                if name.startswith(f"{n.target}.")] for n in self.modules}
+        self.kinds: dict[fx.Node, str] = {}   # how each call node runs, decided on its first run
 
     @classmethod
     def build(cls, model: nn.Module, layout: ParamLayout, probe: Tensor) -> "LockstepProgram | None":
@@ -138,7 +173,7 @@ class LockstepProgram:
         batched: set[fx.Node] = set()
         for node in self.graph.nodes:
             if node.op == "placeholder":          # the input; later inputs keep their defaults
-                if node is self.graph.find_nodes(op="placeholder")[0]:
+                if node is self.input:
                     env[node] = x
                     batched.add(node)
                 elif node.args:
@@ -194,29 +229,35 @@ class LockstepProgram:
             return env[n]
 
         args, kwargs = fx.node.map_arg(node.args, lift), fx.node.map_arg(node.kwargs, lift)
-        module = self.model.get_submodule(node.target) if node.op == "call_module" else None
-        params = self._params(node.target, leaves) if module is not None else {}
-        if node.op == "call_function":
-            fn = node.target
-        elif node.op == "call_method":
-            fn = lambda obj, *a, **k: getattr(obj, node.target)(*a, **k)  # noqa: E731
-        elif params:
-            fn = lambda *a, params, **k: functional_call(module, params, a, k)  # noqa: E731
-        else:
-            fn = module
-
-        if not values and not params:           # nothing batched: a constant of the program
+        module = self.modules.get(node)
+        params = {}
+        for local, i in self.module_slots.get(node, ()):
+            params[local] = leaves[i].transpose(-1, -2) if self.layout.slots[i].transposed else leaves[i]
+        kind = self.kinds.get(node)
+        if kind is None:
+            kind = self.kinds[node] = self._kind(node, module, params, args, kwargs, values)
+        fn = self._function(node, module, params)
+        if kind == "const":                     # nothing batched: a constant of the program
             return fn(*args, **kwargs), False
-        if params and hasattr(module, "stacked_forward"):    # the module's own batched code
+        if kind == "stacked":                   # the module's own client-stacked code
             return module.stacked_forward(params, *_fill(args, values), **_fill(kwargs, values)), True
-        if not params and self._elementwise(node, module, args, values):
+        if kind == "conv":
+            return _grouped_conv(module, params, values[0]), True
+        if kind == "direct":                    # elementwise: the stacked tensor as it is
             return fn(*_fill(args, values), **_fill(kwargs, values)), True
-        if self._flatten(node, args, kwargs, values):   # x.flatten(a) per row = flatten(a + 1)
+        if kind == "per_sample":                # on the [R*B, ...] view
+            v = values[0]
+            out = fn(v.flatten(0, 1), *args[1:], **kwargs)
+            return out.unflatten(0, v.shape[:2]), True
+        if kind == "flatten":                   # x.flatten(a) per row = flatten(a + 1)
             return values[0].flatten(args[1] + 1), True
-        if self._shape_query(node) or (node.target is operator.getitem
-                                       and not isinstance(values[0], Tensor)):
-            fill = values if node.target is operator.getitem else [_row0(v) for v in values]
-            return fn(*_fill(args, fill), **_fill(kwargs, fill)), node.target is operator.getitem
+        if kind == "index":                     # x[i, j] per row = x[:, i, j]
+            return values[0][(slice(None), *_index_tuple(args[1]))], True
+        if kind == "group_norm":
+            return _stacked_group_norm(module, params, values[0]), True
+        if kind in ("shape", "container"):
+            fill = values if kind == "container" else [_row0(v) for v in values]
+            return fn(*_fill(args, fill), **_fill(kwargs, fill)), kind == "container"
 
         def row(*vals):
             if params:
@@ -225,32 +266,112 @@ class LockstepProgram:
 
         return torch.vmap(row, randomness="different")(*values, *([params] if params else [])), True
 
-    def _params(self, target: str, leaves) -> dict[str, Tensor]:
-        """The stacked parameter leaves of module ``target``, keyed by their local names, in the
-        module's own shapes."""
-        prefix, out = f"{target}.", {}
-        for name, i in self.slot_of.items():
-            if name.startswith(prefix):
-                leaf = leaves[i]
-                out[name[len(prefix):]] = leaf.transpose(-1, -2) if self.layout.slots[i].transposed else leaf
-        return out
-
     @staticmethod
-    def _elementwise(node: fx.Node, module: nn.Module | None, args, values: list) -> bool:
-        if len(values) != 1 or not args or not isinstance(args[0], _Hole):
-            return False
-        if module is not None:
-            return isinstance(module, ELEMENTWISE_MODULES)
-        return node.op == "call_function" and node.target in ELEMENTWISE_FUNCTIONS
-
-    @staticmethod
-    def _flatten(node: fx.Node, args, kwargs, values: list) -> bool:
-        return (node.target in ("flatten", torch.flatten) and node.op != "call_module"
-                and len(values) == 1 and len(args) == 2 and isinstance(args[0], _Hole)
-                and isinstance(args[1], int) and args[1] >= 0 and not kwargs)
-
-    @staticmethod
-    def _shape_query(node: fx.Node) -> bool:
+    def _function(node: fx.Node, module: nn.Module | None, params: dict) -> object:
+        if node.op == "call_function":
+            return node.target
         if node.op == "call_method":
-            return node.target in SHAPE_METHODS
-        return node.op == "call_function" and node.target is getattr and node.args[1:2] == ("shape",)
+            return lambda obj, *a, **k: getattr(obj, node.target)(*a, **k)
+        if params:
+            return lambda *a, params, **k: functional_call(module, params, a, k)
+        return module
+
+    @staticmethod
+    def _kind(node: fx.Node, module: nn.Module | None, params: dict, args, kwargs, values) -> str:
+        """How ``node`` runs (see the module docstring), from its target and its arguments."""
+        if not values and not params:
+            return "const"
+        if params:
+            if hasattr(module, "stacked_forward"):
+                return "stacked"
+            if (type(module) is nn.GroupNorm and set(params) == {"weight", "bias"}
+                    and len(values) == 1 and values[0].dim() >= 3):
+                return "group_norm"
+            conv = CONVS.get(type(module))
+            if (conv is not None and "weight" in params and module.padding_mode == "zeros"
+                    and len(values) == 1
+                    and len(args) == 1 and not kwargs and isinstance(args[0], _Hole)
+                    and values[0].dim() == module.weight.dim() + 1):   # [R, B, C, *spatial]
+                return "conv"
+            return "vmap"
+        one = (len(values) == 1 and len(args) >= 1 and isinstance(args[0], _Hole)
+               and isinstance(values[0], Tensor))
+        if one and (isinstance(module, ELEMENTWISE_MODULES) if module is not None
+                    else node.op == "call_function" and node.target in ELEMENTWISE_FUNCTIONS):
+            return "direct"
+        if _same_rank_elementwise(node, values, args, kwargs):
+            return "direct"
+        if (one and node.target is operator.getitem and len(args) == 2
+                and _index_tuple(args[1]) is not None):
+            return "index"
+        if one and values[0].dim() >= 3 and not any(isinstance(a, _Hole) for a in args[1:]):
+            if module is not None:
+                ok = isinstance(module, PER_SAMPLE_MODULES) and not getattr(module, "return_indices", False)
+                ok = ok and (not isinstance(module, nn.Flatten) or module.start_dim >= 1)
+            else:
+                ok = (node.op == "call_function" and node.target in PER_SAMPLE_FUNCTIONS
+                      and not kwargs.get("return_indices") and len(args) <= 5)
+            if ok:
+                return "per_sample"
+        if (one and node.target in ("flatten", torch.flatten) and module is None
+                and len(args) == 2 and isinstance(args[1], int) and args[1] >= 0 and not kwargs):
+            return "flatten"
+        if node.op == "call_method" and node.target in SHAPE_METHODS:
+            return "shape"
+        if node.op == "call_function" and node.target is getattr and node.args[1:2] == ("shape",):
+            return "shape"
+        if node.target is operator.getitem and not isinstance(values[0], Tensor):
+            return "container"
+        return "vmap"
+
+
+def _same_rank_elementwise(node: fx.Node, values: list, args, kwargs) -> bool:
+    """An elementwise op whose batched tensors share one rank and whose constant tensors have
+    no more dims than a row: broadcasting then lines up the stacked tensors row by row."""
+    if node.op == "call_function":
+        ok = node.target in BINARY_FUNCTIONS
+    else:
+        ok = node.op == "call_method" and node.target in ELEMENTWISE_METHODS
+    if not ok or not values or not all(isinstance(v, Tensor) for v in values):
+        return False
+    rank = values[0].dim()
+    consts = _constant_tensors(args, kwargs)
+    return all(v.dim() == rank for v in values) and all(c.dim() < rank for c in consts)
+
+
+def _constant_tensors(args, kwargs) -> list[Tensor]:
+    found: list[Tensor] = []
+    fx.node.map_aggregate((args, kwargs), lambda a: found.append(a) if isinstance(a, Tensor) else None)
+    return found
+
+
+def _index_tuple(index) -> tuple | None:
+    """A per-row index of ints, slices and None as a tuple (None when it holds anything else)."""
+    index = index if isinstance(index, tuple) else (index,)
+    if all(isinstance(i, (int, slice)) or i is None for i in index):
+        return index
+    return None
+
+
+def _stacked_group_norm(module: nn.GroupNorm, params: dict[str, Tensor], x: Tensor) -> Tensor:
+    """R stacked GroupNorms: ``x [R, B, C, ...]``; the rows' channels become R x G groups of one
+    group_norm, then each row's affine weight and bias."""
+    r, b, c = x.shape[:3]
+    y = F.group_norm(x.transpose(0, 1).reshape(b, r * c, *x.shape[3:]), module.num_groups * r,
+                     eps=module.eps)
+    y = y.view(b, r, c, *x.shape[3:]).transpose(0, 1)
+    shape = (r, 1, c) + (1,) * (x.dim() - 3)
+    return torch.addcmul(params["bias"].view(shape), y, params["weight"].view(shape))
+
+
+def _grouped_conv(module: nn.Module, params: dict[str, Tensor], x: Tensor) -> Tensor:
+    """R stacked convolutions as one grouped convolution: ``x [R, B, C, *spatial]`` ->
+    ``[R, B, O, *spatial']`` (rows become groups; the same kernel vmap would emit)."""
+    r, b = x.shape[:2]
+    w, bias = params["weight"], params.get("bias")
+    if bias is None and module.bias is not None:           # a frozen bias: one for every row
+        bias = module.bias.expand(r, -1)
+    out = CONVS[type(module)](x.transpose(0, 1).reshape(b, r * x.shape[2], *x.shape[3:]),
+                              w.reshape(-1, *w.shape[2:]), None if bias is None else bias.reshape(-1),
+                              module.stride, module.padding, module.dilation, module.groups * r)
+    return out.view(b, r, -1, *out.shape[2:]).transpose(0, 1)

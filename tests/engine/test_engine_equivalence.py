@@ -168,6 +168,7 @@ PAPER_MODELS = {   # the models of fedmoo.models, on tiny federations (dropout s
     "cnn_cifar": ({"name": "cnn_cifar"}, (3, 32, 32), 10, False),
     "cnn_fmnist": ({"name": "cnn_fmnist"}, (1, 28, 28), 10, False),
     "lstm_shakespeare": ({"name": "lstm_shakespeare", "hidden": 16}, (12,), 80, True),
+    "resnet18_gn": ({"name": "resnet18_gn"}, (3, 16, 16), 10, False),
 }
 
 

@@ -90,12 +90,33 @@ class RawParams(nn.Module):
         return self.fc(torch.cat([h, h * h], dim=1))
 
 
-@pytest.mark.parametrize("make, fused", [(SharedLinear, {"out"}), (RawParams, {"fc"})])
-def test_graph_patterns_agree_with_the_reference(make, fused):
+class Mixed(nn.Module):
+    """A grouped Conv1d, GroupNorm, pooling, a same-rank sum, a reduction and an index."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(2, 4, 3, padding=1, groups=2)
+        self.norm = nn.GroupNorm(2, 4)
+        self.pool = nn.MaxPool1d(2)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = self.pool(torch.relu(self.norm(self.conv(x))))           # [B, 4, 1]
+        h = h + h.mean(-1, keepdim=True)
+        return self.fc(h[:, :, -1] * 2.0)
+
+
+@pytest.mark.parametrize("make, fused, kinds", [
+    (SharedLinear, {"out"}, {"direct", "flatten", "vmap"}),
+    (RawParams, {"fc"}, {"direct", "shape", "vmap"}),
+    (Mixed, {"fc"}, {"conv", "group_norm", "per_sample", "direct", "index", "vmap"}),
+])
+def test_graph_patterns_agree_with_the_reference(make, fused, kinds):
     torch.manual_seed(0)
     data = federation(SIZES, (2, 3), 3)
     _, bat = both(make(), data)
     assert bat.program is not None and set(bat.program.fused) == fused
+    assert kinds <= set(bat.program.kinds.values())
     a, b = run_pair(make(), data, [4, 0, 2, 1], lr=0.2, batch_size=4, momentum=0.5)
     assert_same_cohort(a, b)
 
