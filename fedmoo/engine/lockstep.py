@@ -245,8 +245,11 @@ class LockstepProgram:
             return _grouped_conv(module, params, values[0]), True
         if kind == "direct":                    # elementwise: the stacked tensor as it is
             return fn(*_fill(args, values), **_fill(kwargs, values)), True
-        if kind == "per_sample":                # on the [R*B, ...] view
+        if kind == "per_sample":                # on the [R*B, ...] view, in memory order
             v = values[0]
+            if v.stride(0) < v.stride(1):       # stored [B, R, ...], e.g. a grouped conv's output
+                out = fn(v.transpose(0, 1).flatten(0, 1), *args[1:], **kwargs)
+                return out.unflatten(0, (v.shape[1], v.shape[0])).transpose(0, 1), True
             out = fn(v.flatten(0, 1), *args[1:], **kwargs)
             return out.unflatten(0, v.shape[:2]), True
         if kind == "flatten":                   # x.flatten(a) per row = flatten(a + 1)
