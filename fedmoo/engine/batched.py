@@ -137,8 +137,8 @@ class BatchedEngine(LocalTraining):
         total.backward()
         with torch.no_grad():
             for i, leaf in leaves.items():
-                g = leaf.grad
-                rule.apply(i, add_tensor(g) if g is not None else lambda y_, a: None)
+                if leaf.grad is not None:   # as torch.optim.SGD: no gradient, no step at all
+                    rule.apply(i, add_tensor(leaf.grad))
         return losses.detach()
 
     # -- one round ----------------------------------------------------------------------------

@@ -154,3 +154,24 @@ def test_programs_agree_with_each_other_on_the_paper_cnn_with_dropout_off():
     outs = [BatchedEngine(model, data, lr=0.05, batch_size=2, program=p)
             .train(torch.tensor([1, 0, 2]), w, ClientSpec(), seed=3) for p in ("lockstep", "vmap")]
     assert rel(outs[0].deltas, outs[1].deltas) < 1e-10
+
+
+class Unused(nn.Module):
+    """A parameter the loss never reaches: torch.optim.SGD leaves it alone, weight decay too."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+        self.spare = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        return self.fc(x.flatten(1))
+
+
+def test_a_parameter_without_gradient_takes_no_step_as_in_torch_optim():
+    torch.manual_seed(0)
+    data = federation(SIZES, (2, 3), 3)
+    a, b = run_pair(Unused(), data, [0, 1, 2], lr=0.2, batch_size=4, momentum=0.5,
+                    weight_decay=0.1, program="lockstep")
+    assert_same_cohort(a, b)
+    assert torch.count_nonzero(b.deltas[:, :4]) == 0        # spare is the first parameter
