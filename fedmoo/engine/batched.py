@@ -78,7 +78,9 @@ class BatchedEngine(LocalTraining):
         self._sizes = data.train.sizes.cpu()
         self._vloss = torch.vmap(self._client_loss, randomness="different")
         self._grad = torch.func.grad(self._total_loss, has_aux=True)
-        self._token = torch.zeros((), requires_grad=True)
+        device = next(model.parameters()).device
+        self._token = torch.zeros((), device=device, requires_grad=True)  # joins fused layers to the graph
+        self.compiled = compile
         self.program = None
         if not compile and program != "vmap":
             probe = data.x[data.train.index[:2]].to(next(model.parameters()).dtype)
@@ -95,7 +97,7 @@ class BatchedEngine(LocalTraining):
     def name(self) -> str:
         if self.program is not None:
             return "batched (lockstep program)"
-        return "batched (vmap program" + (", compiled)" if self._step is not self._vmap_step else ")")
+        return "batched (vmap program" + (", compiled)" if self.compiled else ")")
 
     # -- the batched program ------------------------------------------------------------------
     def _client_loss(self, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor,

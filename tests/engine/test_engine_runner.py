@@ -135,3 +135,14 @@ def test_summary_names_the_batched_program(tmp_path):
 
     runner.run(small_cfg(engine="batched", rounds=1), tmp_path)
     assert json.loads((tmp_path / "summary.json").read_text())["engine"] == "batched (lockstep program)"
+
+
+def test_engine_names():
+    from fedmoo.engine.batched import BatchedEngine
+    from fedmoo.models.linear import MLP
+    from tests.engine.helpers import federation
+
+    data = federation([4, 4], (3,), 2)
+    assert BatchedEngine(MLP((3,), 2), data, lr=0.1, batch_size=2, program="vmap").name == \
+        "batched (vmap program)"
+    assert BatchedEngine(MLP((3,), 2), data, lr=0.1, batch_size=2).name == "batched (lockstep program)"
