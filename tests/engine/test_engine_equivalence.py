@@ -186,3 +186,17 @@ def test_paper_models_agree(name):
     a, b = run_pair(model, data, [2, 0, 1], lr=0.05, batch_size=2)
     assert_same_cohort(a, b)
     assert both(model, data)[1].program is not None      # LSTMLayer brings stacked_forward
+
+
+def test_compiled_vmap_program_agrees():
+    """engine.compile=true (torch.compile of the vmap step; about 10 s of compiling on a CPU)."""
+    from fedmoo.engine.batched import BatchedEngine
+
+    torch.manual_seed(1)
+    data = federation(SIZES, (2, 3), 3)
+    model = MLP((2, 3), 3, hidden=(6,)).double()
+    seq, _ = both(model, data, momentum=0.9)
+    bat = BatchedEngine(model, data, lr=0.1, batch_size=4, momentum=0.9, compile=True)
+    assert bat.program is None and bat.name == "batched (vmap program, compiled)"
+    spec, ids, w = ClientSpec(prox_mu=0.3), torch.tensor([3, 1, 4, 0, 2]), get_flat(model)
+    assert_same_cohort(seq.train(ids, w, spec, 5), bat.train(ids, w, spec, 5))
