@@ -34,6 +34,11 @@ class Slot:
     def stored(self) -> tuple[int, ...]:
         return self.shape[::-1] if self.transposed else self.shape
 
+    def own(self, t: Tensor) -> Tensor:
+        """A stored-layout tensor (``[..., *stored]``) as a view in the parameter's own shape;
+        also maps the parameter's own layout to the stored one (a transpose is its own inverse)."""
+        return t.transpose(-1, -2) if self.transposed else t
+
 
 class ParamLayout:
     def __init__(self, model: nn.Module):
@@ -55,7 +60,7 @@ class ParamLayout:
 
     def params(self, slots: list[Tensor]) -> dict[str, Tensor]:
         """The ``functional_call`` argument: the slots in the parameters' own shapes."""
-        return {s.name: v.transpose(-1, -2) if s.transposed else v for s, v in zip(self.slots, slots)}
+        return {s.name: s.own(v) for s, v in zip(self.slots, slots)}
 
     def _segments(self, flat: Tensor, rows: int):
         """``(slot, segment [rows, *shape] of flat)``; a ``[d]`` flat is broadcast to every row."""
@@ -71,7 +76,7 @@ class ParamLayout:
         r = out[0][rows].shape[0] if out else 0
         first = slice(rows.start, (rows.start or 0) + 1) if flat.dim() == 1 else rows
         for (s, seg), v in zip(self._segments(flat, 1 if flat.dim() == 1 else r), out):
-            v[first].copy_(seg.transpose(-1, -2) if s.transposed else seg)
+            v[first].copy_(s.own(seg))
             if flat.dim() == 1 and r > 1:
                 v[rows][1:].copy_(v[first].expand(r - 1, *s.stored))
         return out
@@ -82,7 +87,7 @@ class ParamLayout:
         out = slots[0].new_empty(r, self.dim)
         for (s, seg), v in zip(self._segments(out, r), slots):
             v = v[rows]
-            seg.copy_(v.transpose(-1, -2) if s.transposed else v)
+            seg.copy_(s.own(v))
         return out
 
     def deltas(self, w: Tensor, slots: list[Tensor], rows: slice = slice(None)) -> Tensor:
@@ -91,7 +96,7 @@ class ParamLayout:
         out = slots[0].new_empty(r, self.dim)
         for (s, seg), (_, ws), v in zip(self._segments(out, r), self._segments(w, r), slots):
             v = v[rows]
-            torch.sub(ws, v.transpose(-1, -2) if s.transposed else v, out=seg)
+            torch.sub(ws, s.own(v), out=seg)
         return out
 
     def numel_check(self, d: int) -> None:

@@ -46,6 +46,7 @@ from torch.func import functional_call
 
 from fedmoo.engine.layout import ParamLayout
 from fedmoo.engine.rowsgd import RowSGD, add_product, add_tensor
+from fedmoo.params import get_flat
 
 SHAPE_METHODS = {"size", "dim", "numel", "ndimension"}
 # Ops that treat dim 0 as independent samples: on the stacked [R, B, ...] tensor they run on the
@@ -73,13 +74,18 @@ ELEMENTWISE_MODULES = (nn.ReLU, nn.Sigmoid, nn.Tanh, nn.GELU, nn.LeakyReLU, nn.E
                        nn.Dropout, nn.Identity)
 
 
+def _stacked_linear(h: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``h [R, N, in] @ weight [R, in, out] (+ bias [R, out])``."""
+    return torch.bmm(h, weight) if bias is None else torch.baddbmm(bias.unsqueeze(1), h, weight)
+
+
 class _FusedLinear(torch.autograd.Function):
     """``h [R, N, in] @ weight [R, in, out] + bias``; the backward pass updates weight and bias."""
 
     @staticmethod
     def forward(ctx, h, token, weight, bias, update):
         ctx.h, ctx.weight, ctx.update = h, weight, update
-        return torch.bmm(h, weight) if bias is None else torch.baddbmm(bias.unsqueeze(1), h, weight)
+        return _stacked_linear(h, weight, bias)
 
     @staticmethod
     def backward(ctx, d):
@@ -137,6 +143,7 @@ class LockstepProgram:
             n: [(name[len(n.target) + 1:], i) for name, i in self.slot_of.items()
                 if name.startswith(f"{n.target}.")] for n in self.modules}
         self.kinds: dict[fx.Node, str] = {}   # how each call node runs, decided on its first run
+        self._fns: dict[fx.Node, object] = {}  # and the callable it runs
 
     @classmethod
     def build(cls, model: nn.Module, layout: ParamLayout, probe: Tensor) -> "LockstepProgram | None":
@@ -151,7 +158,7 @@ class LockstepProgram:
         model.eval()
         try:
             with torch.no_grad():
-                flat = torch.cat([p.detach().reshape(-1) for p in model.parameters() if p.requires_grad])
+                flat = get_flat(model)
                 slots = layout.pack(flat, layout.empty(1, flat))
                 out, _ = prog.forward(slots, probe.unsqueeze(0), None, None)
                 ref = model(probe)
@@ -185,8 +192,7 @@ class LockstepProgram:
                 if i is None:
                     env[node] = operator.attrgetter(node.target)(self.model)
                 else:
-                    leaf = leaves[i]
-                    env[node] = leaf.transpose(-1, -2) if slots[i].transposed else leaf
+                    env[node] = slots[i].own(leaves[i])
                     batched.add(node)
             elif node.op == "output":
                 out = env[node.args[0]]
@@ -209,7 +215,7 @@ class LockstepProgram:
         lead = h.shape[:-1]
         h = h.reshape(lead[0], -1, h.shape[-1])
         if rule is None:
-            out = torch.bmm(h, w) if b is None else torch.baddbmm(b.unsqueeze(1), h, w)
+            out = _stacked_linear(h, w, b)
         else:
             def update(h_saved: Tensor, d: Tensor) -> None:
                 rule.apply(wi, add_product(h_saved, d))
@@ -232,11 +238,11 @@ class LockstepProgram:
         module = self.modules.get(node)
         params = {}
         for local, i in self.module_slots.get(node, ()):
-            params[local] = leaves[i].transpose(-1, -2) if self.layout.slots[i].transposed else leaves[i]
-        kind = self.kinds.get(node)
-        if kind is None:
-            kind = self.kinds[node] = self._kind(node, module, params, args, kwargs, values)
-        fn = self._function(node, module, params)
+            params[local] = self.layout.slots[i].own(leaves[i])
+        if node not in self.kinds:
+            self.kinds[node] = self._kind(node, module, params, args, kwargs, values)
+            self._fns[node] = self._function(node, module, params)
+        kind, fn = self.kinds[node], self._fns[node]
         if kind == "const":                     # nothing batched: a constant of the program
             return fn(*args, **kwargs), False
         if kind == "stacked":                   # the module's own client-stacked code

@@ -74,9 +74,12 @@ class RowSGD:
         e = scale(p - self.anchor[i], self.mu)
         return e.add_(p, alpha=self.weight_decay) if self.weight_decay else e
 
+    def __post_init__(self) -> None:
+        self.neg_lr: Rows = -self.lr if isinstance(self.lr, float) else self.lr.neg()
+
     def apply(self, i: int, add_grad: AddGrad) -> None:
         p = self.views[i]
-        neg_lr = -self.lr if isinstance(self.lr, float) else self.lr.neg()
+        neg_lr = self.neg_lr
         extra = self._decay(i, p)
         if self.bufs is None:
             if extra is None:
