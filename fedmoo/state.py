@@ -2,7 +2,7 @@
 
 ``Cohort`` is what local training of the K sampled clients produces; ``ServerState`` is what an
 algorithm carries across rounds (subclassed by algorithms with more state); ``ClientSpec`` is what
-an algorithm asks the engine to do on the clients. See DESIGN.md, "Public Python contract".
+an algorithm asks the engine to do on the clients. See docs/architecture.md, "Public Python contract".
 """
 
 from __future__ import annotations

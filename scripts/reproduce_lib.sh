@@ -64,7 +64,7 @@ have_data() {
     if [ "$SMOKE" = 1 ]; then
         "$PYTHON" - "experiment=$name" "$@" <<'EOF'
 import sys
-from fedmoo.config import compose
+from fedmoo.cli.config import compose
 from fedmoo.data import load_source
 from fedmoo.errors import UserError
 try:

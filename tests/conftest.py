@@ -34,7 +34,7 @@ def cli(tmp_path):
 
 
 def small_cfg(**overrides) -> dict:
-    """A resolved config for ``fedmoo.runner.run`` without Hydra: tiny synthetic federation."""
+    """A resolved config for ``fedmoo.run.loop.run`` without Hydra: tiny synthetic federation."""
     cfg = {
         "seed": 0, "rounds": 3, "num_clients": 6, "clients_per_round": 3, "eval_every": 1,
         "eval_split": "test", "checkpoint_every": 0, "device": "cpu", "engine": "sequential",

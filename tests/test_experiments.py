@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import yaml
 
-from fedmoo.config import compose
-from fedmoo.metrics import accuracy_metrics, rounds_to_threshold, task_metrics
+from fedmoo.cli.config import compose
+from fedmoo.report.metrics import accuracy_metrics, rounds_to_threshold, task_metrics
 
 CONF = Path(__file__).resolve().parents[1] / "fedmoo" / "conf"
 EXPERIMENTS = sorted(p.relative_to(CONF / "experiment").with_suffix("").as_posix()

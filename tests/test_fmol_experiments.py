@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from fedmoo import algorithms, models
-from fedmoo.cli import CONF_DIR
-from fedmoo.config import compose
-from fedmoo.tables import load_spec
+from fedmoo.cli.groups import CONF_DIR
+from fedmoo.cli.config import compose
+from fedmoo.report.tables import load_spec
 
 EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment" / "fmgda").glob("*.yaml"))
 

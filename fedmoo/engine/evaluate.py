@@ -10,7 +10,6 @@ from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
 from fedmoo.engine.common import forward_stats
-from fedmoo.metrics import rounds_to_threshold, task_metrics
 from fedmoo.params import set_flat
 
 
@@ -82,42 +81,3 @@ def improved_fraction(model: nn.Module, data: FederatedData, w_new: Tensor, clie
     after = ev.loss[ids]
     before = loss_before.detach().double().cpu().numpy()
     return float(np.mean(after <= before + 1e-6 * np.abs(before)))
-
-
-class TaskEvaluator:
-    """Per-task metrics of a run on multi-task data (FMOL).
-
-    Every evaluation also measures the global model's per-task training loss on every client's
-    train split (the objective the FMGDA paper plots), normalised by the initial model's
-    (``train/task{s}_loss_norm``); ``summary`` gives the rounds until each task's (and every
-    task's) training loss is below ``threshold`` (the paper's Table 2).
-    """
-
-    def __init__(self, model: nn.Module, data: FederatedData, w0: Tensor, threshold: float):
-        self.threshold = float(threshold)
-        self.num_tasks = data.num_tasks
-        self.regression = data.task == "multitask_regression"
-        ev = evaluate_clients(model, data, "train", w0)
-        self.reference = self._task_losses(ev, data)
-
-    @staticmethod
-    def _task_losses(ev: ClientEval, data: FederatedData) -> np.ndarray:
-        held = np.ones(ev.loss.shape, bool) if data.task_mask is None else data.task_mask.cpu().numpy()
-        held = held & (ev.count > 0)[:, None]
-        return np.array([ev.loss[held[:, t], t].mean() if held[:, t].any() else np.nan
-                         for t in range(ev.loss.shape[1])])
-
-    def split_metrics(self, ev: ClientEval, data: FederatedData, prefix: str,
-                      normalise: bool = False) -> dict[str, float]:
-        mask = None if data.task_mask is None else data.task_mask.cpu().numpy()
-        return task_metrics(ev.loss, ev.acc, ev.count, mask, prefix, self.regression,
-                            self.reference if normalise else None)
-
-    def train_metrics(self, model: nn.Module, data: FederatedData, params: Tensor) -> dict[str, float]:
-        ev = evaluate_clients(model, data, "train", params)
-        out = self.split_metrics(ev, data, "train", normalise=True)
-        out.pop("train/loss_mean")     # that column is the cohort's loss before training
-        return out
-
-    def summary(self, rows: list[dict]) -> dict[str, float]:
-        return rounds_to_threshold(rows, self.num_tasks, self.threshold, "train")

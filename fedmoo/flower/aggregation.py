@@ -2,7 +2,7 @@
 
 ``ServerRule`` keeps an algorithm's ``ServerState`` and turns one round of client replies (the
 trained parameter arrays, the number of training samples and the metrics the client reported)
-into the ``Cohort`` of DESIGN.md: flat pseudo-gradients ``g_k = w_t - w_k`` over the exchanged
+into the ``Cohort`` of docs/architecture.md: flat pseudo-gradients ``g_k = w_t - w_k`` over the exchanged
 arrays, ``num_samples``, ``loss_before`` / ``loss_after`` / ``acc_before`` and the client's
 learning rate. It then applies the algorithm's own ``server_update``, so a Flower deployment
 computes exactly the next global model a ``fedmoo run`` would compute from the same cohort.

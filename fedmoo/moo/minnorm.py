@@ -38,8 +38,8 @@ def box_bounds(lam0: Tensor, eps: float) -> tuple[Tensor, Tensor]:
 def ridge(g: Tensor) -> float:
     """The ridge added to a Gram matrix ``g [K, K]``: ``1e-12 * trace(g) / K`` (1e-12 if g = 0).
 
-    Relative to the mean squared norm, so tiny updates are not swamped by it (ALGORITHMS.md's
-    ``1e-12 (trace/K + 1)`` would dominate G once the updates' norms fall below ~1e-5).
+    Relative to the mean squared norm, so tiny updates are not swamped by it (an absolute part, as
+    in ``1e-12 (trace/K + 1)``, would dominate G once the updates' norms fall below ~1e-5).
     """
     mean_sq = float(g.trace()) / g.shape[0]
     return 1e-12 * (mean_sq if mean_sq > 0 else 1.0)

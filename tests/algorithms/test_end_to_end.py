@@ -9,7 +9,7 @@ import math
 import pytest
 
 from fedmoo.algorithms import names
-from fedmoo.runner import run
+from fedmoo.run.loop import run
 from tests.algorithms.test_registry import yaml_algo
 from tests.conftest import small_cfg
 

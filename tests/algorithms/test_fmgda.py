@@ -9,7 +9,7 @@ import torch
 
 from fedmoo.algorithms import get
 from fedmoo.errors import UserError
-from fedmoo.runner import run
+from fedmoo.run.loop import run
 from fedmoo.state import Cohort
 from tests.conftest import small_cfg
 

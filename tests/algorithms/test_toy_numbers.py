@@ -1,4 +1,4 @@
-"""The hand-computed toy numbers of ALGORITHMS.md, one server round each (w_t = 0 so w_{t+1} = -step)."""
+"""Hand-computed toy numbers (from the algorithm specification), one server round each (w_t = 0 so w_{t+1} = -step)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import torch
 from fedmoo import attacks
 from fedmoo.attacks.label_flip import label_permutation
 from fedmoo.errors import UserError
-from fedmoo.runner import ClientSampler
+from fedmoo.run.sampler import ClientSampler
 from fedmoo.state import ClientSpec, Cohort
 
 CONF = Path(attacks.__file__).parents[1] / "conf" / "attack"

@@ -9,7 +9,7 @@ import pytest
 from fedmoo import algorithms, attacks
 from fedmoo.attacks.bias import Bias
 from fedmoo.errors import DivergenceError
-from fedmoo.runner import run
+from fedmoo.run.loop import run
 from tests.algorithms.test_registry import yaml_algo
 from tests.conftest import small_cfg
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from fedmoo.errors import UserError
-from fedmoo.jobs import config_keys, find_jobs
-from fedmoo.tables import build_table, load_spec, main, pivot, render
-from tests.test_tables import _job
+from fedmoo.report.jobs import config_keys, find_jobs
+from fedmoo.report.tables import build_table, load_spec, main, pivot, render
+from tests.report.test_tables import _job
 
 ROW = "+row/robustness/matrix"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fedmoo.config import compose
-from fedmoo.tables import load_spec
+from fedmoo.cli.config import compose
+from fedmoo.report.tables import load_spec
 
 CONF = Path(__file__).resolve().parents[2] / "fedmoo" / "conf"
 EXPERIMENTS = ["fedmgda_plus/adult_bias", "fedmgda_plus/cifar10_scaling", "robustness/matrix"]

@@ -1,4 +1,4 @@
-"""Whole runs through ``fedmoo.runner.run``: engine=batched gives the sequential engine's models.
+"""Whole runs through ``fedmoo.run.loop.run``: engine=batched gives the sequential engine's models.
 
 The run is made float64 by wrapping the model and data builders (the runner itself is unchanged);
 every round's global model, the last cohort and the logged metrics must agree.
@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedmoo import algorithms, runner
+from fedmoo import algorithms
+from fedmoo.run import loop, setup
 from fedmoo.errors import UserError
 from tests.conftest import small_cfg
 from tests.engine.helpers import rel
@@ -19,16 +20,16 @@ TOL = 1e-10
 
 def _recording_run(monkeypatch, tmp_path, cfg):
     """Run ``cfg`` in float64; return the global model at the start of every round and the rows."""
-    build_model, load = runner.models.build, runner.fdata.load_federated
-    monkeypatch.setattr(runner.models, "build", lambda *a, **k: build_model(*a, **k).double())
+    build_model, load = setup.models.build, setup.fdata.load_federated
+    monkeypatch.setattr(setup.models, "build", lambda *a, **k: build_model(*a, **k).double())
 
     def load64(*a, **k):
         fed = load(*a, **k)
         fed.x = fed.x.double()
         return fed
 
-    monkeypatch.setattr(runner.fdata, "load_federated", load64)
-    build_engine, seen = runner.fengine.build, []
+    monkeypatch.setattr(setup.fdata, "load_federated", load64)
+    build_engine, seen = setup.fengine.build, []
 
     def build(*a, **k):
         eng = build_engine(*a, **k)
@@ -42,8 +43,8 @@ def _recording_run(monkeypatch, tmp_path, cfg):
         eng.train = recorded
         return eng
 
-    monkeypatch.setattr(runner.fengine, "build", build)
-    result = runner.run(cfg, tmp_path)
+    monkeypatch.setattr(setup.fengine, "build", build)
+    result = loop.run(cfg, tmp_path)
     monkeypatch.undo()
     return seen, result.rows
 
@@ -101,7 +102,7 @@ def test_runs_agree_other_algorithms(monkeypatch, tmp_path, algo):
 ])
 def test_bad_engine_config_is_a_user_error(tmp_path, engine, needle):
     with pytest.raises(UserError, match=needle):
-        runner.run(small_cfg(engine=engine), tmp_path)
+        loop.run(small_cfg(engine=engine), tmp_path)
 
 
 def test_models_the_batched_engine_cannot_run_are_refused():
@@ -120,20 +121,20 @@ def test_engine_auto_is_sequential_on_the_cpu_and_batched_on_cuda(tmp_path):
     from fedmoo.engine import resolve_auto
     from fedmoo.models.linear import MLP
 
-    runner.run(small_cfg(engine="auto", rounds=1), tmp_path)
+    loop.run(small_cfg(engine="auto", rounds=1), tmp_path)
     assert json.loads((tmp_path / "summary.json").read_text())["engine"] == "sequential"
     assert resolve_auto(MLP((4,), 3), "cuda") == "batched"
     assert resolve_auto(MLP((4,), 3), "cpu") == "sequential"
     bn = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
     assert resolve_auto(bn, "cuda") == "sequential"       # running statistics: the reference loop
     with pytest.raises(UserError, match="engine.compile is not an option of engine=auto"):
-        runner.run(small_cfg(engine={"name": "auto", "compile": True}), tmp_path / "x")
+        loop.run(small_cfg(engine={"name": "auto", "compile": True}), tmp_path / "x")
 
 
 def test_summary_names_the_batched_program(tmp_path):
     import json
 
-    runner.run(small_cfg(engine="batched", rounds=1), tmp_path)
+    loop.run(small_cfg(engine="batched", rounds=1), tmp_path)
     assert json.loads((tmp_path / "summary.json").read_text())["engine"] == "batched (lockstep program)"
 
 

@@ -14,9 +14,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from fedmoo import algorithms, checkpoint
+from fedmoo import algorithms
+from fedmoo.run import checkpoint
 from fedmoo import engine as fengine
-from fedmoo.runner import run
+from fedmoo.run.loop import run
 from fedmoo.state import ServerState
 from tests.conftest import ROOT, small_cfg
 from tests.reliability.helpers import ONE_THREAD, SMALL, rows_without_time, summary

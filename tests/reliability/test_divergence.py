@@ -9,7 +9,8 @@ import torch
 
 from fedmoo import engine as fengine
 from fedmoo.errors import DivergenceError
-from fedmoo.runner import check_diverged, run
+from fedmoo.run.guards import check_diverged
+from fedmoo.run.loop import run
 from tests.conftest import small_cfg
 from tests.reliability.helpers import ONE_THREAD, SMALL, rows_without_time, summary
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedmoo.cli import group_options
+from fedmoo.cli.groups import group_options
 from tests.reliability.helpers import ONE_THREAD, SMALL, assert_no_result
 
 

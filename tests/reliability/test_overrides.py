@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fedmoo.cli import GROUPS
-from fedmoo.overrides import check_new_keys, normalize
+from fedmoo.cli.groups import GROUPS
+from fedmoo.cli.overrides import check_new_keys, normalize
 
 
 def test_hydra_options_move_first_and_group_booleans_are_quoted():

@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from fedmoo import models
-from fedmoo.app import record_failure
+from fedmoo.run.rundir import record_failure
 from fedmoo.errors import UserError
-from fedmoo.runner import run
+from fedmoo.run.loop import run
 from tests.conftest import small_cfg
 
 

@@ -31,6 +31,6 @@ def test_only_fedmoo_classes_are_instantiated_from_configs():
         targets += re.findall(r"_target_:\s*(\S+)", path.read_text())
     for path in PKG.rglob("*.py"):
         assert "hydra.utils.instantiate" not in path.read_text(), path
-    assert "fedmoo.callbacks.SweepReport" in targets
+    assert "fedmoo.run.callbacks.SweepReport" in targets
     for t in targets:  # fedmoo's own classes, or the standard Hydra launcher plugins
         assert t.startswith(("fedmoo.", "hydra_plugins.")), t

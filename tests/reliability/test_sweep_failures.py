@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from fedmoo import callbacks, runner
 from fedmoo import cli as fcli
+from fedmoo.run import callbacks, loop
 from tests.reliability.helpers import ONE_THREAD, SMALL, summary
 
 
@@ -51,14 +51,14 @@ def in_process_hydra(monkeypatch, tmp_path):
 
 def test_a_crashing_job_is_recorded_and_the_sweep_continues(tmp_path, monkeypatch,
                                                              in_process_hydra):
-    real_run = runner.run
+    real_run = loop.run
 
     def run(cfg, run_dir):  # a bug that hits only the job with seed=1
         if cfg["seed"] == 1:
             raise RuntimeError("bug in an algorithm")
         return real_run(cfg, run_dir)
 
-    monkeypatch.setattr(runner, "run", run)
+    monkeypatch.setattr(loop, "run", run)
     code = fcli.main(["run", "-m", *SMALL, "rounds=1", "seed=0,1,2",
                       f"hydra.sweep.dir={tmp_path / 'sw'}"])
     assert code == 1

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from fedmoo.errors import UserError
-from fedmoo.gpu_lease import lease_device, try_acquire, visible_gpu_count
+from fedmoo.run.gpu_lease import lease_device, try_acquire, visible_gpu_count
 from tests.conftest import ROOT
 
 
@@ -93,7 +93,7 @@ def test_parallel_processes_get_different_gpus(tmp_path):
     locks = tmp_path / "locks"
     script = textwrap.dedent(f"""
         import sys, time
-        from fedmoo.gpu_lease import lease_device
+        from fedmoo.run.gpu_lease import lease_device
         with lease_device("auto", num_gpus=3, lock_dir={str(locks)!r}) as dev:
             print(dev, time.monotonic(), flush=True)
             time.sleep(1.0)
@@ -115,7 +115,7 @@ def test_parallel_processes_get_different_gpus(tmp_path):
 
 def test_parent_process_does_no_cuda_work():
     """Resolving the launcher's ${fedmoo.gpus:} (what a sweep's parent does) imports no torch."""
-    code = ("import sys, fedmoo.app; from omegaconf import OmegaConf; "
+    code = ("import sys, fedmoo.cli.app; from omegaconf import OmegaConf; "
             "c = OmegaConf.create({'n': '${fedmoo.gpus:}'}); "
             "print(c.n, 'torch' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "0,1"}

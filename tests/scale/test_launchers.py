@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fedmoo.launchers import plugin_available
+from fedmoo.run.launchers import plugin_available
 
 TINY = ["rounds=2", "num_clients=6", "clients_per_round=3", "data.max_samples=100",
         "progress=false"]
@@ -17,7 +17,7 @@ def _hydra_cfg(*overrides):
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    import fedmoo.app  # noqa: F401  registers ${fedmoo.gpus:}
+    import fedmoo.cli.app  # noqa: F401  registers ${fedmoo.gpus:}
 
     GlobalHydra.instance().clear()
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fedmoo import data as fdata
-from fedmoo import prepare
+from fedmoo.cli import prepare
 from fedmoo.data.synthetic import generate
 from fedmoo.errors import UserError
 

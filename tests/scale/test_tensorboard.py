@@ -7,7 +7,7 @@ import csv
 import pytest
 
 from fedmoo.errors import UserError
-from fedmoo.runner import run
+from fedmoo.run.loop import run
 from tests.conftest import small_cfg
 
 pytest.importorskip("tensorboard", reason="tensorboard is not installed (fedmoo[tensorboard])")

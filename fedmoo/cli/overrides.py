@@ -8,9 +8,46 @@ from __future__ import annotations
 
 import difflib
 import re
-from pathlib import Path
 
-CONF_DIR = Path(__file__).parent / "conf"
+from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
+
+
+def check_overrides(args: list[str]) -> str | None:
+    """Reject `group=option` overrides that name no option (Hydra's own message is a traceback-
+    like block); returns an error message or None."""
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, _, value = arg.partition("=")
+        key = key.lstrip("+~")
+        is_row = key.startswith("row/")   # a paper table's rows: conf/row/<paper>/<table>/
+        if (key not in GROUPS and not is_row) or value in ("", "null"):
+            continue
+        options = group_options(key)
+        where = f"fedmoo/conf/{key}/" if is_row else f"`fedmoo list {key}`"
+        for choice in value.split(","):
+            choice = choice.strip().strip("'\"")
+            if choice.startswith(("range(", "choice(", "glob(", "interval(")):
+                continue
+            if choice not in options:
+                return (f"unknown {key} {choice!r}; choose one of: "
+                        f"{', '.join(options) or '(no such row group)'} (see {where})")
+    return None
+
+
+def aliases(args: list[str]) -> list[str]:
+    """``debug=true`` / ``debug=false`` (Hydra would read a boolean, not a group option)."""
+    out = []
+    for a in args:
+        if a.lower() == "debug=true":
+            out.append("debug=traceback")
+        elif a.lower() != "debug=false":
+            out.append(a)
+    return out
+
+
+def wants_traceback(args: list[str]) -> bool:
+    return any(a.lstrip("+") in ("debug=traceback", "traceback=true") for a in args)
 
 
 def top_level_keys(groups: tuple[str, ...]) -> set[str]:
@@ -127,12 +164,12 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
 
 def from_hydra(e: BaseException) -> bool:
     """Whether an exception comes from Hydra / OmegaConf / creating the output directory (a
-    user mistake) rather than from the job, which fedmoo.app handles itself (anything else
+    user mistake) rather than from the job, which fedmoo.cli.app handles itself (anything else
     escaping from it is a bug, shown with its traceback)."""
     tb = e.__traceback__
     while tb is not None:
         module = tb.tb_frame.f_globals.get("__name__", "")
-        if module.startswith("fedmoo.") and module != "fedmoo.cli":
+        if module.startswith("fedmoo.") and module != "fedmoo.cli.main":
             return False
         tb = tb.tb_next
     return True

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fedmoo.metrics import accuracy_metrics, angle_to_uniform, kl_to_uniform, tail_mean
+from fedmoo.report.metrics import accuracy_metrics, angle_to_uniform, kl_to_uniform, tail_mean
 
 
 def test_suite_on_four_clients():

@@ -10,7 +10,7 @@ from fedmoo import data as fdata, models
 from fedmoo.engine.common import forward_stats
 from fedmoo.engine.evaluate import improved_fraction
 from fedmoo.params import get_flat
-from fedmoo.runner import run
+from fedmoo.run.loop import run
 from tests.conftest import small_cfg
 
 

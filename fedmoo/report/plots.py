@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from fedmoo.errors import UserError
-from fedmoo.jobs import Job, config_keys, find_jobs, group_jobs
+from fedmoo.report.jobs import Job, config_keys, find_jobs, group_jobs
 
 
 def _label(keys, values) -> str:

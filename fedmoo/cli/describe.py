@@ -12,7 +12,8 @@ import json
 import sys
 from typing import Any
 
-from fedmoo.config import compose
+from fedmoo.cli.config import compose
+from fedmoo.cli.overrides import check_overrides
 from fedmoo.errors import UserError
 
 USAGE = "fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]"
@@ -125,8 +126,6 @@ def main(args: list[str]) -> int:
     p.add_argument("--plot", metavar="FILE.png", help="draw the clients x classes label heat map")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for `fedmoo run`")
     ns = p.parse_args(args)
-    from fedmoo.cli import check_overrides
-
     err = check_overrides(ns.overrides)
     try:
         if err:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from fedmoo.config import compose
-from fedmoo.describe import describe
+from fedmoo.cli.config import compose
+from fedmoo.cli.describe import describe
 
 
 def test_describe_json_schema_on_digits(cli):
@@ -80,7 +80,7 @@ def test_dataset_configs_compose(overrides, want):
 
 
 def test_every_dataset_config_builds_its_default_model():
-    from fedmoo.cli import group_options
+    from fedmoo.cli.groups import group_options
 
     for data in group_options("data"):
         info = describe(compose([f"data={data}"]), model_only=True)

@@ -1,4 +1,4 @@
-"""Command-line interface: ``fedmoo run|list`` (``run`` hands its arguments to Hydra).
+"""``fedmoo <command>``: argparse dispatch (``run`` hands its arguments to Hydra in cli.app).
 
 Torch is imported lazily so ``fedmoo --help`` and ``fedmoo list`` are instant.
 """
@@ -9,12 +9,9 @@ import argparse
 import os
 import sys
 import traceback
-from pathlib import Path
 
+from fedmoo.cli.groups import GROUPS, group_options
 from fedmoo.errors import UserError
-
-CONF_DIR = Path(__file__).parent / "conf"
-GROUPS = ("algo", "data", "partition", "model", "client", "attack", "experiment", "debug")
 
 HELP = """usage: fedmoo <command> [args]
 
@@ -45,83 +42,23 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def group_options(group: str) -> dict[str, str]:
-    """Options of a config group (nested folders give ``sub/name``) with their descriptions."""
-    root = CONF_DIR / group
-    out: dict[str, str] = {}
-    if not root.is_dir():
-        return out
-    for path in sorted(root.rglob("*.yaml")):
-        name = path.relative_to(root).with_suffix("").as_posix()
-        out[name] = describe_yaml(path)
-    return out
-
-
-def describe_yaml(path: Path) -> str:
-    """The first comment line of a YAML file that is not a Hydra directive."""
-    for line in path.read_text().splitlines():
-        s = line.strip()
-        if not s.startswith("#"):
-            break
-        text = s.lstrip("#").strip()
-        if text and not text.startswith("@package"):
-            return text
-    return ""
-
-
-def check_overrides(args: list[str]) -> str | None:
-    """Reject `group=option` overrides that name no option (Hydra's own message is a traceback-
-    like block); returns an error message or None."""
-    for arg in args:
-        if arg.startswith("-") or "=" not in arg:
-            continue
-        key, _, value = arg.partition("=")
-        key = key.lstrip("+~")
-        is_row = key.startswith("row/")   # a paper table's rows: conf/row/<paper>/<table>/
-        if (key not in GROUPS and not is_row) or value in ("", "null"):
-            continue
-        options = group_options(key)
-        where = f"fedmoo/conf/{key}/" if is_row else f"`fedmoo list {key}`"
-        for choice in value.split(","):
-            choice = choice.strip().strip("'\"")
-            if choice.startswith(("range(", "choice(", "glob(", "interval(")):
-                continue
-            if choice not in options:
-                return (f"unknown {key} {choice!r}; choose one of: "
-                        f"{', '.join(options) or '(no such row group)'} (see {where})")
-    return None
-
-
-def _aliases(args: list[str]) -> list[str]:
-    """``debug=true`` / ``debug=false`` (Hydra would read a boolean, not a group option)."""
-    out = []
-    for a in args:
-        if a.lower() == "debug=true":
-            out.append("debug=traceback")
-        elif a.lower() != "debug=false":
-            out.append(a)
-    return out
-
-
-def _wants_traceback(args: list[str]) -> bool:
-    return any(a.lstrip("+") in ("debug=traceback", "traceback=true") for a in args)
-
-
 def cmd_run(args: list[str]) -> int:
-    from fedmoo import overrides
-    from fedmoo.launchers import check_launcher
+    from fedmoo.cli import overrides
+    from fedmoo.run.launchers import check_launcher
 
-    args = _aliases(args)
-    err = check_overrides(args) or overrides.check_new_keys(args, GROUPS) or check_launcher(args)
+    args = overrides.aliases(args)
+    err = (overrides.check_overrides(args) or overrides.check_new_keys(args, GROUPS)
+           or check_launcher(args))
     if err:
         return _fail(err)
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from fedmoo import app, callbacks
-    from fedmoo.errors import DivergenceError, UserError
+    from fedmoo.cli import app
+    from fedmoo.errors import DivergenceError
+    from fedmoo.run import callbacks
 
-    trace = _wants_traceback(args) or bool(os.environ.get("HYDRA_FULL_ERROR"))
+    trace = overrides.wants_traceback(args) or bool(os.environ.get("HYDRA_FULL_ERROR"))
     # Make Hydra raise its composition errors (instead of printing a block and exiting with 1)
     # so they become one line and exit status 2 here.
     os.environ["HYDRA_FULL_ERROR"] = "1"
@@ -156,25 +93,25 @@ def cmd_list(args: list[str]) -> int:
 
 
 def cmd_prepare(args: list[str]) -> int:
-    from fedmoo import prepare
+    from fedmoo.cli import prepare
 
     return prepare.main(args)
 
 
 def cmd_describe(args: list[str]) -> int:
-    from fedmoo import describe
+    from fedmoo.cli import describe
 
     return describe.main(args)
 
 
 def cmd_table(args: list[str]) -> int:
-    from fedmoo import tables
+    from fedmoo.report import tables
 
     return tables.main(args)
 
 
 def cmd_plot(args: list[str]) -> int:
-    from fedmoo import plots
+    from fedmoo.report import plots
 
     return plots.main(args)
 

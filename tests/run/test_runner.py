@@ -7,7 +7,8 @@ import csv
 import pytest
 
 from fedmoo.errors import UserError
-from fedmoo.runner import ClientSampler, run
+from fedmoo.run.loop import run
+from fedmoo.run.sampler import ClientSampler
 from tests.conftest import small_cfg
 
 TIME_COLS = ("time/round_s", "time/elapsed_s")

@@ -2,7 +2,7 @@
 
 Exit statuses of a single run: 0 done (or already done), 2 user error, 3 diverged, 128 + signal
 when SIGTERM/SIGINT stopped it after a checkpoint. In a multirun a failing job records its
-failure in its summary.json and the sweep goes on (fedmoo.callbacks reports the failures).
+failure in its summary.json and the sweep goes on (fedmoo.run.callbacks reports the failures).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from fedmoo.gpu_lease import lease_device, register_resolvers
+from fedmoo.run.gpu_lease import lease_device, register_resolvers
 
 register_resolvers()  # ${fedmoo.gpus:} in hydra/launcher/local_gpus.yaml
 
@@ -42,29 +42,13 @@ def _report(result) -> None:
     print(f"results: {result.run_dir}")
 
 
-def record_failure(run_dir: Path, message: str, error: str, trace: str | None = None) -> None:
-    """Write ``status: failed`` to summary.json, unless it holds a finished or interrupted run
-    (a bad re-run must not erase a good result). Best effort: the directory may be unwritable."""
-    from fedmoo.results import read_summary, write_json
-
-    old = read_summary(run_dir / "summary.json")
-    if old is not None and old.get("status") != "failed":
-        return
-    out = {"status": "failed", "message": message, "error": error}
-    if trace:
-        out["traceback"] = trace
-    try:
-        write_json(run_dir / "summary.json", out)
-    except OSError:
-        pass
-
-
-@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+@hydra.main(config_path="pkg://fedmoo.conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     from fedmoo.errors import DivergenceError, RunInterrupted, UserError
+    from fedmoo.run.rundir import record_failure  # imports torch: not before a job runs
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
@@ -75,10 +59,10 @@ def main(cfg: DictConfig) -> float | None:
             container = OmegaConf.to_container(cfg, resolve=True)
         except OmegaConfBaseException as e:
             raise UserError(f"invalid configuration: {str(e).splitlines()[0]}") from None
-        from fedmoo.runner import run
+        from fedmoo.run import loop
 
         with lease_device(container.get("device", "auto")) as device:
-            result = run({**container, "device": device}, run_dir)
+            result = loop.run({**container, "device": device}, run_dir)
     except RunInterrupted as e:
         # Stop the whole sweep too: re-running the command resumes every job.
         print(f"fedmoo: {e}", file=sys.stderr)

@@ -20,9 +20,9 @@ import numpy as np
 import yaml
 
 from fedmoo.errors import UserError
-from fedmoo.jobs import Job, config_keys, find_jobs, group_jobs
+from fedmoo.report.jobs import Job, config_keys, find_jobs, group_jobs
 
-TABLE_DIR = Path(__file__).parent / "conf" / "table"
+TABLE_DIR = Path(__file__).resolve().parents[1] / "conf" / "table"
 DEFAULT_METRICS = ["test/acc_mean", "test/acc_std", "test/acc_worst10", "test/acc_best10"]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from fedmoo.results import read_summary
+from fedmoo.report.results import read_summary
 
 # Job directories of the last sweep of this process that failed or left no result; the CLI
 # turns a non-empty list into exit status 1.

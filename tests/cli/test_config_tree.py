@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fedmoo import algorithms, attacks, data as fdata, models
-from fedmoo.cli import describe_yaml, group_options
-from fedmoo.config import compose
+from fedmoo.cli.groups import describe_yaml, group_options
+from fedmoo.cli.config import compose
 from fedmoo.data import partition as fpartition
 
 
@@ -57,6 +57,6 @@ def test_global_presets_compose(name):
 def test_every_yaml_has_a_description():
     for group in ("algo", "data", "partition", "model", "client", "attack", "experiment", "debug"):
         for name in group_options(group):
-            from fedmoo.cli import CONF_DIR
+            from fedmoo.cli.groups import CONF_DIR
 
             assert describe_yaml(CONF_DIR / group / f"{name}.yaml"), f"{group}/{name}.yaml"

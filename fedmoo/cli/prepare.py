@@ -74,7 +74,7 @@ def expand(overrides: list[str], multirun: bool) -> list[list[str]]:
 
 def datasets(jobs: list[list[str]]) -> list[tuple[dict[str, Any], str]]:
     """Distinct (data config, data_dir) pairs of the jobs, in first-seen order."""
-    from fedmoo.config import compose
+    from fedmoo.cli.config import compose
 
     seen: dict[str, tuple[dict[str, Any], str]] = {}
     for job in jobs:
@@ -93,9 +93,9 @@ def main(args: list[str]) -> int:
     p.add_argument("overrides", nargs="*", help="the same overrides as `fedmoo run`")
     ns = p.parse_args(args)
 
-    from fedmoo.cli import _aliases, check_overrides
+    from fedmoo.cli.overrides import aliases, check_overrides
 
-    overrides = _aliases(ns.overrides)
+    overrides = aliases(ns.overrides)
     err = check_overrides(overrides)
     if err:
         raise UserError(err)

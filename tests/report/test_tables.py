@@ -9,8 +9,8 @@ import json
 import pytest
 import yaml
 
-from fedmoo.jobs import config_keys, find_jobs
-from fedmoo.tables import build_table, render
+from fedmoo.report.jobs import config_keys, find_jobs
+from fedmoo.report.tables import build_table, render
 
 
 def _job(root, name, overrides, seed, final, status="completed", rounds=None, clients=None):

@@ -1,0 +1,130 @@
+"""The metrics row of an evaluated round, clients_rounds.csv blocks and clients.csv rows.
+
+Column names are the report layer's (``fedmoo.report.metrics``); the numbers come from the
+engine's per-client evaluation (``fedmoo.engine.evaluate``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from torch import Tensor, nn
+
+from fedmoo.data.federated import FederatedData
+from fedmoo.engine.evaluate import ClientEval, evaluate_clients, improved_fraction
+from fedmoo.report.metrics import accuracy_metrics, group_metrics, rounds_to_threshold, task_metrics
+
+
+class TaskEvaluator:
+    """Per-task metrics of a run on multi-task data (FMOL).
+
+    Every evaluation also measures the global model's per-task training loss on every client's
+    train split (the objective the FMGDA paper plots), normalised by the initial model's
+    (``train/task{s}_loss_norm``); ``summary`` gives the rounds until each task's (and every
+    task's) training loss is below ``threshold`` (the paper's Table 2).
+    """
+
+    def __init__(self, model: nn.Module, data: FederatedData, w0: Tensor, threshold: float):
+        self.threshold = float(threshold)
+        self.num_tasks = data.num_tasks
+        self.regression = data.task == "multitask_regression"
+        ev = evaluate_clients(model, data, "train", w0)
+        self.reference = self._task_losses(ev, data)
+
+    @staticmethod
+    def _task_losses(ev: ClientEval, data: FederatedData) -> np.ndarray:
+        held = np.ones(ev.loss.shape, bool) if data.task_mask is None else data.task_mask.cpu().numpy()
+        held = held & (ev.count > 0)[:, None]
+        return np.array([ev.loss[held[:, t], t].mean() if held[:, t].any() else np.nan
+                         for t in range(ev.loss.shape[1])])
+
+    def split_metrics(self, ev: ClientEval, data: FederatedData, prefix: str,
+                      normalise: bool = False) -> dict[str, float]:
+        mask = None if data.task_mask is None else data.task_mask.cpu().numpy()
+        return task_metrics(ev.loss, ev.acc, ev.count, mask, prefix, self.regression,
+                            self.reference if normalise else None)
+
+    def train_metrics(self, model: nn.Module, data: FederatedData, params: Tensor) -> dict[str, float]:
+        ev = evaluate_clients(model, data, "train", params)
+        out = self.split_metrics(ev, data, "train", normalise=True)
+        out.pop("train/loss_mean")     # that column is the cohort's loss before training
+        return out
+
+    def summary(self, rows: list[dict]) -> dict[str, float]:
+        return rounds_to_threshold(rows, self.num_tasks, self.threshold, "train")
+
+
+class RoundEvaluator:
+    """Evaluates the model an algorithm reports (``algo.eval_params``) the way the config asks:
+    on ``eval_split``, per attack group, per extra model of the algorithm, per task."""
+
+    def __init__(self, cfg: dict[str, Any], algo, model: nn.Module, federation: FederatedData,
+                 groups: dict[str, np.ndarray], w0: Tensor):
+        self.algo, self.model, self.data, self.groups = algo, model, federation, groups or {}
+        self.split = cfg.get("eval_split", "test")
+        self.track_improved = bool(cfg.get("track_improved", True))
+        self.tasks = (TaskEvaluator(model, federation, w0, cfg.get("loss_threshold", 0.01))
+                      if federation.num_tasks else None)
+        self.last: tuple[int, ClientEval] | None = None   # (round, evaluation) of the last row
+
+    def _metrics(self, ev: ClientEval, prefix: str) -> dict[str, float]:
+        if self.tasks is not None:     # multi-task data: per-task columns
+            return self.tasks.split_metrics(ev, self.data, prefix)
+        return accuracy_metrics(ev.acc, ev.correct, ev.count, ev.loss, prefix=prefix)
+
+    def row(self, done: int, state, ids: Tensor, trained, cohort,
+            diag: dict[str, float]) -> dict[str, Any]:
+        """The rounds.csv row of round ``done`` (without its time columns)."""
+        params = self.algo.eval_params(state)
+        ev = evaluate_clients(self.model, self.data, self.split, params)
+        row: dict[str, Any] = {"round": done, **self._metrics(ev, self.split)}
+        if self.tasks is None:
+            for name, mask in self.groups.items():  # e.g. benign / attackers (attack.groups)
+                row.update(group_metrics(ev.acc, ev.correct, ev.count, ev.loss, mask, prefix=name))
+        for name, extra in self.algo.extra_eval_params(state).items():
+            row.update(self._metrics(evaluate_clients(self.model, self.data, self.split, extra),
+                                     name))
+        if self.tasks is not None:
+            row.update(self.tasks.train_metrics(self.model, self.data, params))
+        row["train/loss_mean"] = float(cohort.loss_before.mean())
+        if self.track_improved and self.tasks is None:  # measured, not reported, losses
+            row["round/improved_frac"] = improved_fraction(
+                self.model, self.data, state.w, ids, trained.loss_before)
+        row.update(diag)
+        self.last = (done, ev)
+        return row
+
+    def log_clients(self, writer, done: int, state) -> None:
+        """One clients_rounds.csv block; reuses this round's evaluation when there was one."""
+        params = self.algo.eval_params(state)
+        test = self.last[1] if self.last is not None and self.last[0] == done else \
+            evaluate_clients(self.model, self.data, self.split, params)
+        train = evaluate_clients(self.model, self.data, "train", params)
+        writer.log(done, test.acc, test.loss, train.loss)
+
+    def summary(self, rows: list[dict[str, Any]]) -> dict[str, float]:
+        return self.tasks.summary(rows) if self.tasks is not None else {}
+
+    def clients_rows(self, state) -> list[dict[str, Any]]:
+        """clients.csv: each client's sizes, accuracy and loss (per task on multi-task data)."""
+        ev = evaluate_clients(self.model, self.data, self.split, self.algo.eval_params(state))
+        fed = self.data
+        tr = fed.train.sizes.cpu().numpy()
+        te = fed.split(self.split).sizes.cpu().numpy()
+        names = fed.client_names
+        return [
+            {"client": k, **({"name": names[k]} if names else {}), "num_train": int(tr[k]),
+             f"num_{self.split}": int(te[k]), "accuracy": float(np.mean(ev.acc[k])),
+             "loss": float(np.mean(ev.loss[k])), **_task_columns(ev, k)}
+            for k in range(fed.num_clients)
+        ]
+
+
+def _task_columns(ev: ClientEval, k: int) -> dict[str, float]:
+    """Per-task accuracy and loss of client k on multi-task data (``accuracy`` / ``loss`` are then
+    the means over all tasks)."""
+    if ev.loss.ndim == 1:
+        return {}
+    return {f"task{t}_{name}": float(v[k, t]) for t in range(ev.loss.shape[1])
+            for name, v in (("accuracy", ev.acc), ("loss", ev.loss))}

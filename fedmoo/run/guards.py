@@ -1,0 +1,87 @@
+"""Checks of a run: its knobs before any work starts, and divergence after every update."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedmoo.errors import DivergenceError, UserError
+
+
+def _int(cfg: dict, key: str, lo: int, what: str, allow_null: bool = False) -> int | None:
+    v = cfg.get(key)
+    if v is None and allow_null:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        null = " or null" if allow_null else ""
+        raise UserError(f"{key}={v!r} must be {what}{null}; e.g. {key}={max(lo, 1)}")
+    return v
+
+
+def _number(cfg: dict, key: str, lo: float, lo_open: bool, hi: float | None = None,
+            hi_open: bool = False, example: str = "") -> float:
+    v = cfg.get(key)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+    if ok:
+        ok = (v > lo if lo_open else v >= lo) and (hi is None or (v < hi if hi_open else v <= hi))
+    if not ok:
+        rng = f"{'(' if lo_open else '['}{lo}, {'inf' if hi is None else hi}{')' if hi_open or hi is None else ']'}"
+        raise UserError(f"{key}={v!r} must be a number in {rng}; e.g. {key}={example}")
+    return float(v)
+
+
+def check_config(cfg: dict) -> tuple[int, int]:
+    """Validate the run knobs and the local optimiser; returns (num_clients, clients_per_round)."""
+    _int(cfg, "seed", 0, "a non-negative integer")
+    _int(cfg, "rounds", 1, "a positive integer")
+    n = _int(cfg, "num_clients", 1, "a positive integer")
+    _int(cfg, "eval_every", 1, "a positive integer (evaluate every this many rounds)")
+    _int(cfg, "checkpoint_every", 0, "a non-negative integer (0 = no periodic checkpoint)")
+    if cfg.get("log_clients_every") is not None:
+        _int(cfg, "log_clients_every", 0, "a non-negative integer (0 = no clients_rounds.csv)")
+    k = _int(cfg, "clients_per_round", 1, "a positive integer", allow_null=True)
+    if k is None:
+        k = n
+    if k > n:
+        raise UserError(f"clients_per_round={k} is larger than num_clients={n}; "
+                        f"set clients_per_round<={n} (or null for all)")
+    if cfg.get("eval_split", "test") not in ("test", "val"):
+        raise UserError(f"eval_split={cfg.get('eval_split')!r} must be test or val")
+    if cfg.get("diverge_norm") is not None:
+        _number(cfg, "diverge_norm", 0.0, True, example="1e6 (or null for NaN/inf only)")
+    if cfg.get("resume", False) not in (True, False):
+        raise UserError(f"resume={cfg.get('resume')!r} must be true or false")
+    c = {f"client.{k}": v for k, v in cfg["client"].items()}
+    _number(c, "client.lr", 0.0, True, example="0.01")
+    for key in ("client.batch_size", "client.local_steps"):
+        if key in c:
+            _int(c, key, 1, "a positive integer", allow_null=True)
+    if "client.epochs" in c:
+        _int(c, "client.epochs", 1, "a positive integer")
+    if "client.momentum" in c:
+        _number(c, "client.momentum", 0.0, False, 1.0, hi_open=True, example="0.9")
+    if "client.weight_decay" in c:
+        _number(c, "client.weight_decay", 0.0, False, example="0.0001")
+    return n, k
+
+
+def check_diverged(w: torch.Tensor, losses: torch.Tensor | None, round_done: int,
+                   cfg: dict[str, Any]) -> None:
+    """Raise DivergenceError if the model or the clients' loss is not finite, or ``||w||``
+    exceeds ``diverge_norm``."""
+    limit = cfg.get("diverge_norm")
+    norm = float(torch.linalg.vector_norm(w.double()))
+    fix = (f"lower client.lr (now {cfg['client']['lr']}) or the server step size, "
+           f"or check the attack settings")
+    if not np.isfinite(norm):
+        what = "the global model is not finite"
+    elif losses is not None and not bool(torch.isfinite(losses).all()):
+        what = "the clients' training loss is not finite"
+    elif limit is not None and norm > float(limit):
+        what = f"the global model's norm {norm:.3g} exceeds diverge_norm={float(limit):g}"
+    else:
+        return
+    raise DivergenceError(f"training diverged in round {round_done}: {what}; {fix}")

@@ -1,0 +1,138 @@
+"""The run directory's lifecycle: one class that knows every file a run keeps there.
+
+A run opens its directory (write test; the finished result of an earlier identical run, or
+``resume=false`` discarding it), writes the federation's record (partition.npz, attack.json),
+resumes from and saves checkpoints (refusing a checkpoint of another configuration), and
+finishes with summary.json (always last, atomically) plus, on completion, clients.csv and
+model.pt. ``record_failure`` marks a job that failed before or outside the loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedmoo.errors import DivergenceError, RunInterrupted, UserError
+from fedmoo.report.results import read_summary, to_jsonable, write_csv, write_json
+from fedmoo.run import checkpoint
+
+# Files a run writes; ``resume=false`` deletes them before starting over.
+RESULT_FILES = ("summary.json", "rounds.csv", "clients.csv", "model.pt", checkpoint.FILENAME,
+                "partition.npz", "attack.json")
+FINISHED = ("completed", "diverged")
+
+
+class RunDir:
+    def __init__(self, path: str | Path, cfg: dict[str, Any]):
+        self.path = Path(path)
+        self.cfg = cfg
+        self.info: dict[str, Any] = {}   # the run's description, repeated in every summary
+        self.resumed_from = 0
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def open(self, resume: bool) -> dict[str, Any] | None:
+        """Make the directory usable; with ``resume``, the summary of this run's completed
+        result if it is already here (a diverged one raises its DivergenceError again); without,
+        discard whatever an earlier run left."""
+        self._write_test()
+        if not resume:
+            for name in RESULT_FILES:
+                self.file(name).unlink(missing_ok=True)
+            return None
+        summary = read_summary(self.file("summary.json"))
+        if summary is None or summary.get("status") not in FINISHED:
+            return None
+        self.check_same_config(summary.get("config") or {}, summary["status"], as_json=True)
+        if summary["status"] == "diverged":
+            raise DivergenceError(f"{summary.get('message')} (recorded by an earlier run in "
+                                  f"{self.path}; resume=false runs it again)")
+        return summary
+
+    def _write_test(self) -> None:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            probe = self.file(".fedmoo-write-test")
+            probe.write_text("")
+            probe.unlink()
+        except OSError as e:
+            raise UserError(f"output directory {self.path} is not writable ({e.strerror or e}); "
+                            "set hydra.run.dir (or hydra.sweep.dir) to a writable path") from None
+
+    def check_same_config(self, old: dict[str, Any], what: str, as_json: bool = False) -> None:
+        """Never mix two runs in one directory: ``old`` (read back from JSON with ``as_json``)
+        must be this run's configuration."""
+        new = checkpoint.run_config(self.cfg)
+        diff = checkpoint.config_diff(old, to_jsonable(new) if as_json else new)
+        if diff:
+            raise UserError(f"{self.path} already holds a {what} run of another configuration "
+                            f"({diff}); use another hydra.run.dir / hydra.sweep.dir, or "
+                            "resume=false to discard it")
+
+    def write_federation(self, attack, federation) -> None:
+        write_json(self.file("attack.json"), attack.describe())
+        federation.save_partition(self.file("partition.npz"))
+
+    def resume(self, state, device: torch.device) -> tuple[Any, list[dict[str, Any]], float]:
+        """(state, rows so far, compute seconds so far) from this run's checkpoint, if any; the
+        RNG states are restored too."""
+        ckpt = checkpoint.load(self.path, device)
+        if ckpt is None:
+            return state, [], 0.0
+        self.check_same_config(ckpt["config"], "checkpointed")
+        state = checkpoint.restore_state(ckpt, state)
+        checkpoint.set_rng_state(ckpt["rng"])
+        self.resumed_from = int(state.round)
+        return state, ckpt["rows"], float(ckpt["elapsed_s"])
+
+    def save_checkpoint(self, state, rows: list[dict[str, Any]], elapsed: float) -> Path:
+        return checkpoint.save(self.path, state, rows, self.cfg, elapsed)
+
+    def interrupted(self, stop, state, rows: list[dict[str, Any]], final: dict[str, Any],
+                    elapsed: float) -> None:
+        """Checkpoint, record ``status: interrupted`` and raise RunInterrupted."""
+        path = self.save_checkpoint(state, rows, elapsed)
+        msg = (f"stopped by {stop.name} after round {int(state.round)}; checkpoint saved to "
+               f"{path}; to continue, run the same command again in the same directory "
+               "(hydra.run.dir, or hydra.sweep.dir for -m)")
+        self.summary("interrupted", state, final, elapsed, msg)
+        raise RunInterrupted(msg, stop.signum)
+
+    def summary(self, status: str, state, final: dict[str, Any], wall: float,
+                message: str | None = None) -> None:
+        write_json(self.file("summary.json"), {
+            "status": status,
+            "message": message,
+            "rounds_completed": int(state.round),
+            "resumed_from": self.resumed_from,
+            "final": final,
+            "wall_time_s": wall,
+            **self.info,
+            "config": checkpoint.run_config(self.cfg),
+        })
+
+    def complete(self, state, final: dict[str, Any], wall: float,
+                 clients: list[dict[str, Any]], model: torch.nn.Module) -> None:
+        """clients.csv and model.pt, then summary.json; the checkpoint is no longer needed."""
+        write_csv(self.file("clients.csv"), clients)
+        checkpoint.save_model(self.file("model.pt"), model)
+        self.summary("completed", state, final, wall)
+        self.file(checkpoint.FILENAME).unlink(missing_ok=True)
+
+
+def record_failure(run_dir: Path, message: str, error: str, trace: str | None = None) -> None:
+    """Write ``status: failed`` to summary.json, unless it holds a finished or interrupted run
+    (a bad re-run must not erase a good result). Best effort: the directory may be unwritable."""
+    old = read_summary(Path(run_dir) / "summary.json")
+    if old is not None and old.get("status") != "failed":
+        return
+    out = {"status": "failed", "message": message, "error": error}
+    if trace:
+        out["traceback"] = trace
+    try:
+        write_json(Path(run_dir) / "summary.json", out)
+    except OSError:
+        pass
