@@ -48,7 +48,8 @@ def main(cfg: DictConfig) -> float | None:
     from hydra.types import RunMode
 
     from fedmoo.errors import DivergenceError, RunInterrupted, UserError
-    from fedmoo.run.rundir import record_failure  # imports torch: not before a job runs
+    from fedmoo.run.callbacks import note_job_failure
+    from fedmoo.run.rundir import RunDirBusy, record_failure, restore_record  # imports torch
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
@@ -61,8 +62,10 @@ def main(cfg: DictConfig) -> float | None:
             raise UserError(f"invalid configuration: {str(e).splitlines()[0]}") from None
         from fedmoo.run import loop
 
+        record = {"config.yaml": OmegaConf.to_yaml(cfg),
+                  "overrides.yaml": OmegaConf.to_yaml(hc.overrides.task)}
         with lease_device(container.get("device", "auto")) as device:
-            result = loop.run({**container, "device": device}, run_dir)
+            result = loop.run({**container, "device": device}, run_dir, record)
     except RunInterrupted as e:
         # Stop the whole sweep too: re-running the command resumes every job.
         print(f"fedmoo: {e}", file=sys.stderr)
@@ -72,14 +75,20 @@ def main(cfg: DictConfig) -> float | None:
             raise
         user = isinstance(e, UserError)
         print(f"fedmoo: error: {e}", file=sys.stderr)
-        if user:  # a diverged run has already written its summary
+        if user:
+            restore_record(run_dir)   # Hydra's files of a refused run must not relabel a result
+        if user and not isinstance(e, RunDirBusy):  # a diverged run has written its summary
             record_failure(run_dir, str(e), "user")
         if multirun:
+            if user:
+                note_job_failure(run_dir, str(e))
             return None
         sys.exit(2 if user else 3)
     except Exception as e:  # a bug: record it, keep a sweep going, show the traceback
         trace = tb.format_exc()
         record_failure(run_dir, f"{type(e).__name__}: {e}", "internal", trace)
+        if multirun:
+            note_job_failure(run_dir, f"{type(e).__name__}: {e}")
         if not multirun or traceback:
             raise
         print(f"fedmoo: error: job failed with {type(e).__name__}: {e} "

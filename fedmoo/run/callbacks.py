@@ -2,14 +2,21 @@
 
 Registered in conf/config.yaml under ``hydra.callbacks``. It reads each job's summary.json, so
 it works with any launcher (jobs in other processes or on other nodes) as long as the sweep
-directory is shared. ``fedmoo run -m`` exits with status 1 when a job failed or left no result;
+directory is shared. A job that this sweep could not run although its directory holds an older
+result (refused: another configuration, or another process holds the directory) leaves
+``.fedmoo/sweep-failure.json`` stamped with the sweep's token (environment variable
+``FEDMOO_SWEEP_TOKEN``, set when the sweep starts and inherited by its jobs), so it counts as
+failed without touching the older result. ``fedmoo run -m`` exits with status 1 when a job failed or left no result;
 diverged jobs are listed too but are results (``fedmoo table`` shows them), so they alone do
 not change the exit status.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +30,44 @@ from fedmoo.report.results import read_summary
 failed_jobs: list[Path] = []
 
 
+TOKEN = "FEDMOO_SWEEP_TOKEN"
+NOTE = Path(".fedmoo") / "sweep-failure.json"
+
+
+def note_job_failure(job: Path, message: str) -> None:
+    """Mark ``job`` as failed in the running sweep (best effort: the directory may be unusable)."""
+    try:
+        (Path(job) / NOTE).parent.mkdir(parents=True, exist_ok=True)
+        (Path(job) / NOTE).write_text(json.dumps({"token": os.environ.get(TOKEN, ""),
+                                                  "message": message}))
+    except OSError:
+        pass
+
+
+def _failure_note(job: Path) -> str | None:
+    """The message of this sweep's failure note in ``job``, if it has one."""
+    try:
+        note = json.loads((job / NOTE).read_text())
+    except (OSError, ValueError):
+        return None
+    token = os.environ.get(TOKEN)
+    if not isinstance(note, dict) or not token or note.get("token") != token:
+        return None
+    return str(note.get("message") or "")
+
+
 def job_outcomes(sweep_dir: Path) -> list[tuple[Path, str, str]]:
     """(job directory, status, message) of every job under ``sweep_dir`` (a job directory is
-    one that Hydra gave a ``.hydra`` folder); a job without summary.json has status ``missing``."""
+    one that Hydra gave a ``.hydra`` folder); a job without summary.json has status ``missing``,
+    one this sweep refused has status ``refused``."""
     out = []
     for hydra_dir in sorted(Path(sweep_dir).rglob(".hydra")):
         job = hydra_dir.parent
         summary = read_summary(job / "summary.json")
-        if summary is None:
+        refused = _failure_note(job)
+        if refused is not None and (summary is None or summary.get("status") != "failed"):
+            out.append((job, "refused", refused))
+        elif summary is None:
             out.append((job, "missing", "no summary.json: the job was killed or crashed"))
         else:
             out.append((job, str(summary.get("status")), str(summary.get("message") or "")))
@@ -45,6 +82,9 @@ def _overrides(job: Path) -> str:
 
 
 class SweepReport(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        os.environ[TOKEN] = uuid.uuid4().hex
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
         outcomes = job_outcomes(sweep_dir)

@@ -1,9 +1,9 @@
 """Spread parallel local jobs over the GPUs: each job leases a free GPU through a lock file.
 
 With ``device=auto`` and more than one visible GPU, a job (one ``fedmoo run``, or one job of a
-``fedmoo run -m hydra/launcher=local_gpus`` sweep) claims ``gpu<i>.lock`` in a lock directory by
-creating it atomically (``O_CREAT | O_EXCL``), trains on ``cuda:<i>`` and removes the file when
-it ends. A lock whose process is gone (killed job) is taken over. With one GPU or none, or a
+``fedmoo run -m hydra/launcher=local_gpus`` sweep) takes the exclusive lock ``gpu<i>.lock`` in a
+lock directory (``fedmoo.run.locks``: an OS file lock, which dies with its process, so a killed
+job never keeps a GPU), trains on ``cuda:<i>`` and releases the lock when it ends. With one GPU or none, or a
 device named explicitly, nothing happens. Under Slurm or Ray each job already sees exactly one
 GPU (they set ``CUDA_VISIBLE_DEVICES``), so the lease is a no-op there too.
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -23,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fedmoo.errors import UserError
+from fedmoo.run.locks import HeldLock, try_lock
 
 PROC_GPUS = Path("/proc/driver/nvidia/gpus")
 POLL_S = 0.5
@@ -71,55 +71,14 @@ def default_lock_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"fedmoo-gpu-locks-{uid}"
 
 
-def _holder_alive(lock: Path) -> bool:
-    """False when the lock names a process of this host that no longer exists."""
-    try:
-        host, pid = lock.read_text().split()[:2]
-        pid_i = int(pid)
-    except (OSError, ValueError):
-        # Being written right now by its creator, or unreadable: treat as held.
-        return True
-    if host != socket.gethostname():
-        return True
-    try:
-        os.kill(pid_i, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def try_acquire(lock_dir: Path, num_gpus: int) -> tuple[int, Path] | None:
-    """Claim the first free GPU index; returns (index, lock path) or None when all are busy."""
+def try_acquire(lock_dir: Path, num_gpus: int) -> tuple[int, HeldLock] | None:
+    """Lease the first free GPU index; returns (index, lock) or None when all are busy."""
     lock_dir.mkdir(parents=True, exist_ok=True)
-    me = f"{socket.gethostname()} {os.getpid()}\n"
     for i in range(num_gpus):
-        lock = lock_dir / f"gpu{i}.lock"
-        for _ in range(2):  # second try after removing a stale lock
-            try:
-                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                if _holder_alive(lock):
-                    break
-                with contextlib.suppress(FileNotFoundError):
-                    lock.unlink()
-                continue
-            with os.fdopen(fd, "w") as f:
-                f.write(me)
+        lock = try_lock(lock_dir / f"gpu{i}.lock")
+        if lock is not None:
             return i, lock
     return None
-
-
-def release(lock: Path) -> None:
-    """Remove a lock this process holds (a lock taken over by another process is left alone)."""
-    try:
-        host, pid = lock.read_text().split()[:2]
-    except (OSError, ValueError):
-        return
-    if host == socket.gethostname() and int(pid) == os.getpid():
-        with contextlib.suppress(FileNotFoundError):
-            lock.unlink()
 
 
 @contextlib.contextmanager
@@ -151,7 +110,5 @@ def lease_device(device: str, num_gpus: int | None = None, lock_dir: Path | None
             announced = True
         time.sleep(POLL_S)
     index, lock = got
-    try:
+    with lock:
         yield f"cuda:{index}"
-    finally:
-        release(lock)

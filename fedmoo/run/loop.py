@@ -43,11 +43,17 @@ class RunResult:
     skipped: bool = False   # the run directory already held this run's completed result
 
 
-def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
-    """Run one federated training job described by a resolved config mapping."""
+def run(cfg: dict[str, Any], run_dir: str | Path, record: dict[str, str] | None = None) -> RunResult:
+    """Run one federated training job described by a resolved config mapping in ``run_dir``,
+    holding the directory's lock for the whole run. ``record``: the job's Hydra files (name ->
+    text), written to ``.hydra/`` once the run is accepted (see run.rundir)."""
     t_start = time.perf_counter()
+    with RunDir(run_dir, cfg, record) as rundir:
+        return _run(cfg, rundir, t_start)
+
+
+def _run(cfg: dict[str, Any], rundir: RunDir, t_start: float) -> RunResult:
     num_clients, per_round = check_config(cfg)
-    rundir = RunDir(run_dir, cfg)
     done = rundir.open(resume=bool(cfg.get("resume", False)))
     if done is not None:
         return RunResult(run_dir=rundir.path, status="completed", final=done.get("final") or {},
@@ -59,6 +65,7 @@ def run(cfg: dict[str, Any], run_dir: str | Path) -> RunResult:
     evaluator = RoundEvaluator(cfg, algo, parts.model, parts.federation, attack.groups(), state.w)
     state, rows, elapsed0 = rundir.resume(state, device) if cfg.get("resume") else (state, [], 0.)
     resumed_from = rundir.resumed_from
+    rundir.accept()   # every check passed: from here on this run owns the directory's record
     rundir.info = parts.describe(cfg)
     sampler = ClientSampler(num_clients, per_round, seed, forced=attack.forced_clients)
     writer = RoundsWriter(rundir.file("rounds.csv"), rows)

@@ -1,47 +1,95 @@
 """The run directory's lifecycle: one class that knows every file a run keeps there.
 
-A run opens its directory (write test; the finished result of an earlier identical run, or
-``resume=false`` discarding it), writes the federation's record (partition.npz, attack.json),
-resumes from and saves checkpoints (refusing a checkpoint of another configuration), and
-finishes with summary.json (always last, atomically) plus, on completion, clients.csv and
-model.pt. ``record_failure`` marks a job that failed before or outside the loop.
+A run holds the directory's lock for its whole life (``with RunDir(...)``: one run per
+directory; a second process is refused with the holder's pid, host and start time). It opens
+the directory (write test; the finished result of an earlier identical run, or ``resume=false``
+discarding it), writes the federation's record (partition.npz, attack.json), resumes from and
+saves checkpoints (refusing a checkpoint of another configuration), and finishes with
+summary.json (always last, atomically) plus, on completion, clients.csv and model.pt.
+
+Hydra writes ``.hydra/`` (config.yaml, overrides.yaml) before fedmoo runs, even for a run fedmoo
+then refuses. So when a run is accepted (``accept``: every check passed) it writes its own
+Hydra files (``record``, from the job's config) to ``.hydra/`` and keeps a copy in
+``.fedmoo/hydra/``; a run that is refused or fails before acceptance puts that copy back
+(``restore_record``). The directory's config record always belongs to the result beside it.
+``record_failure`` marks a job that failed outside the loop.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
-from fedmoo.report.results import read_summary, to_jsonable, write_csv, write_json
-from fedmoo.run import checkpoint
+from fedmoo.report.results import (atomic_write_text, read_summary, to_jsonable, write_csv,
+                                   write_json)
+from fedmoo.run import checkpoint, locks
 
 # Files a run writes; ``resume=false`` deletes them before starting over.
 RESULT_FILES = ("summary.json", "rounds.csv", "clients.csv", "model.pt", checkpoint.FILENAME,
                 "partition.npz", "attack.json")
 FINISHED = ("completed", "diverged")
+LOCK = ".fedmoo/run.lock"              # held for the run's whole life
+RECORD = ".fedmoo/hydra"               # the accepted copy of Hydra's files
+HYDRA_FILES = ("config.yaml", "overrides.yaml")
+
+
+class RunDirBusy(UserError):
+    """Another process holds the run directory: nothing there may be touched."""
 
 
 class RunDir:
-    def __init__(self, path: str | Path, cfg: dict[str, Any]):
+    def __init__(self, path: str | Path, cfg: dict[str, Any],
+                 record: dict[str, str] | None = None):
         self.path = Path(path)
         self.cfg = cfg
+        self.record = record or {}   # Hydra file name -> text, for the accepted run
         self.info: dict[str, Any] = {}   # the run's description, repeated in every summary
         self.resumed_from = 0
+        self.accepted = False
+        self._lock: locks.HeldLock | None = None
 
     def file(self, name: str) -> Path:
         return self.path / name
+
+    def __enter__(self) -> RunDir:
+        self._write_test()
+        self._lock = locks.try_lock(self.file(LOCK))
+        if self._lock is None:
+            raise RunDirBusy(
+                f"{self.path} is in use by another fedmoo run ({locks.holder(self.file(LOCK))}); "
+                "wait for it to end or stop it, or give this run another hydra.run.dir "
+                "(hydra.sweep.dir for -m)")
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is not None and not self.accepted:
+                restore_record(self.path)
+        finally:
+            self._lock.release()
+
+    def accept(self) -> None:
+        """The run goes ahead here: its Hydra files become the directory's config record."""
+        self.accepted = True
+        if not self.record:
+            return
+        for folder in (self.file(".hydra"), self.file(RECORD)):
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, text in self.record.items():
+                atomic_write_text(folder / name, text)
 
     def open(self, resume: bool) -> dict[str, Any] | None:
         """Make the directory usable; with ``resume``, the summary of this run's completed
         result if it is already here (a diverged one raises its DivergenceError again); without,
         discard whatever an earlier run left."""
-        self._write_test()
         if not resume:
             for name in RESULT_FILES:
                 self.file(name).unlink(missing_ok=True)
+            shutil.rmtree(self.file(RECORD), ignore_errors=True)
             return None
         summary = read_summary(self.file("summary.json"))
         if summary is None or summary.get("status") not in FINISHED:
@@ -54,7 +102,7 @@ class RunDir:
 
     def _write_test(self) -> None:
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            self.file(".fedmoo").mkdir(parents=True, exist_ok=True)
             probe = self.file(".fedmoo-write-test")
             probe.write_text("")
             probe.unlink()
@@ -121,6 +169,17 @@ class RunDir:
         checkpoint.save_model(self.file("model.pt"), model)
         self.summary("completed", state, final, wall)
         self.file(checkpoint.FILENAME).unlink(missing_ok=True)
+
+
+def restore_record(run_dir: Path) -> None:
+    """Put the accepted run's Hydra files back over those Hydra wrote for a refused run (no-op
+    where no run was ever accepted)."""
+    src, dst = Path(run_dir) / RECORD, Path(run_dir) / ".hydra"
+    if not src.is_dir() or not dst.is_dir():
+        return
+    for name in HYDRA_FILES:
+        if (src / name).exists():
+            shutil.copy2(src / name, dst / name)
 
 
 def record_failure(run_dir: Path, message: str, error: str, trace: str | None = None) -> None:

@@ -6,12 +6,26 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from fedmoo.errors import UserError
 from fedmoo.run.gpu_lease import lease_device, try_acquire, visible_gpu_count
+from fedmoo.run.locks import try_lock
 from tests.conftest import ROOT
+
+
+def held(locks: Path) -> list[str]:
+    """The GPU lock files some process holds right now."""
+    out = []
+    for p in sorted(locks.glob("gpu*.lock")):
+        got = try_lock(p)
+        if got is None:
+            out.append(p.name)
+        else:
+            got.release()
+    return out
 
 
 def test_visible_gpu_count(tmp_path):
@@ -47,35 +61,40 @@ def test_leases_are_distinct_and_released(tmp_path):
         with lease_device("auto", num_gpus=3, lock_dir=locks) as b:
             with lease_device("auto", num_gpus=3, lock_dir=locks) as c:
                 assert [a, b, c] == ["cuda:0", "cuda:1", "cuda:2"]
-                assert sorted(p.name for p in locks.iterdir()) == ["gpu0.lock", "gpu1.lock",
-                                                                    "gpu2.lock"]
+                assert held(locks) == ["gpu0.lock", "gpu1.lock", "gpu2.lock"]
                 assert try_acquire(locks, 3) is None        # all busy
-            assert sorted(p.name for p in locks.iterdir()) == ["gpu0.lock", "gpu1.lock"]
+            assert held(locks) == ["gpu0.lock", "gpu1.lock"]
         with lease_device("auto", num_gpus=3, lock_dir=locks) as again:
             assert again == "cuda:1"                          # the first free one
-    assert list(locks.iterdir()) == []
+    assert held(locks) == []
 
 
 def test_released_on_exception(tmp_path):
     locks = tmp_path / "locks"
     with pytest.raises(RuntimeError), lease_device("auto", num_gpus=2, lock_dir=locks):
         raise RuntimeError("job failed")
-    assert list(locks.iterdir()) == []
+    assert held(locks) == []
 
 
-def test_stale_lock_of_dead_process_is_taken_over(tmp_path):
-    import socket
-
+def test_lease_of_a_killed_process_is_free(tmp_path):
+    """A job killed with SIGKILL while holding cuda:0 leaves no lease behind."""
     locks = tmp_path / "locks"
-    locks.mkdir()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    (locks / "gpu0.lock").write_text(f"{socket.gethostname()} {dead}\n")
-    (locks / "gpu1.lock").write_text(f"otherhost {os.getpid()}\n")   # another node: kept
+    script = textwrap.dedent(f"""
+        import time
+        from fedmoo.run.gpu_lease import lease_device
+        with lease_device("auto", num_gpus=2, lock_dir={str(locks)!r}) as dev:
+            print(dev, flush=True)
+            time.sleep(60)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    assert p.stdout.readline().strip() == "cuda:0"
+    assert held(locks) == ["gpu0.lock"]
+    p.kill()
+    p.wait(timeout=30)
     with lease_device("auto", num_gpus=2, lock_dir=locks) as dev:
         assert dev == "cuda:0"
-        assert (locks / "gpu0.lock").read_text().split()[1] == str(os.getpid())
-    assert sorted(p.name for p in locks.iterdir()) == ["gpu1.lock"]
+    assert held(locks) == []
 
 
 def test_all_busy_times_out_with_user_error(tmp_path):
@@ -110,7 +129,7 @@ def test_parallel_processes_get_different_gpus(tmp_path):
     starts = sorted((float(o[0].split()[1]), d) for o, d in zip(outs, devices))
     releases = sorted(float(o[1].split()[1]) for o in outs)
     assert starts[-1][0] >= releases[0] - 0.05
-    assert list(locks.iterdir()) == []
+    assert held(locks) == []
 
 
 def test_parent_process_does_no_cuda_work():
