@@ -48,7 +48,7 @@ def cmd_run(args: list[str]) -> int:
 
     args = overrides.aliases(args)
     err = (overrides.check_overrides(args) or overrides.check_new_keys(args, GROUPS)
-           or check_launcher(args))
+           or check_launcher(args) or overrides.check_targets(args))
     if err:
         return _fail(err)
     from hydra.errors import HydraException

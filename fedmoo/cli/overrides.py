@@ -50,6 +50,59 @@ def wants_traceback(args: list[str]) -> bool:
     return any(a.lstrip("+") in ("debug=traceback", "traceback=true") for a in args)
 
 
+# Classes Hydra may instantiate for a fedmoo run (``_target_`` of hydra.launcher, hydra.sweeper,
+# hydra.callbacks.*): fedmoo's own, Hydra's defaults and the launcher plugins docs/scaling.md
+# documents. Anything else would run foreign code before any job starts.
+ALLOWED_TARGETS = (
+    "fedmoo.",
+    "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
+    "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+    "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
+    "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher",
+)
+
+
+def target_allowed(target: str) -> bool:
+    return any(target == a or (a.endswith(".") and target.startswith(a)) for a in ALLOWED_TARGETS)
+
+
+def check_targets(args: list[str]) -> str | None:
+    """Refuse, before Hydra instantiates anything, a launcher / sweeper / callback whose
+    ``_target_`` is not on ALLOWED_TARGETS. fedmoo's shipped configs are checked by a test, so
+    the config is composed only when an override touches ``hydra``."""
+    if not any(a.lstrip("+~").startswith(("hydra.", "hydra/")) for a in args if "=" in a):
+        return None
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(
+            [a for a in normalize(args, GROUPS) if not a.startswith("-")])
+    except Exception:  # noqa: BLE001 - Hydra reports a malformed override itself
+        return None
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
+            hydra = compose("config", overrides=fixed, return_hydra_config=True).hydra
+    except Exception:  # noqa: BLE001 - composition errors get their own line from Hydra
+        return None
+    finally:
+        GlobalHydra.instance().clear()
+    nodes = {"hydra.launcher": hydra.get("launcher"), "hydra.sweeper": hydra.get("sweeper")}
+    nodes.update({f"hydra.callbacks.{k}": v for k, v in (hydra.get("callbacks") or {}).items()})
+    for where, node in nodes.items():
+        target = node.get("_target_") if hasattr(node, "get") else None
+        if target is not None and not target_allowed(str(target)):
+            return (f"{where}._target_={target} is not a launcher, sweeper or callback fedmoo "
+                    "allows (it would run that code); use hydra/launcher=local_gpus|slurm|ray or "
+                    "Hydra's defaults (docs/scaling.md)")
+    return None
+
+
 def top_level_keys(groups: tuple[str, ...]) -> set[str]:
     """Keys of the primary config, the groups of its defaults list, the CLI's groups, hydra."""
     from omegaconf import OmegaConf
@@ -142,6 +195,11 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
         hint = f"did you mean {(parent + '.') if parent else ''}{close[0]}? " if close else ""
         valid = f"valid keys{' of ' + parent if parent else ''}: {', '.join(keys)}; " if keys else ""
         return f"{key} is not a config key; {hint}{valid}see `fedmoo run --cfg job`"
+    missing = re.search(r"Could not find '([^']+)/([^'/]+)'", text)
+    if missing and "Available options" in text:   # a group option that does not exist
+        options = re.findall(r"^\t(\S+)$", text.split("Available options", 1)[1], re.M)
+        return (f"unknown {missing.group(1)} {missing.group(2)!r}; choose one of: "
+                f"{', '.join(options)}")
     if isinstance(e.__cause__, OSError) and not isinstance(e, OSError):
         e = e.__cause__  # e.g. logging could not open its file in the run directory
     if isinstance(e, OSError):

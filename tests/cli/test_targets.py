@@ -1,0 +1,46 @@
+"""No foreign code from overrides: every `_target_` Hydra would instantiate is on fedmoo's list."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedmoo.cli.overrides import check_targets, target_allowed
+
+
+def test_allowlist():
+    assert target_allowed("fedmoo.run.callbacks.SweepReport")
+    assert target_allowed("hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher")
+    assert not target_allowed("os.system")
+    assert not target_allowed("hydra_plugins.evil.Launcher")
+    assert not target_allowed("fedmoo_evil.x")          # a prefix is a package, not a string
+
+
+@pytest.mark.parametrize("override,where", [
+    ("+hydra.callbacks.x._target_=os.makedirs", "hydra.callbacks.x"),
+    ("hydra.launcher._target_=os.system", "hydra.launcher"),
+    ("hydra.sweeper._target_=shutil.copyfile", "hydra.sweeper"),
+])
+def test_foreign_targets_are_refused_before_composition_runs_them(override, where):
+    err = check_targets(["rounds=2", "seed=0,1", override])
+    assert err is not None and err.startswith(f"{where}._target_=")
+
+
+def test_allowed_configs_pass():
+    assert check_targets(["rounds=2"]) is None                      # no hydra override: no compose
+    assert check_targets(["hydra/launcher=local_gpus", "seed=0,1"]) is None
+
+
+def test_cli_refuses_and_runs_nothing(cli):
+    r = cli("run", "rounds=1", "progress=false", "+hydra.callbacks.x._target_=os.makedirs",
+            "+hydra.callbacks.x.name=made_by_hydra")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert not (cli.cwd / "made_by_hydra").exists()
+    assert not (cli.cwd / "outputs").exists()
+
+
+def test_unknown_launcher_is_named(cli):
+    r = cli("run", "rounds=1", "hydra/launcher=foo")
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("fedmoo: error: unknown hydra/launcher 'foo'; choose one of: "
+                                + r.stderr.split("choose one of: ")[1].strip())
+    assert "local_gpus" in r.stderr and "writable" not in r.stderr
