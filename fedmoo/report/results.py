@@ -11,17 +11,28 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import IO, Any, Callable, Iterable
+
+
+def atomic_write(path: Path, write: Callable[[IO], None], mode: str = "w") -> None:
+    """``write(f)`` into a temporary file beside ``path``, fsync, then rename over ``path``: a
+    reader sees the old file or the new one, never half of one. If anything fails (a full disk)
+    the temporary file is removed and ``path`` is left as it was."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: f.write(text))
 
 
 def _fmt(v: Any) -> Any:

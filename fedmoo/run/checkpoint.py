@@ -11,7 +11,7 @@ from the global generators between rounds; they are restored anyway so nothing d
 
 from __future__ import annotations
 
-import os
+import io
 import random
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from fedmoo.errors import UserError
+from fedmoo.report.results import atomic_write
 from fedmoo.state import ServerState, state_from_dict, state_to_dict
 
 FORMAT = 1
@@ -83,13 +84,9 @@ def set_rng_state(s: dict[str, Any]) -> None:
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
     """``torch.save`` to a temporary file in the same directory, fsync, then rename."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    buf = io.BytesIO()   # serialised in memory first: a full disk then fails as an OSError
+    torch.save(obj, buf)
+    atomic_write(path, lambda f: f.write(buf.getbuffer()), "wb")
 
 
 def check_loadable(value: Any, where: str) -> None:

@@ -11,6 +11,7 @@ directory, skips a run directory that already holds this run's finished result, 
 from __future__ import annotations
 
 import contextlib
+import errno
 import sys
 import time
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 
 from fedmoo.engine.common import round_seed
-from fedmoo.errors import DivergenceError
+from fedmoo.errors import DivergenceError, UserError
 from fedmoo.params import get_flat, set_flat
 from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
 from fedmoo.run import loggers
@@ -49,7 +50,14 @@ def run(cfg: dict[str, Any], run_dir: str | Path, record: dict[str, str] | None 
     text), written to ``.hydra/`` once the run is accepted (see run.rundir)."""
     t_start = time.perf_counter()
     with RunDir(run_dir, cfg, record) as rundir:
-        return _run(cfg, rundir, t_start)
+        try:
+            return _run(cfg, rundir, t_start)
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise UserError(f"no space left on the device of {e.filename or rundir.path} while "
+                            "writing it; free some space and run the same command again (it "
+                            "continues from the last checkpoint)") from None
 
 
 def _run(cfg: dict[str, Any], rundir: RunDir, t_start: float) -> RunResult:
