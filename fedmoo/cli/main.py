@@ -140,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fedmoo: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:   # `fedmoo list | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -14,8 +14,12 @@ from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
 
 def check_overrides(args: list[str]) -> str | None:
     """Reject `group=option` overrides that name no option (Hydra's own message is a traceback-
-    like block); returns an error message or None."""
-    for arg in args:
+    like block), and words that are not overrides; returns an error message or None."""
+    for i, arg in enumerate(args):
+        if i and args[i - 1] in VALUED:      # the value of --cfg job, -p package, ...
+            continue
+        if not arg.startswith("-") and "=" not in arg:
+            return bare_word(arg, args[i - 1] if i else "")
         if arg.startswith("-") or "=" not in arg:
             continue
         key, _, value = arg.partition("=")
@@ -33,6 +37,16 @@ def check_overrides(args: list[str]) -> str | None:
                 return (f"unknown {key} {choice!r}; choose one of: "
                         f"{', '.join(options) or '(no such row group)'} (see {where})")
     return None
+
+
+def bare_word(arg: str, prev: str) -> str:
+    """The message for a word without ``=``: usually the rest of a value with a space in it."""
+    if "=" not in prev:
+        return f"{arg!r} is not an override (key=value); see `fedmoo run --help`"
+    key, _, value = prev.partition("=")
+    return (f"{arg!r} is not an override (key=value): a value with spaces must be quoted as a "
+            f"whole, e.g. '{key}=\"{value} {arg}\"' (single quotes for the shell, double quotes "
+            "for Hydra)")
 
 
 def aliases(args: list[str]) -> list[str]:

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from fedmoo.data import partition as _partition
+from fedmoo.data.checks import check_labels
 from fedmoo.data.federated import MULTITASK, ClientSplit, FederatedData, Source
 from fedmoo.errors import UserError
 
@@ -48,7 +49,11 @@ def load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
     loader = getattr(importlib.import_module(module), fn)
     kwargs = {k: v for k, v in data_cfg.items() if k not in META_KEYS}
     _check_keys(f"data={name}", loader, kwargs, "data")
-    return loader(Path(data_dir), **kwargs)
+    src = loader(Path(data_dir), **kwargs)
+    if src.task != "multitask_regression" and not src.y.is_floating_point():
+        check_labels(src.y.cpu().numpy(), src.num_classes, f"data={name}",
+                     "its files are damaged; re-download or regenerate them (see docs/datasets.md)")
+    return src
 
 
 def _check_keys(what: str, fn, kwargs: dict[str, Any], prefix: str) -> None:
@@ -79,6 +84,10 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
     is_test = source.is_test.numpy()
 
     if name == "natural":
+        if cfg:
+            raise UserError(f"partition=natural has no option partition.{next(iter(cfg))}; its "
+                            "options are: seed, split, fractions, order, compact_labels, pool, "
+                            "tasks, tasks_per_client, max_per_client")
         if source.owner is None:
             raise UserError("partition=natural needs a naturally federated dataset "
                             "(synthetic, femnist, shakespeare, adult); use partition=iid/shards/dirichlet")

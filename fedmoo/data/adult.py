@@ -15,11 +15,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fedmoo.data.checks import read_text
 from fedmoo.data.download import Resource, ensure
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 
 URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/adult/"
+MD5 = {"adult.data": "5d7c39d7b8804f071cdd1f2a7c460872",     # UCI's files, as pinned by
+       "adult.test": "35238206dfdf7f1fe215bbb874adecdc"}     # common loaders (not UCI itself)
+LABELS = {"<=50K": 0, ">50K": 1}
 FIELDS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
           "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
           "hours-per-week", "native-country", "income"]
@@ -58,7 +62,7 @@ def parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         offsets[col] = (off, {v: i for i, v in enumerate(vocab)})
         off += len(vocab)
     rows, labels, domain = [], [], []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+    for lineno, line in enumerate(read_text(path, "re-download the file").splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("|"):
             continue
@@ -73,10 +77,15 @@ def parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             if v == "?":
                 continue
             if v not in index:
-                raise UserError(f"{path}:{lineno}: unknown {col} value {v!r}")
+                raise UserError(f"{path}:{lineno}: unknown {col} value {v!r}; "
+                                "re-download the file")
             hot.append(start + index[v])
+        income = rec["income"].rstrip(".")
+        if income not in LABELS:
+            raise UserError(f"{path}:{lineno}: income {rec['income']!r} is neither <=50K nor "
+                            ">50K; re-download the file")
         rows.append(hot)
-        labels.append(1 if rec["income"].rstrip(".") == ">50K" else 0)
+        labels.append(LABELS[income])
         domain.append(0 if rec["education"] == "Doctorate" else 1)
     x = np.zeros((len(rows), NUM_FEATURES), np.float32)
     for i, hot in enumerate(rows):
@@ -87,7 +96,7 @@ def parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def load(data_dir: Path, download: bool = True) -> Source:
     root = data_dir / "adult"
     names = ("adult.data", "adult.test")
-    ensure("adult", root, [Resource(URL + n) for n in names], root, download,
+    ensure("adult", root, [Resource(URL + n, MD5[n]) for n in names], root, download,
            lambda: all((root / n).is_file() for n in names))
     (xtr, ytr, dtr), (xte, yte, dte) = parse(root / names[0]), parse(root / names[1])
     return Source(

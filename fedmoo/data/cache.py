@@ -1,7 +1,15 @@
-"""Cache of preprocessed sources under ``data_dir/.fedmoo_cache`` (slow parsers only).
+"""Cache of preprocessed sources (slow parsers only: LEAF JSON, CelebA, image folders).
 
-The cache key is the dataset name, the loader options and the size and modification time of every
-raw file read, so editing or replacing a file rebuilds the cache.
+The cache key is the dataset name, the loader options and the path, size and modification time
+of every raw file read, so editing or replacing a file rebuilds the cache.
+
+Where: the ``FEDMOO_CACHE`` folder when that variable is set; otherwise ``data_dir/.fedmoo_cache``
+and, when that cannot be written (a read-only dataset folder), the per-user folder
+``$XDG_CACHE_HOME/fedmoo`` (default ``~/.cache/fedmoo``). An entry is read from the first folder
+that holds it and written to the first folder that takes it; when none does, the run goes on
+without a cache after a one-line warning. Entries are written to a temporary file and renamed,
+so a killed process never leaves half an entry; an unreadable entry (truncated, or written by
+another version) is rebuilt after a one-line warning.
 """
 
 from __future__ import annotations
@@ -9,15 +17,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
-from pathlib import Path
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
+from fedmoo.data.checks import reason
 from fedmoo.data.federated import Source
 
 VERSION = 1
+log = logging.getLogger(__name__)
 
 
 def _key(name: str, options: dict, files: list[Path]) -> str:
@@ -26,16 +38,77 @@ def _key(name: str, options: dict, files: list[Path]) -> str:
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
-def cached(data_dir: Path, name: str, options: dict, files: list[Path],
-           build: Callable[[], Source]) -> Source:
-    path = Path(data_dir) / ".fedmoo_cache" / f"{name}-{_key(name, options, files)}.pt"
-    if path.exists():
+def user_cache_dir() -> Path | None:
+    """``$XDG_CACHE_HOME/fedmoo`` or ``~/.cache/fedmoo`` (None without a home folder)."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = Path.home() / ".cache"
+        except RuntimeError:
+            return None
+    return Path(base) / "fedmoo"
+
+
+def cache_dirs(data_dir: Path) -> list[Path]:
+    """The folders the cache is looked up in and written to, in order."""
+    if os.environ.get("FEDMOO_CACHE"):
+        return [Path(os.environ["FEDMOO_CACHE"])]
+    return [d for d in (Path(data_dir) / ".fedmoo_cache", user_cache_dir()) if d is not None]
+
+
+def _load(path: Path) -> Source | None:
+    """The cached source, or None (with a warning; the entry is removed) when unreadable."""
+    try:
         fields = torch.load(path, weights_only=True)
         fields["input_shape"] = tuple(fields["input_shape"])
-        return Source(**fields)
+        src = Source(**fields)
+        if not len(src.x) == len(src.y) == len(src.is_test):
+            raise ValueError("x, y and is_test differ in length")
+        return src
+    except Exception as e:  # noqa: BLE001 - any damage to a disposable entry means: rebuild it
+        log.warning("cache entry %s is unreadable (%s); rebuilding it", path, reason(e))
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
+
+
+def _write(folder: Path, name: str, fields: dict) -> None:
+    """Write one entry atomically: a temporary file in ``folder``, then os.replace."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(fields, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, folder / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _save(src: Source, name: str, folders: list[Path]) -> None:
+    fields = {f.name: getattr(src, f.name) for f in dataclasses.fields(src)}
+    failures = []
+    for folder in folders:
+        try:
+            _write(folder, name, fields)
+            return
+        except (OSError, RuntimeError) as e:      # torch raises some as RuntimeError
+            failures.append(f"{folder}: {reason(e)}")
+    log.warning("the data cache could not be written (%s); going on without it, set FEDMOO_CACHE "
+                "to a writable folder to cache", "; ".join(failures) or "no cache folder")
+
+
+def cached(data_dir: Path, name: str, options: dict, files: list[Path],
+           build: Callable[[], Source]) -> Source:
+    entry = f"{name}-{_key(name, options, files)}.pt"
+    folders = cache_dirs(data_dir)
+    for folder in folders:
+        if (folder / entry).is_file() and (src := _load(folder / entry)) is not None:
+            return src
     src = build()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({f.name: getattr(src, f.name) for f in dataclasses.fields(src)}, tmp)
-    os.replace(tmp, path)
+    _save(src, entry, folders)
     return src

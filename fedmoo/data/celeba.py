@@ -20,41 +20,68 @@ import numpy as np
 import torch
 
 from fedmoo.data.cache import cached
+from fedmoo.data.checks import open_image, read_text
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 
 URL = "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html"
+FIX = f"download it again from {URL}"
 
 
 def read_table(path: Path, header: bool) -> tuple[list[str], list[str], list[list[str]]]:
     """(column names, image names, rows of values) of a CelebA text file."""
-    lines = [ln.split() for ln in path.read_text().splitlines() if ln.strip()]
+    lines = [ln.split() for ln in read_text(path, FIX).splitlines() if ln.strip()]
     cols: list[str] = []
     if header:
+        if len(lines) < 2:
+            raise UserError(f"{path} has no header (image count, attribute names); {FIX}")
         cols, lines = lines[1], lines[2:]
+    width = len(cols) + 1 if header else 2
+    for i, ln in enumerate(lines):
+        if len(ln) != width:
+            raise UserError(f"{path}: row {i + 1} ({ln[0]}) has {len(ln) - 1} values, expected "
+                            f"{width - 1}; {FIX}")
     return cols, [ln[0] for ln in lines], [ln[1:] for ln in lines]
+
+
+def _ints(path: Path, vals: list[list[str]], allowed: set[int] | None = None) -> np.ndarray:
+    """The values of a CelebA table as int64, each in ``allowed`` when given."""
+    if not vals:
+        raise UserError(f"{path} has no rows; {FIX}")
+    try:
+        arr = np.array(vals, dtype=np.int64).reshape(len(vals), -1)
+    except (ValueError, OverflowError):
+        raise UserError(f"{path} holds a value that is not an integer; {FIX}") from None
+    if allowed is not None and arr.size and not np.isin(arr, list(allowed)).all():
+        row = int(np.flatnonzero(~np.isin(arr, list(allowed)).all(axis=-1))[0])
+        raise UserError(f"{path}: row {row + 1} holds a value outside {sorted(allowed)}; {FIX}")
+    return arr
 
 
 def _build(root: Path, target: str, size: int, keep_valid: bool) -> Source:
     from PIL import Image
 
     names_attr, files, vals = read_table(root / "list_attr_celeba.txt", header=True)
-    attrs = (np.array(vals, dtype=np.int64) + 1) // 2                      # -1/1 -> 0/1
+    attrs = (_ints(root / "list_attr_celeba.txt", vals, {-1, 1}) + 1) // 2   # -1/1 -> 0/1
     _, pfiles, pvals = read_table(root / "list_eval_partition.txt", header=False)
-    split = dict(zip(pfiles, (int(v[0]) for v in pvals)))
+    parts = _ints(root / "list_eval_partition.txt", pvals, {0, 1, 2})[:, 0].tolist()
+    split = dict(zip(pfiles, parts))
     keep = [i for i, f in enumerate(files) if split.get(f, 0) != 1 or keep_valid]
     ident_path = root / "identity_CelebA.txt"
     owner = names = None
     if ident_path.is_file():
         _, ifiles, ivals = read_table(ident_path, header=False)
-        ident = dict(zip(ifiles, (int(v[0]) for v in ivals)))
+        ident = dict(zip(ifiles, _ints(ident_path, ivals)[:, 0].tolist()))
+        lost = [files[i] for i in keep if files[i] not in ident]
+        if lost:
+            raise UserError(f"{ident_path} has no identity for {lost[0]}; {FIX}")
         ids = sorted({ident[files[i]] for i in keep})
         pos = {c: k for k, c in enumerate(ids)}
         owner = torch.tensor([pos[ident[files[i]]] for i in keep])
         names = [str(c) for c in ids]
     x = np.empty((len(keep), 3, size, size), np.float32)
     for j, i in enumerate(keep):
-        img = Image.open(root / "img_align_celeba" / files[i]).convert("RGB")
+        img = open_image(root / "img_align_celeba" / files[i], FIX)
         img = img.resize((size, size), Image.BILINEAR)
         x[j] = np.asarray(img, np.float32).transpose(2, 0, 1) / 255.0
     is_test = np.array([split.get(files[i], 0) == 2 for i in keep])
@@ -76,7 +103,8 @@ def load(data_dir: Path, target: str = "Smiling", size: int = 64, keep_valid: bo
         raise UserError(f"data=celeba: files not found at {root} (list_attr_celeba.txt, "
                         f"list_eval_partition.txt, img_align_celeba/); download them from {URL} "
                         "(Google Drive; see docs/datasets.md)")
-    header = (root / "list_attr_celeba.txt").read_text().splitlines()[1].split()
+    lines = read_text(root / "list_attr_celeba.txt", FIX).splitlines()
+    header = lines[1].split() if len(lines) > 1 else []
     if target != "all" and target not in header:
         raise UserError(f"data.target={target!r} is not a CelebA attribute; use one of "
                         f"{', '.join(header)} or all")

@@ -4,10 +4,15 @@ Each batch file is one pickled dict written by Python 2 (read with ``encoding="l
 ``data`` uint8 [n, 3072] (1024 red, 1024 green, 1024 blue values, each 32x32 row-major) and
 ``labels`` (CIFAR-10) or ``fine_labels`` (CIFAR-100). The archive's md5 is checked on download;
 per-file md5s of local files are checked when ``data.verify: true``.
+
+The files are read by ``BatchUnpickler``, which admits no global but numpy's array
+reconstruction: a crafted file cannot run code. A file that does not unpickle to a batch dict is
+a UserError naming it (with its md5 when that differs from the published one).
 """
 
 from __future__ import annotations
 
+import io
 import pickle
 from pathlib import Path
 
@@ -15,6 +20,7 @@ import numpy as np
 import torch
 
 from fedmoo.data import pixels
+from fedmoo.data.checks import check_labels, reason
 from fedmoo.data.download import Resource, ensure, md5sum
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
@@ -47,12 +53,109 @@ DATASETS = {
 }
 
 
-def _unpickle(path: Path) -> dict:
-    with open(path, "rb") as f:
-        try:
-            return pickle.load(f, encoding="latin1")
-        except (pickle.UnpicklingError, EOFError, ValueError) as e:
-            raise UserError(f"{path} is not a CIFAR pickle ({e}); re-download the dataset") from None
+MAX_FILE_BYTES = 512 << 20   # the largest CIFAR file (CIFAR-100 train) has 155 MB
+
+
+def _reconstruct_function():
+    try:
+        from numpy._core.multiarray import _reconstruct  # numpy >= 2
+    except ImportError:
+        from numpy.core.multiarray import _reconstruct  # numpy 1.x
+    return _reconstruct
+
+
+class _NdarrayName:
+    """Stands for ``numpy.ndarray`` in a pickle: an argument of ``_reconstruct``, not callable
+    (calling ndarray itself could allocate any shape)."""
+
+
+_NDARRAY = _NdarrayName()
+
+
+def _empty_array(subtype, shape, typecode):
+    """numpy's ``_reconstruct`` as ndarray pickles call it: an empty array that BUILD fills."""
+    if subtype is not _NDARRAY or tuple(shape) != (0,):
+        raise pickle.UnpicklingError("an array of an unexpected type or shape")
+    return _reconstruct_function()(np.ndarray, (0,), typecode)
+
+
+def _plain_dtype(*args):
+    dt = np.dtype(*args)
+    if dt.hasobject:
+        raise pickle.UnpicklingError("an array of Python objects")
+    return dt
+
+
+def _latin1(text, encoding="latin1"):
+    """``_codecs.encode``, which Python 3 writes for bytes in protocol-2 pickles."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError("a codec call other than latin1 text -> bytes")
+    return text.encode("latin1")
+
+
+# The only globals a CIFAR batch file refers to (written by Python 2's cPickle, or protocol 2 by
+# Python 3): numpy's array reconstruction and, for bytes, _codecs.encode.
+_ALLOWED = {("numpy.core.multiarray", "_reconstruct"): _empty_array,
+            ("numpy._core.multiarray", "_reconstruct"): _empty_array,
+            ("numpy", "ndarray"): _NDARRAY, ("numpy", "dtype"): _plain_dtype,
+            ("_codecs", "encode"): _latin1, ("codecs", "encode"): _latin1}
+
+
+class BatchUnpickler(pickle.Unpickler):
+    """An unpickler that builds dicts, lists, strings, numbers and plain numpy arrays only."""
+
+    def find_class(self, module, name):
+        if (module, name) in _ALLOWED:
+            return _ALLOWED[(module, name)]
+        raise pickle.UnpicklingError(f"it refers to {module}.{name}, which CIFAR batches never do")
+
+
+def _unpickle(path: Path, md5: str | None = None) -> dict:
+    """The dict of one CIFAR batch file; anything else is a UserError naming the file."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ValueError(f"{size} bytes, more than any CIFAR file")
+        d = BatchUnpickler(io.BytesIO(path.read_bytes()), encoding="latin1").load()
+        if not isinstance(d, dict):
+            raise TypeError(f"it holds a {type(d).__name__}, not a dict")
+    except Exception as e:  # noqa: BLE001 - a damaged or crafted pickle can raise anything
+        hint = ""
+        if md5 is not None and path.is_file() and (got := md5sum(path)) != md5:
+            hint = f"; its md5 {got} is not the published {md5}"
+        raise UserError(f"{path} is not a CIFAR pickle batch file ({reason(e)}{hint}); "
+                        "re-download the dataset") from None
+    return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in d.items()}
+
+
+def _field(d: dict, key: str, path: Path):
+    if key not in d:
+        raise UserError(f"{path} has no {key!r} entry, so it is not a CIFAR batch file; "
+                        "re-download the dataset")
+    return d[key]
+
+
+def _batch(path: Path, spec: dict, md5: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Images uint8 [n, 3, 32, 32] and labels int64 [n] of one batch, checked."""
+    d = _unpickle(path, md5)
+    data, labels = _field(d, "data", path), _field(d, spec["labels"], path)
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 \
+            or data.shape[1] != 3072:
+        shape = getattr(data, "shape", type(data).__name__)
+        raise UserError(f"{path}: 'data' must be uint8 [n, 3072], got {shape}; "
+                        "re-download the dataset")
+    try:
+        y = np.asarray(labels)
+        if y.ndim != 1 or (y.size and not np.issubdtype(y.dtype, np.integer)):
+            raise ValueError
+        y = y.astype(np.int64)
+    except (ValueError, TypeError):
+        raise UserError(f"{path}: {spec['labels']!r} must be a list of integers; "
+                        "re-download the dataset") from None
+    if len(data) != len(y):
+        raise UserError(f"{path}: {len(data)} images but {len(y)} labels; re-download it")
+    check_labels(y, spec["num_classes"], str(path), "re-download the dataset")
+    return data.reshape(-1, 3, 32, 32), y
 
 
 def load(data_dir: Path, name: str, normalize: str = "standard", download: bool = True,
@@ -64,27 +167,27 @@ def load(data_dir: Path, name: str, normalize: str = "standard", download: bool 
            lambda: all((root / f).is_file() for f in files))
     if verify:
         for f, md5 in files.items():
-            if md5sum(root / f) != md5:
-                raise UserError(f"data={name}: {root / f} has the wrong md5 (expected {md5}); "
-                                "re-download it or set data.verify=false")
+            if (got := md5sum(root / f)) != md5:
+                raise UserError(f"data={name}: {root / f} has the wrong md5 ({got}, expected "
+                                f"{md5}); re-download it or set data.verify=false")
     xs, ys, flags = [], [], []
-    for f in files:
+    for f, md5 in files.items():
         if f == spec["meta"]:
             continue
-        d = _unpickle(root / f)
-        x = np.asarray(d["data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
-        y = np.asarray(d[spec["labels"]], dtype=np.int64)
-        if len(x) != len(y):
-            raise UserError(f"{root / f}: {len(x)} images but {len(y)} labels; re-download it")
+        x, y = _batch(root / f, spec, md5)
         xs.append(x)
         ys.append(y)
         flags.append(np.full(len(y), f in spec["test"]))
     x, y, is_test = np.concatenate(xs), np.concatenate(ys), np.concatenate(flags)
-    names = list(_unpickle(root / spec["meta"])[spec["names"]])
+    meta = root / spec["meta"]
+    names = _field(_unpickle(meta, files[spec["meta"]]), spec["names"], meta)
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise UserError(f"{meta}: {spec['names']!r} must be a list of strings; "
+                        "re-download the dataset")
     return Source(
         x=pixels.normalize(x, is_test, normalize, spec["mean"], spec["std"]),
         y=torch.from_numpy(y), is_test=torch.from_numpy(is_test),
-        num_classes=spec["num_classes"], input_shape=(3, 32, 32), class_names=names,
+        num_classes=spec["num_classes"], input_shape=(3, 32, 32), class_names=list(names),
     )
 
 

@@ -1,9 +1,16 @@
-"""Fetching dataset files: md5-checked download and extraction that stays inside its folder.
+"""Fetching dataset files: md5-checked download and bounded extraction that stays inside its folder.
 
 Loaders call ``ensure(...)`` with the files they need. If the files are missing and downloads are
 allowed, each resource is downloaded next to them, its md5 checked, and archives are extracted.
-Any failure (no network, bad checksum) ends in one ``UserError`` line that names the dataset, the
-expected path and the URL, so a user can put the files there by hand.
+Any failure (no network, bad checksum, an unsafe archive) ends in one ``UserError`` line that
+names the dataset, the expected path and the URL, so a user can put the files there by hand. A
+download that fails its check is deleted, so the next run downloads it again.
+
+Archives are checked before anything is written: only plain files and folders, every path inside
+the target folder (no absolute paths, no ``..``, no links), at most ``MAX_MEMBERS`` members and
+``MAX_BYTES`` unpacked bytes, and no more than ``MAX_RATIO`` times the archive's size once the
+content exceeds ``RATIO_FLOOR`` (a decompression bomb). Members are then written one by one by
+this module (tarfile's ``filter="data"`` is not needed, so every Python >= 3.10 behaves alike).
 """
 
 from __future__ import annotations
@@ -15,12 +22,22 @@ import shutil
 import tarfile
 import urllib.request
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from fedmoo.errors import UserError
 
 CHUNK = 1 << 20
+MAX_BYTES = 4 << 30        # largest download, unpacked archive or gunzipped file (CINIC: 1 GB)
+MAX_MEMBERS = 500_000      # members of one archive (CINIC-10: 270,000 images)
+MAX_RATIO = 100            # unpacked / packed size beyond which ...
+RATIO_FLOOR = 64 << 20     # ... content larger than this is taken for a decompression bomb
+ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+
+# What a failed download or extraction raises; ensure() turns these into one UserError line.
+FETCH_ERRORS = (OSError, ValueError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile)
 
 
 def urlopen(url: str):
@@ -47,20 +64,51 @@ def md5sum(path: Path) -> str:
     return h.hexdigest()
 
 
+def check_expansion(what, unpacked: int, packed: int) -> None:
+    """Refuse ``unpacked`` bytes out of ``packed`` bytes beyond MAX_BYTES or MAX_RATIO."""
+    if unpacked > MAX_BYTES:
+        raise ValueError(f"{what} unpacks to more than {MAX_BYTES} bytes; refused")
+    if unpacked > RATIO_FLOOR and unpacked > MAX_RATIO * max(packed, 1):
+        raise ValueError(f"{what} expands {packed} bytes to over {unpacked} bytes "
+                         f"(more than {MAX_RATIO}x), a decompression bomb; refused")
+
+
+def copy_bounded(src, dst, what, packed: int) -> int:
+    """Copy ``src`` to ``dst`` in chunks, stopping with ValueError past ``check_expansion``."""
+    total = 0
+    while block := src.read(CHUNK):
+        total += len(block)
+        check_expansion(what, total, packed)
+        dst.write(block)
+    return total
+
+
 def download(res: Resource, folder: Path) -> Path:
-    """Download ``res`` into ``folder`` (kept if already there with the right md5)."""
+    """Download ``res`` into ``folder`` (kept if already there with the right md5).
+
+    The bytes go to ``<name>.part``, which is deleted unless the md5 matches; at most MAX_BYTES
+    are accepted.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / res.filename
     if dest.exists() and (res.md5 is None or md5sum(dest) == res.md5):
         return dest
     part = dest.with_name(dest.name + ".part")
-    with urlopen(res.url) as r, open(part, "wb") as f:
-        shutil.copyfileobj(r, f, CHUNK)
-    got = md5sum(part)
-    if res.md5 is not None and got != res.md5:
-        part.unlink()
-        raise ValueError(f"md5 {got} of the downloaded file is not the published {res.md5}")
-    os.replace(part, dest)
+    try:
+        with urlopen(res.url) as r, open(part, "wb") as f:
+            total = 0
+            while block := r.read(CHUNK):
+                total += len(block)
+                if total > MAX_BYTES:
+                    raise ValueError(f"the download exceeds {MAX_BYTES} bytes; refused")
+                f.write(block)
+        got = md5sum(part)
+        if res.md5 is not None and got != res.md5:
+            raise ValueError(f"md5 {got} of the downloaded {res.filename} is not the published "
+                             f"{res.md5}; the download was deleted")
+        os.replace(part, dest)
+    finally:
+        part.unlink(missing_ok=True)
     return dest
 
 
@@ -69,31 +117,95 @@ def _inside(root: Path, name: str) -> bool:
     return target == root or root in target.parents
 
 
-def extract(archive: Path, target: Path) -> None:
-    """Unpack a .tar(.gz/.bz2/.xz), .zip or single-file .gz into ``target``.
+def _plan(archive: Path, root: Path, entries) -> list:
+    """Check ``(member, name, is_dir, is_file, size)`` entries; return the members to write."""
+    out, total = [], 0
+    packed = archive.stat().st_size
+    for n, (member, name, is_dir, is_file, size) in enumerate(entries, 1):
+        if n > MAX_MEMBERS:
+            raise ValueError(f"{archive.name} has more than {MAX_MEMBERS} members; refused")
+        if not (is_dir or is_file):
+            raise ValueError(f"archive member {name!r} is a link or special file; refused")
+        if not _inside(root, name) or Path(name).is_absolute():
+            raise ValueError(f"archive member {name!r} would escape {root}; refused")
+        total += size
+        check_expansion(archive.name, total, packed)
+        out.append((member, root / name, is_dir))
+    return out
 
-    Members with absolute paths, ``..`` components, links or device files are refused: an
-    archive cannot write outside ``target``.
-    """
+
+def _write(plan: list, open_member) -> None:
+    """Create the planned folders and files; on failure remove the files written so far."""
+    written: list[Path] = []
+    try:
+        for member, dest, is_dir in plan:
+            if is_dir:
+                dest.mkdir(parents=True, exist_ok=True)
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            written.append(dest)
+            with open_member(member) as src, open(dest, "wb") as dst:
+                shutil.copyfileobj(src, dst, CHUNK)     # readers stop at the declared size
+    except BaseException:
+        for p in written:
+            p.unlink(missing_ok=True)
+        raise
+
+
+def _extract_tar(archive: Path, root: Path) -> None:
+    with tarfile.open(archive) as tf:
+        # Lazy iteration: a member whose declared size breaks the limits stops the scan before
+        # its data is decompressed.
+        plan = _plan(archive, root, ((m, m.name, m.isdir(), m.isfile() and not m.issparse(),
+                                      m.size if m.isfile() else 0) for m in tf))
+        _write(plan, tf.extractfile)
+
+
+def _zip_link(info: zipfile.ZipInfo) -> bool:
+    return ((info.external_attr >> 16) & 0o170000) == 0o120000     # S_IFLNK in the Unix mode
+
+
+def _extract_zip(archive: Path, root: Path) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        infos = zf.infolist()
+        for i in infos:
+            if i.compress_type not in ZIP_METHODS:
+                raise ValueError(f"archive member {i.filename!r} uses compression method "
+                                 f"{i.compress_type} (only stored and deflated are read)")
+        # zipfile stops at each member's declared size (and fails its CRC if data runs on).
+        plan = _plan(archive, root, ((i, i.filename, i.is_dir(),
+                                      not i.is_dir() and not _zip_link(i), i.file_size)
+                                     for i in infos))
+        _write(plan, zf.open)
+
+
+def _gunzip(archive: Path, root: Path) -> None:
+    dest = root / archive.name[:-3]
+    tmp = dest.with_name(dest.name + ".part")
+    try:
+        with gzip.open(archive, "rb") as src, open(tmp, "wb") as dst:
+            copy_bounded(src, dst, archive.name, archive.stat().st_size)
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def extract(archive: Path, target: Path) -> None:
+    """Unpack a .tar(.gz/.bz2/.xz), .zip or single-file .gz into ``target`` (module docstring);
+    the kind comes from the name, else from the content."""
     target.mkdir(parents=True, exist_ok=True)
     root = target.resolve()
-    name = archive.name
-    if tarfile.is_tarfile(archive):
-        with tarfile.open(archive) as tf:
-            members = tf.getmembers()
-            for m in members:
-                if not (m.isfile() or m.isdir()) or not _inside(root, m.name):
-                    raise ValueError(f"archive member {m.name!r} would escape {target} or is a link")
-            tf.extractall(root, members=members, filter="data")
-    elif zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf:
-            for n in zf.namelist():
-                if not _inside(root, n):
-                    raise ValueError(f"archive member {n!r} would escape {target}")
-            zf.extractall(root)
+    name = archive.name.lower()
+    if name.endswith(TAR_SUFFIXES):                   # by name first: a gzip file of zeros
+        _extract_tar(archive, root)                    # also passes tarfile.is_tarfile
+    elif name.endswith(".zip"):
+        _extract_zip(archive, root)
     elif name.endswith(".gz"):
-        with gzip.open(archive, "rb") as src, open(root / name[:-3], "wb") as dst:
-            shutil.copyfileobj(src, dst, CHUNK)
+        _gunzip(archive, root)
+    elif tarfile.is_tarfile(archive):
+        _extract_tar(archive, root)
+    elif zipfile.is_zipfile(archive):
+        _extract_zip(archive, root)
     else:
         raise ValueError(f"{archive} is not a tar, zip or gzip archive")
 
@@ -115,7 +227,7 @@ def ensure(dataset: str, expected: Path, resources: list[Resource], folder: Path
             path = download(res, folder)
             if res.extract:
                 extract(path, folder)
-        except (OSError, ValueError, EOFError, tarfile.TarError, zipfile.BadZipFile) as e:
+        except FETCH_ERRORS as e:
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise UserError(f"data={dataset}: files not found at {expected} and downloading "
                             f"{res.url} failed ({reason}); put the files there by hand "

@@ -7,8 +7,10 @@
   (tab separated: file, wnid, box). The unlabelled ``test/`` folder is not used; ``val`` is the
   test split. 64x64 RGB, 200 classes.
 
-Images are decoded once and cached as tensors under ``data_dir``; normalisation is per channel
-with the training split's mean and std (``standard``) or ``unit``.
+Images are decoded once and cached as tensors (fedmoo/data/cache.py); normalisation is per
+channel with the training split's mean and std (``standard``) or ``unit``. Both archives are
+md5-checked on download. An image that does not decode or has another size, a bad
+``val_annotations.txt`` line or a missing folder is a UserError naming the file.
 """
 
 from __future__ import annotations
@@ -20,28 +22,36 @@ import torch
 
 from fedmoo.data import pixels
 from fedmoo.data.cache import cached
+from fedmoo.data.checks import open_image, read_text
 from fedmoo.data.download import Resource, ensure
 from fedmoo.data.federated import Source
+from fedmoo.errors import UserError
 
+# Neither publisher lists an md5 on its page; these are the archives' md5s as pinned by many
+# independent public loaders of both datasets (the same value in each).
 CINIC_URL = Resource("https://datashare.ed.ac.uk/bitstream/handle/10283/3192/CINIC-10.tar.gz",
-                     extract=True)
-TINY_URL = Resource("http://cs231n.stanford.edu/tiny-imagenet-200.zip", extract=True)
+                     "6ee4d0c996905fe93221de577967a372", extract=True)
+TINY_URL = Resource("https://cs231n.stanford.edu/tiny-imagenet-200.zip",
+                    "90528d7ca1a48142e341f4ef8d21d0de", extract=True)
+SIZES = {"cinic10": (32, 32), "tinyimagenet": (64, 64)}
+FIX = "re-download the dataset"
 IMAGE_EXT = {".png", ".jpg", ".jpeg"}
 
 
 def _images(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise UserError(f"{folder} is missing or not a folder; {FIX}")
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXT)
 
 
-def _decode(paths: list[Path]) -> np.ndarray:
-    from PIL import Image
-
-    arrs = [np.asarray(Image.open(p).convert("RGB"), np.uint8).transpose(2, 0, 1) for p in paths]
+def _decode(paths: list[Path], size: tuple[int, int]) -> np.ndarray:
+    arrs = [np.asarray(open_image(p, FIX, size), np.uint8).transpose(2, 0, 1) for p in paths]
     return np.stack(arrs) if arrs else np.zeros((0, 3, 1, 1), np.uint8)
 
 
-def _source(items: list[tuple[Path, int, bool]], classes: list[str], normalize: str) -> Source:
-    x = _decode([p for p, _, _ in items])
+def _source(items: list[tuple[Path, int, bool]], classes: list[str], normalize: str,
+            size: tuple[int, int]) -> Source:
+    x = _decode([p for p, _, _ in items], size)
     y = np.array([c for _, c, _ in items], np.int64)
     is_test = np.array([t for _, _, t in items], bool)
     return Source(x=pixels.normalize(x, is_test, normalize), y=torch.from_numpy(y),
@@ -59,7 +69,8 @@ def load_cinic10(data_dir: Path, normalize: str = "standard", use_valid: bool = 
     items = [(p, c, is_test) for split, is_test in splits
              for c, name in enumerate(classes) for p in _images(root / split / name)]
     return cached(data_dir, "cinic10", {"normalize": normalize, "use_valid": use_valid},
-                  [p for p, _, _ in items], lambda: _source(items, classes, normalize))
+                  [p for p, _, _ in items],
+                  lambda: _source(items, classes, normalize, SIZES["cinic10"]))
 
 
 def load_tinyimagenet(data_dir: Path, normalize: str = "standard", download: bool = True) -> Source:
@@ -67,13 +78,19 @@ def load_tinyimagenet(data_dir: Path, normalize: str = "standard", download: boo
     ann = root / "val" / "val_annotations.txt"
     ensure("tinyimagenet", root, [TINY_URL], data_dir, download,
            lambda: (root / "wnids.txt").is_file() and ann.is_file())
-    classes = (root / "wnids.txt").read_text().split()
+    classes = read_text(root / "wnids.txt", FIX).split()
     index = {w: i for i, w in enumerate(classes)}
     items = [(p, index[w], False) for w in classes
              for p in _images(root / "train" / w / "images")]
-    for line in ann.read_text().splitlines():
+    for lineno, line in enumerate(read_text(ann, FIX).splitlines(), 1):
         if line.strip():
-            fname, wnid = line.split("\t")[:2]
-            items.append((root / "val" / "images" / fname, index[wnid], True))
+            fields = line.split("\t")
+            image = root / "val" / "images" / fields[0]
+            if len(fields) < 2 or fields[1] not in index or "/" in fields[0] \
+                    or not image.is_file():
+                raise UserError(f"{ann}:{lineno}: expected 'file<TAB>wnid' naming an image of "
+                                f"val/images and a wnid of wnids.txt, got {line[:80]!r}; {FIX}")
+            items.append((image, index[fields[1]], True))
     return cached(data_dir, "tinyimagenet", {"normalize": normalize},
-                  [p for p, _, _ in items], lambda: _source(items, classes, normalize))
+                  [p for p, _, _ in items],
+                  lambda: _source(items, classes, normalize, SIZES["tinyimagenet"]))

@@ -12,6 +12,9 @@ sources and a long preprocessing), so there is nothing to download here.
 - Shakespeare: ``x`` = an 80-character string, ``y`` = the next character; both encoded with
   LEAF's 80-character vocabulary. Samples with a character outside it are dropped. Tokens are
   stored as float32 indices (the model embeds ``x.long()``).
+
+A damaged file (not UTF-8 JSON, no ``user_data``, a user without ``x``/``y`` lists or training
+samples, wrong types, FEMNIST labels outside 0..61) is a UserError naming the file and the user.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 import torch
 
 from fedmoo.data.cache import cached
+from fedmoo.data.checks import reason
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 
@@ -38,22 +42,41 @@ def _json_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
 
 
+def _bad(path: Path, what: str) -> UserError:
+    return UserError(f"{path}: {what}; regenerate it with LEAF ({LEAF_URL})")
+
+
+def _read_file(path: Path) -> dict[str, dict]:
+    """``user_data`` of one LEAF JSON file, each user's ``x`` and ``y`` checked to be lists of
+    the same length."""
+    try:
+        blob = json.loads(path.read_bytes())
+    except UnicodeDecodeError as e:
+        raise _bad(path, f"byte {e.start} is not UTF-8 text") from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise _bad(path, f"not a LEAF JSON file ({reason(e)})") from None
+    users = blob.get("user_data") if isinstance(blob, dict) else None
+    if not isinstance(users, dict):
+        raise _bad(path, "not a LEAF JSON file (no 'user_data' object)")
+    if not users:
+        raise _bad(path, "no users in 'user_data'")
+    for u, d in users.items():
+        if not isinstance(d, dict) or not isinstance(d.get("x"), list) \
+                or not isinstance(d.get("y"), list):
+            raise _bad(path, f"user {u} has no 'x' and 'y' lists")
+        if len(d["x"]) != len(d["y"]):
+            raise _bad(path, f"user {u} has {len(d['x'])} inputs but {len(d['y'])} targets")
+    return users
+
+
+def _read_users(folder: Path) -> dict[str, tuple[Path, dict]]:
+    """Every user of every JSON file in ``folder`` with the file it came from."""
+    return {u: (path, d) for path in _json_files(folder) for u, d in _read_file(path).items()}
+
+
 def read_split(folder: Path) -> dict[str, dict]:
     """Merge ``user_data`` of every JSON file in ``folder``."""
-    out: dict[str, dict] = {}
-    for path in _json_files(folder):
-        try:
-            blob = json.loads(path.read_text())
-            users = blob["user_data"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise UserError(f"{path} is not a LEAF JSON file ({type(e).__name__}: {e}); "
-                            "regenerate it with LEAF") from None
-        for u, d in users.items():
-            if len(d["x"]) != len(d["y"]):
-                raise UserError(f"{path}: user {u} has {len(d['x'])} inputs but {len(d['y'])} "
-                                "targets; regenerate the file")
-            out[u] = d
-    return out
+    return {u: d for u, (_, d) in _read_users(folder).items()}
 
 
 def _check(dataset: str, root: Path) -> list[Path]:
@@ -66,7 +89,7 @@ def _check(dataset: str, root: Path) -> list[Path]:
 
 
 def _federate(dataset: str, root: Path, users: list[str] | None, encode) -> Source:
-    train, test = read_split(root / "train"), read_split(root / "test")
+    train, test = _read_users(root / "train"), _read_users(root / "test")
     names = sorted(train)
     if users is not None:
         missing = [u for u in users if u not in train]
@@ -76,10 +99,18 @@ def _federate(dataset: str, root: Path, users: list[str] | None, encode) -> Sour
         names = list(users)
     xs, ys, owners, flags = [], [], [], []
     for k, u in enumerate(names):
-        for part, is_test in ((train.get(u), False), (test.get(u), True)):
-            if not part:
+        for split, is_test in ((train, False), (test, True)):
+            if u not in split:
                 continue
-            x, y = encode(part["x"], part["y"])
+            path, part = split[u]
+            if not part["y"]:
+                if is_test:
+                    continue                       # a user may have no test samples
+                raise _bad(path, f"user {u} has no training samples")
+            try:
+                x, y = encode(part["x"], part["y"])
+            except (ValueError, TypeError) as e:
+                raise _bad(path, f"user {u}: {reason(e)}") from None
             xs.append(x)
             ys.append(y)
             owners.append(np.full(len(y), k, np.int64))
@@ -96,16 +127,28 @@ def _federate(dataset: str, root: Path, users: list[str] | None, encode) -> Sour
 
 
 def _encode_femnist(x: list, y: list) -> tuple[np.ndarray, np.ndarray]:
+    """ValueError / TypeError when ``x`` is not 784 numbers per sample or ``y`` not 0..61."""
     xa = np.asarray(x, dtype=np.float32)
     if xa.ndim != 2 or xa.shape[1] != 784:
-        raise UserError(f"FEMNIST inputs must be 784 floats each, got shape {xa.shape}")
-    return xa.reshape(-1, 1, 28, 28), np.asarray(y, dtype=np.int64)
+        raise ValueError(f"FEMNIST inputs must be 784 numbers each, got shape {xa.shape}")
+    if not np.isfinite(xa).all():
+        raise ValueError("FEMNIST inputs must be finite numbers")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in y):
+        raise ValueError("FEMNIST targets must be integers")
+    ya = np.asarray(y, dtype=np.int64)
+    bad = np.flatnonzero((ya < 0) | (ya >= len(FEMNIST_CLASSES)))
+    if len(bad):
+        raise ValueError(f"label {ya[bad[0]]} of sample {bad[0]} is outside "
+                         f"0..{len(FEMNIST_CLASSES) - 1}")
+    return xa.reshape(-1, 1, 28, 28), ya
 
 
 _CODE = {c: i for i, c in enumerate(VOCAB)}
 
 
 def _encode_shakespeare(x: list[str], y: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    if not all(isinstance(s, str) for s in x) or not all(isinstance(t, str) for t in y):
+        raise ValueError("Shakespeare inputs and targets must be strings")
     keep = [i for i, (s, t) in enumerate(zip(x, y))
             if len(s) == SEQ_LEN and len(t) == 1 and t in _CODE and all(c in _CODE for c in s)]
     xa = np.array([[_CODE[c] for c in x[i]] for i in keep], dtype=np.float32).reshape(-1, SEQ_LEN)

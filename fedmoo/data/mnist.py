@@ -13,17 +13,21 @@ Debian's ``dataset-fashion-mnist`` package installs), so it works offline after
 from __future__ import annotations
 
 import gzip
+import math
+import zlib
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from fedmoo.data import pixels
-from fedmoo.data.download import Resource, ensure
+from fedmoo.data.checks import check_labels, reason
+from fedmoo.data.download import CHUNK, Resource, ensure
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 
 IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+MAX_IDX_BYTES = 1 << 30   # data of one IDX file (EMNIST byclass train images: 547 MB)
 SPLITS = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
           "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
 
@@ -43,25 +47,57 @@ EMNIST_ZIP = Resource("https://biometrics.nist.gov/cs_links/EMNIST/gzip.zip",
 
 FMNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
                   "Sneaker", "Bag", "Ankle boot"]
+# Label range of each EMNIST split (letters are labelled 1..26).
+EMNIST_NUM_CLASSES = {"byclass": 62, "bymerge": 47, "balanced": 47, "letters": 27, "digits": 10,
+                      "mnist": 10}
 EMNIST_BYCLASS = [*"0123456789", *"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *"abcdefghijklmnopqrstuvwxyz"]
 
 
 def read_idx(path: Path) -> np.ndarray:
-    """Parse one IDX file (plain or gzip-compressed) into a numpy array of its shape."""
-    raw = Path(path).read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in IDX_DTYPES:
+    """Parse one IDX file (plain or gzip-compressed) into a numpy array of its shape.
+
+    The header's size is checked against ``MAX_IDX_BYTES`` before any data is read, and only
+    that many bytes are decompressed, so a gzip bomb cannot fill the memory. Damaged files
+    (truncated, corrupt gzip, bad header, trailing data) are a UserError naming the file.
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
+            return _parse_idx(path, f)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise UserError(f"{path} is a truncated or corrupt gzip file ({reason(e)}); "
+                        "re-download it") from None
+    except OSError as e:
+        raise UserError(f"{path} cannot be read ({reason(e)})") from None
+
+
+def _parse_idx(path: Path, f) -> np.ndarray:
+    head = f.read(4)
+    if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in IDX_DTYPES:
         raise UserError(f"{path} is not an IDX file (bad magic number); re-download it")
-    ndim = raw[3]
-    dims = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
-    dtype = np.dtype(IDX_DTYPES[raw[2]])
-    start = 4 + 4 * ndim
-    count = int(np.prod(dims)) if dims else 0
-    if len(raw) - start != count * dtype.itemsize:
+    ndim = head[3]
+    raw_dims = f.read(4 * ndim)
+    if len(raw_dims) < 4 * ndim:
+        raise UserError(f"{path} is truncated inside its header; re-download it")
+    dims = tuple(int.from_bytes(raw_dims[4 * i: 4 * i + 4], "big") for i in range(ndim))
+    dtype = np.dtype(IDX_DTYPES[head[2]])
+    count = math.prod(dims) if dims else 0
+    need = count * dtype.itemsize
+    if need > MAX_IDX_BYTES:
+        raise UserError(f"{path}: header declares {dims} values ({need} bytes), more than the "
+                        f"{MAX_IDX_BYTES} bytes an IDX file may hold; re-download it")
+    data = bytearray()
+    while len(data) < need and (block := f.read(min(CHUNK, need - len(data)))):
+        data += block
+    if len(data) < need:
         raise UserError(f"{path} is truncated: header says {dims}, file holds "
-                        f"{(len(raw) - start) // dtype.itemsize} values; re-download it")
-    return np.frombuffer(raw, dtype=dtype, offset=start).reshape(dims).astype(dtype.newbyteorder("="))
+                        f"{len(data) // dtype.itemsize} values; re-download it")
+    if f.read(1):
+        raise UserError(f"{path} holds more data than its header {dims} declares; re-download it")
+    return np.frombuffer(data, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="),
+                                                                 copy=False)
 
 
 def _find(dirs: list[Path], name: str) -> Path | None:
@@ -81,13 +117,18 @@ def _complete(dirs: list[Path], names: list[str]) -> list[Path] | None:
     return None
 
 
-def _load_idx_pair(paths: list[Path]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(train images, train labels, test images, test labels) -> x [M,H,W], y [M], is_test [M]."""
+def _load_idx_pair(paths: list[Path], num_classes: int | None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(train images, train labels, test images, test labels) -> x [M,H,W], y [M], is_test [M].
+
+    Labels outside ``0..num_classes-1`` (when known) are refused here, naming the label file.
+    """
     xtr, ytr, xte, yte = (read_idx(p) for p in paths)
-    for x, y, p in ((xtr, ytr, paths[0]), (xte, yte, paths[2])):
+    for x, y, p, q in ((xtr, ytr, paths[0], paths[1]), (xte, yte, paths[2], paths[3])):
         if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
             raise UserError(f"{p}: images {x.shape} and labels {y.shape} do not match; "
                             "re-download the dataset")
+        check_labels(y, num_classes or np.iinfo(np.int64).max, str(q), "re-download it")
     x = np.concatenate([xtr, xte])
     y = np.concatenate([ytr, yte]).astype(np.int64)
     is_test = np.concatenate([np.zeros(len(ytr), bool), np.ones(len(yte), bool)])
@@ -113,7 +154,7 @@ def _load_family(dataset: str, dirs: list[Path], url: str, md5: dict[str, str],
     folder = dirs[0]
     ensure(dataset, folder, [Resource(url + f"{n}.gz", md5[f"{n}.gz"]) for n in names], folder,
            download, lambda: _complete(dirs, names) is not None)
-    return _load_idx_pair(_complete(dirs, names))
+    return _load_idx_pair(_complete(dirs, names), 10)
 
 
 def load_mnist_arrays(data_dir: Path, download: bool = True) -> tuple[np.ndarray, ...]:
@@ -151,8 +192,8 @@ def load_emnist(data_dir: Path, split: str = "byclass", normalize: str = "unit",
         return _complete([raw, raw / "gzip"], names) is not None
 
     ensure("emnist", raw, [EMNIST_ZIP], raw, download, present)
-    x, y, t = _load_idx_pair(_complete([raw, raw / "gzip"], names))
+    x, y, t = _load_idx_pair(_complete([raw, raw / "gzip"], names), EMNIST_NUM_CLASSES.get(split))
     x = np.ascontiguousarray(x.transpose(0, 2, 1))     # NIST column order -> upright images
     classes = EMNIST_BYCLASS if split == "byclass" else None
-    n_cls = len(classes) if classes else int(y.max()) + 1
+    n_cls = EMNIST_NUM_CLASSES.get(split) or int(y.max()) + 1
     return _source(x, y, t, normalize, n_cls, classes)

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from fedmoo.data.federated import Source
+from fedmoo.errors import UserError
 
 DIM = 60
 NUM_CLASSES = 10
@@ -64,5 +65,16 @@ def generate(num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: i
 def load(data_dir, num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: int = 0,
          iid: bool = False, max_samples: int | None = None) -> Source:
     """Data-config entry point: the generator needs no files, ``data_dir`` is unused."""
+    for key, value, lo in (("alpha", alpha, 0.0), ("beta", beta, 0.0)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= lo \
+                or value == float("inf"):
+            raise UserError(f"data.{key}={value!r} must be a finite number >= 0 (the variance "
+                            f"of FedProx's Synthetic); e.g. data.{key}=1")
+    for key, value in (("num_users", num_users), ("max_samples", max_samples)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise UserError(f"data.{key}={value!r} must be a positive integer"
+                            + (" or null (no cap)" if key == "max_samples" else "")
+                            + f"; e.g. data.{key}=30")
     return generate(num_users=num_users, alpha=alpha, beta=beta, seed=seed, iid=iid,
                     max_samples=max_samples)

@@ -7,6 +7,7 @@ BatchNorm running statistics in the paper models, no data-dependent Python contr
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from torch import nn
@@ -54,6 +55,12 @@ def build(model_cfg: dict[str, Any], input_shape, num_classes: int,
         )
     if num_tasks:
         cfg["num_tasks"] = int(num_tasks)
+    valid = [p for p in inspect.signature(cls.__init__).parameters
+             if p not in ("self", "input_shape", "num_classes", "num_tasks")]
+    unknown = [k for k in cfg if k not in valid and k != "num_tasks"]
+    if unknown:
+        raise UserError(f"model.{unknown[0]} is not a setting of model={name}; valid keys: "
+                        f"{', '.join(valid) or '(none)'}")
     try:
         return cls(tuple(int(s) for s in input_shape), int(num_classes), **cfg)
     except TypeError as e:

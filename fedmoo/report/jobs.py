@@ -1,105 +1,280 @@
-"""Finding the jobs of runs and sweeps on disk (for ``fedmoo table`` and ``fedmoo plot``)."""
+"""Finding the jobs of runs and sweeps on disk and grouping them by configuration (for
+``fedmoo table`` and ``fedmoo plot``).
+
+A job is a directory holding ``.hydra/config.yaml`` or ``summary.json``. Its configuration is the
+``config`` a run records in summary.json (the resolved config less the knobs that do not change
+results), else Hydra's ``.hydra/config.yaml``, resolved here. Jobs are grouped by that whole
+configuration, flattened to dotted keys, less ``NOT_A_RESULT_KEY`` and the keys Hydra's record
+sets to ``${seed}``: jobs that differ in anything else (``rounds``, a hyperparameter) are never
+averaged together. A group counts one job per seed (``group_jobs``). A file that cannot be read
+makes its job ``corrupt`` with a ``reason``; nothing here raises for a damaged job.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from fedmoo.errors import UserError
+from fedmoo.report.results import read_rounds_frame
 
-# Overrides that never distinguish configurations of a table (they vary across repetitions or
-# only change where/how a job runs).
-NOT_A_CONFIG_KEY = ("seed", "hydra.", "data_dir", "progress", "device", "traceback", "debug",
-                    "experiment", "resume", "checkpoint_every")
+# Keys (and their sub-keys) that never distinguish configurations: the seed, which varies across
+# repetitions, and knobs that only change where or how a job runs.
+NOT_A_RESULT_KEY = ("seed", "hydra", "experiment", "debug", "progress", "device", "data_dir",
+                    "threads", "logger", "resume", "checkpoint_every", "traceback")
+FINISHED = ("completed", "diverged")
+_FOLLOWS_SEED = re.compile(r"^\$\{\.*seed\}$")
+
+
+def is_result_key(key: str) -> bool:
+    return not any(key == k or key.startswith(k + ".") for k in NOT_A_RESULT_KEY)
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"algo": {"alpha": 0.1}}`` -> ``{"algo.alpha": 0.1}``."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def as_text(v: Any) -> str:
+    """A config value as it is written in an override."""
+    if isinstance(v, bool) or v is None:
+        return json.dumps(v)
+    return json.dumps(v) if isinstance(v, (list, dict)) else str(v)
 
 
 @dataclass
 class Job:
     path: Path
     overrides: dict[str, str]
-    config: dict[str, Any]
+    config: dict[str, Any] | None          # None: no readable configuration
     summary: dict[str, Any] | None
     status: str = "missing"
+    reason: str | None = None              # what could not be read (or: no config recorded)
     rows_path: Path | None = None
     clients_path: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    seed_keys: tuple[str, ...] = ()        # keys set to ${seed} in Hydra's record
+    mtime: float = 0.0                     # of summary.json (else the directory)
+    rounds_problem: str | None = None      # what is wrong with rounds.csv, once read
+    _rounds: Any = field(default=None, repr=False)
 
     @property
     def seed(self) -> Any:
-        return self.config.get("seed")
+        return (self.config or {}).get("seed")
+
+    @cached_property
+    def flat(self) -> dict[str, Any]:
+        """The configuration with dotted keys (computed on first use)."""
+        return flatten(self.config or {})
+
+    def identity(self) -> dict[str, Any]:
+        """The flattened configuration that determines the job's results, seed excluded."""
+        return {k: v for k, v in self.flat.items() if is_result_key(k) and k not in self.seed_keys}
 
     def metric(self, key: str) -> float | None:
         if not self.summary:
             return None
-        v = self.summary.get("final", {}).get(key)
+        v = (self.summary.get("final") or {}).get(key)
         return None if v is None else float(v)
 
+    def expected_rows(self) -> int | None:
+        """rounds.csv rows that summary.json's ``rounds_completed`` implies (None: unknown)."""
+        try:
+            done = int(self.summary["rounds_completed"])
+            every = int(self.config["eval_every"])
+            return done // every + (1 if self.status == "completed" and done % every else 0)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            return None
 
-def _parse_override(s: str) -> tuple[str, str]:
-    key, _, value = s.partition("=")
-    return key.lstrip("+~"), value
+    def rounds(self):
+        """rounds.csv's whole rows as a DataFrame (read once); sets ``rounds_problem``."""
+        if self._rounds is None:
+            if self.rows_path is None:
+                import pandas as pd
+
+                return pd.DataFrame()
+            self._rounds, self.rounds_problem = read_rounds_frame(self.rows_path,
+                                                                  self.expected_rows())
+        return self._rounds
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())[:200]
+
+
+def _hydra_config(path: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Hydra's record, resolved where possible, and the keys it sets to ``${seed}``; raises
+    ValueError or TypeError for a file that is not a YAML mapping."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        node = OmegaConf.create(path.read_text())
+    except (yaml.YAMLError, OmegaConfBaseException) as e:
+        raise ValueError(str(e)) from e
+    raw = OmegaConf.to_container(node, resolve=False)
+    if not isinstance(raw, dict):
+        raise TypeError("not a mapping")
+    seed_keys = tuple(k for k, v in flatten(raw).items()
+                      if isinstance(v, str) and _FOLLOWS_SEED.match(v))
+    try:
+        return OmegaConf.to_container(node, resolve=True), seed_keys
+    except OmegaConfBaseException:  # an interpolation only Hydra resolves: compare it as written
+        return raw, seed_keys
 
 
 def load_job(path: Path) -> Job:
-    hydra_dir = path / ".hydra"
-    config = yaml.safe_load((hydra_dir / "config.yaml").read_text()) or {}
-    overrides: dict[str, str] = {}
-    ov = hydra_dir / "overrides.yaml"
-    if ov.exists():
-        for s in yaml.safe_load(ov.read_text()) or []:
-            k, v = _parse_override(str(s))
-            overrides[k] = v
-    summary = None
-    status = "missing"
+    job = Job(path=path, overrides={}, config=None, summary=None)
+    problems = []
+    hydra = path / ".hydra"
+    try:
+        if (hydra / "config.yaml").exists():
+            job.config, job.seed_keys = _hydra_config(hydra / "config.yaml")
+        if (hydra / "overrides.yaml").exists():
+            for s in yaml.safe_load((hydra / "overrides.yaml").read_text()) or []:
+                key, _, value = str(s).partition("=")
+                job.overrides[key.lstrip("+~")] = value
+    except (OSError, ValueError, TypeError, yaml.YAMLError) as e:
+        problems.append(f".hydra is unreadable: {_one_line(e)}")
     sp = path / "summary.json"
+    job.mtime = (sp if sp.exists() else path).stat().st_mtime
     if sp.exists():
         try:
-            summary = json.loads(sp.read_text())
-            status = summary.get("status", "completed")
-        except json.JSONDecodeError:
-            status = "corrupt"
+            job.summary = json.loads(sp.read_text())
+            if not isinstance(job.summary, dict):
+                raise TypeError("not a JSON object")
+            job.status = str(job.summary.get("status", "completed"))
+            if isinstance(job.summary.get("config"), dict):
+                job.config = job.summary["config"]
+        except (ValueError, TypeError) as e:
+            job.summary = None
+            job.status = "corrupt"
+            bad = "does not hold a JSON object" if isinstance(e, TypeError) else \
+                f"is not valid JSON: {_one_line(e)}"
+            problems.insert(0, f"summary.json {bad}")
     elif (path / "error.json").exists():
-        status = "failed"
+        job.status = "failed"
     elif (path / "rounds.csv").exists():
-        status = "incomplete"
-    rows = path / "rounds.csv"
-    clients = path / "clients.csv"
-    return Job(path=path, overrides=overrides, config=config, summary=summary, status=status,
-               rows_path=rows if rows.exists() else None,
-               clients_path=clients if clients.exists() else None)
+        job.status = "incomplete"
+    rows, clients = path / "rounds.csv", path / "clients.csv"
+    job.rows_path = rows if rows.exists() else None
+    job.clients_path = clients if clients.exists() else None
+    if job.rows_path and job.status in (*FINISHED, "interrupted"):
+        job.rounds()
+        if job.rounds_problem:
+            job.status = "corrupt"
+            problems.append(f"rounds.csv: {job.rounds_problem}")
+    if job.config is None and not problems:
+        problems.append("no configuration recorded (.hydra/config.yaml or summary.json config)")
+    if problems and job.config is None and job.status in ("missing", "incomplete"):
+        job.status = "corrupt"
+    job.reason = "; ".join(problems) or None
+    return job
 
 
 def find_jobs(dirs: list[str | Path]) -> list[Job]:
-    """Every job directory (one holding ``.hydra/config.yaml``) below the given directories."""
+    """Every job directory (holding ``.hydra/config.yaml`` or ``summary.json``) below ``dirs``."""
     jobs: list[Job] = []
     for d in dirs:
         d = Path(d)
         if not d.exists():
             raise UserError(f"no such directory: {d}")
-        found = sorted({p.parent.parent for p in d.rglob(".hydra/config.yaml")})
+        found = sorted({p.parent.parent for p in d.rglob(".hydra/config.yaml")}
+                       | {p.parent for p in d.rglob("summary.json")})
         if not found:
-            raise UserError(f"{d} holds no fedmoo run (no .hydra/config.yaml below it)")
+            raise UserError(f"{d} holds no fedmoo run (no .hydra/config.yaml or summary.json "
+                            "below it)")
         jobs += [load_job(p) for p in found]
     return jobs
 
 
-def config_keys(jobs: list[Job]) -> list[str]:
-    """Override keys whose values differ between jobs (seed and run-location keys excluded)."""
-    keys: list[str] = []
-    for j in jobs:
-        for k in j.overrides:
-            if k not in keys and not k.startswith(NOT_A_CONFIG_KEY):
-                keys.append(k)
-    varying = [k for k in keys if len({j.overrides.get(k) for j in jobs}) > 1]
-    return varying
+@dataclass
+class Group:
+    """Jobs of one configuration: ``jobs`` holds one per seed, ``dropped`` the other jobs of a
+    seed already there (``dropped[i]`` duplicates the seed of ``kept_for[i]``)."""
+    jobs: list[Job]
+    dropped: list[Job] = field(default_factory=list)
+    kept_for: list[Job] = field(default_factory=list)
+
+    def value(self, key: str) -> str:
+        """``key`` of this configuration as text: the jobs' override of it, else its value in
+        the config (``algo`` -> ``algo.name``), else ``""``."""
+        for j in self.jobs + self.dropped:
+            if key in j.overrides:
+                return j.overrides[key]
+        flat = self.jobs[0].flat
+        for k in (key, f"{key}.name"):
+            if k in flat:
+                return as_text(flat[k])
+        return ""
 
 
-def group_jobs(jobs: list[Job], keys: list[str]) -> dict[tuple, list[Job]]:
-    groups: dict[tuple, list[Job]] = {}
+def group_jobs(jobs: list[Job]) -> list[Group]:
+    """Jobs grouped by ``Job.identity`` (jobs without a configuration are left out), in order of
+    their first job. Of several jobs with the same seed, the group keeps the newest finished one
+    (completed or diverged; by summary.json's mtime), else the newest, and drops the others."""
+    by_config: dict[str, list[Job]] = {}
     for j in jobs:
-        groups.setdefault(tuple(j.overrides.get(k, "") for k in keys), []).append(j)
+        if j.config is not None:
+            key = json.dumps(j.identity(), sort_keys=True, default=str)
+            by_config.setdefault(key, []).append(j)
+    groups = []
+    for members in by_config.values():
+        by_seed: dict[str, list[Job]] = {}
+        for j in members:
+            by_seed.setdefault(as_text(j.seed), []).append(j)
+        g = Group(jobs=[])
+        for same in by_seed.values():
+            same.sort(key=lambda j: (j.status in FINISHED, j.mtime), reverse=True)
+            g.jobs.append(same[0])
+            g.dropped += same[1:]
+            g.kept_for += [same[0]] * (len(same) - 1)
+        groups.append(g)
     return groups
+
+
+def override_keys(groups: list[Group]) -> list[str]:
+    """Override keys whose values differ between configurations (seed and run-location keys
+    excluded), in the order they first appear."""
+    keys: list[str] = []
+    for g in groups:
+        for j in g.jobs + g.dropped:
+            keys += [k for k in j.overrides if k not in keys and is_result_key(k)]
+    return [k for k in keys if len({g.value(k) for g in groups}) > 1]
+
+
+def label_keys(groups: list[Group], primary: list[str] | None = None) -> list[str]:
+    """``primary`` (default: ``override_keys``), then the config keys needed to tell the
+    configurations apart: ``*.name`` keys first, each added only if it separates configurations
+    the keys so far do not (a 50-round and a 3-round run of one sweep get ``rounds``)."""
+    keys = list(override_keys(groups) if primary is None else primary)
+
+    def distinct(ks: list[str]) -> int:
+        return len({tuple(g.value(k) for k in ks) for g in groups})
+
+    candidates: list[str] = []
+    for g in groups:
+        candidates += [k for k in g.jobs[0].identity() if k not in candidates and k not in keys]
+    candidates.sort(key=lambda k: not k.endswith(".name"))  # stable: config order otherwise
+    for k in candidates:
+        if distinct(keys) == len(groups):
+            break
+        if distinct(keys + [k]) > distinct(keys):
+            keys.append(k)
+    return keys
+
+
+def config_keys(jobs: list[Job], primary: list[str] | None = None) -> list[str]:
+    """The keys that label the configurations of ``jobs`` (see ``label_keys``)."""
+    return label_keys(group_jobs(jobs), primary)

@@ -1,35 +1,63 @@
 """``fedmoo plot``: curves over rounds (mean ± band over seeds), client-accuracy histograms and,
-for multi-task runs, a radar chart of the per-task losses (``--radar``)."""
+for multi-task runs, a radar chart of the per-task losses (``--radar``).
+
+One curve per configuration, grouped as ``fedmoo table`` groups them (the whole configuration but
+the seed, one job per seed; see ``fedmoo.report.jobs``). Damaged files are warned about on stderr
+and left out: a rounds.csv cut short is plotted up to its last whole row.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from fedmoo.errors import UserError
-from fedmoo.report.jobs import Job, config_keys, find_jobs, group_jobs
+from fedmoo.report.jobs import Group, Job, as_text, find_jobs, group_jobs, label_keys
 
 
-def _label(keys, values) -> str:
-    return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in zip(keys, values)) or "run"
+def _warn(msg: str) -> None:
+    print(f"fedmoo plot: {msg}", file=sys.stderr)
 
 
-def _curves(group: list[Job], metric: str):
+def _label(keys, g: Group) -> str:
+    def short(k: str) -> str:
+        return k[: -len(".name")] if k.endswith(".name") else k.split(".")[-1]
+
+    return ", ".join(f"{short(k)}={g.value(k)}" for k in keys) or "run"
+
+
+def check_jobs(jobs: list[Job], groups: list[Group]) -> None:
+    """Warn about every job that is left out or plotted in part; reads each rounds.csv once."""
+    for j in jobs:
+        if j.config is None:
+            _warn(f"skipped {j.path}: {j.status} ({j.reason})")
+    for g in groups:
+        for d, k in zip(g.dropped, g.kept_for):
+            _warn(f"not plotted: {d.path}: repeats seed {as_text(d.seed)} of {k.path}")
+        for j in g.jobs:
+            frame = j.rounds()
+            if j.rounds_problem:
+                _warn(f"{j.rows_path}: {j.rounds_problem}; plotting its {len(frame)} whole rows")
+            elif j.status == "corrupt" and j.rows_path:
+                _warn(f"{j.path}: {j.reason}; plotting its rounds.csv")
+
+
+def _curves(group: Group, metric: str):
     import pandas as pd
 
     series = []
-    for j in group:
-        if j.rows_path is None:
-            continue
-        df = pd.read_csv(j.rows_path)
-        if metric in df.columns:
+    for j in group.jobs:
+        df = j.rounds()
+        if metric in df.columns and "round" in df.columns:
             series.append(df.set_index("round")[metric].astype(float))
     if not series:
         return None
     frame = pd.concat(series, axis=1)
-    return frame.index.to_numpy(), frame.mean(axis=1).to_numpy(), frame.std(axis=1, ddof=0).to_numpy()
+    return (frame.index.to_numpy(), frame.mean(axis=1).to_numpy(),
+            frame.std(axis=1, ddof=0).to_numpy(), len(series))
 
 
 def plot_metric(groups, keys, metric: str, out: Path, logy: bool = False) -> bool:
@@ -40,12 +68,12 @@ def plot_metric(groups, keys, metric: str, out: Path, logy: bool = False) -> boo
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     drawn = 0
-    for values, group in groups.items():
+    for group in groups:
         c = _curves(group, metric)
         if c is None:
             continue
-        x, m, s = c
-        line, = ax.plot(x, m, label=f"{_label(keys, values)} (n={len(group)})")
+        x, m, s, n = c
+        line, = ax.plot(x, m, label=f"{_label(keys, group)} (n={n})")
         ax.fill_between(x, m - s, m + s, color=line.get_color(), alpha=0.2)
         drawn += 1
     if not drawn:
@@ -63,21 +91,35 @@ def plot_metric(groups, keys, metric: str, out: Path, logy: bool = False) -> boo
     return True
 
 
+def _client_accuracies(job: Job):
+    """The ``accuracy`` column of clients.csv (None, with a warning, if it cannot be read)."""
+    import pandas as pd
+
+    if job.clients_path is None:
+        return None
+    try:
+        return pd.read_csv(job.clients_path)["accuracy"].astype(float).to_numpy()
+    except KeyError:
+        _warn(f"{job.clients_path} has no accuracy column; left out")
+    except (OSError, ValueError) as e:
+        _warn(f"{job.clients_path} is unreadable ({' '.join(str(e).split())[:200]}); left out")
+    return None
+
+
 def plot_client_hist(groups, keys, out: Path) -> bool:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import pandas as pd
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     drawn = 0
     bins = np.linspace(0, 100, 21)
-    for values, group in groups.items():
-        accs = [pd.read_csv(j.clients_path)["accuracy"].to_numpy() for j in group if j.clients_path]
+    for group in groups:
+        accs = [a for a in (_client_accuracies(j) for j in group.jobs) if a is not None]
         if not accs:
             continue
-        ax.hist(np.concatenate(accs), bins=bins, alpha=0.5, label=_label(keys, values),
+        ax.hist(np.concatenate(accs), bins=bins, alpha=0.5, label=_label(keys, group),
                 density=True)
         drawn += 1
     if not drawn:
@@ -97,9 +139,10 @@ RADAR_DEFAULT = "train/task{}_loss_norm"
 
 def _final_tasks(job: Job, pattern: str) -> list[float]:
     """``pattern.format(s)`` for s = 0, 1, ... from the job's last rounds.csv row (until missing)."""
-    import pandas as pd
-
-    last = pd.read_csv(job.rows_path).iloc[-1]
+    df = job.rounds()
+    if df.empty:
+        return []
+    last = df.iloc[-1]
     vals = []
     while pattern.format(len(vals)) in last.index:
         vals.append(float(last[pattern.format(len(vals))]))
@@ -114,10 +157,10 @@ def plot_radar(groups, keys, pattern: str, out: Path) -> bool:
     import matplotlib.pyplot as plt
 
     series = []
-    for values, group in groups.items():
-        per_job = [v for v in (_final_tasks(j, pattern) for j in group if j.rows_path) if v]
+    for group in groups:
+        per_job = [v for v in (_final_tasks(j, pattern) for j in group.jobs) if v]
         if per_job and len({len(v) for v in per_job}) == 1:
-            series.append((_label(keys, values), np.mean(per_job, axis=0), group))
+            series.append((_label(keys, group), np.mean(per_job, axis=0), group.jobs))
     if not series or len({len(m) for _, m, _ in series}) != 1:
         return False
     n = len(series[0][1])
@@ -149,8 +192,9 @@ def main(argv: list[str]) -> int:
                    f"(a rounds.csv column with {{}} for the task index; default {RADAR_DEFAULT})")
     ns = p.parse_args(argv)
     jobs = find_jobs(ns.dirs)
-    keys = config_keys(jobs)
-    groups = group_jobs(jobs, keys)
+    groups = group_jobs(jobs)
+    keys = label_keys(groups)
+    check_jobs(jobs, groups)
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
     metrics = ns.metric or ["test/acc_mean", "test/acc_std", "round/improved_frac"]

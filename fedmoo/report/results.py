@@ -1,7 +1,8 @@
 """Result files of a run: rounds.csv (appended and flushed per row), clients.csv, summary.json.
 
 Files that are rewritten (summary.json, clients.csv) go to a temporary file first and are renamed,
-so a killed run never leaves a half-written file.
+so a killed run never leaves a half-written file. ``read_rounds_frame`` reads a rounds.csv that
+may be damaged (a copy cut short, a full disk) for the reports and says what is wrong with it.
 """
 
 from __future__ import annotations
@@ -125,6 +126,36 @@ def read_summary(path: Path) -> dict[str, Any] | None:
 def read_rounds(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+def read_rounds_frame(path: Path, expected_rows: int | None = None):
+    """rounds.csv's whole rows as a pandas DataFrame, and what is wrong with the file (None if
+    nothing): a last line cut mid-row or rows with another number of fields than the header (both
+    left out), fewer rows than ``expected_rows``, or a file that cannot be read (empty frame)."""
+    import io
+
+    import pandas as pd
+
+    problems = []
+    try:
+        lines = Path(path).read_text().splitlines(keepends=True)
+        if lines and not lines[-1].endswith("\n"):
+            lines.pop()
+            problems.append("its last line is cut mid-row")
+        frame = pd.DataFrame()
+        if lines:
+            width = len(next(csv.reader(lines[:1])))
+            whole = [ln for ln in lines[1:] if len(next(csv.reader([ln]), [])) == width]
+            bad = len(lines) - 1 - len(whole)
+            if bad:
+                problems.append(f"{bad} row{' has' if bad == 1 else 's have'} another number of "
+                                "fields than the header")
+            frame = pd.read_csv(io.StringIO("".join(lines[:1] + whole)))
+    except (OSError, ValueError, csv.Error) as e:  # pandas' parser errors are ValueErrors
+        return pd.DataFrame(), f"unreadable: {' '.join(str(e).split())[:200]}"
+    if expected_rows is not None and len(frame) < expected_rows:
+        problems.append(f"{len(frame)} rows where summary.json implies {expected_rows}")
+    return frame, "; ".join(problems) or None
 
 
 class ClientsRoundsWriter:

@@ -1,10 +1,15 @@
 """``fedmoo table``: aggregate a sweep over seeds and lay it out like a paper's table.
 
-Rows are configurations (the override keys that vary between jobs, seed excluded), columns are
-metrics as ``mean ± std`` over seeds. A table spec (``conf/table/<paper>/<table>.yaml``) chooses
-and labels the metrics, orders and labels the rows, and may carry the paper's published values so
-ours and theirs appear side by side with the difference. ``pivot`` lays one metric out as a
-matrix (e.g. algorithm x attack).
+Rows are configurations: the jobs whose whole configuration is the same but for the seed
+(``fedmoo.report.jobs``), one job per seed. They are labelled by the override keys that vary
+between them (or the spec's ``group_by``), plus the config keys needed to tell apart the
+configurations those keys do not (``rounds=50`` / ``rounds=3``). Columns are metrics as
+``mean ± std`` over seeds. Jobs not counted (not completed, corrupt, a repeated seed) are listed on
+stderr; corrupt jobs and repeated seeds are also counted in a ``notes`` column. A table spec
+(``conf/table/<paper>/<table>.yaml``) chooses and labels the metrics, orders and labels the rows
+(found by the values of ``group_by``, or of the varying override keys), and may carry the paper's
+published values so ours and theirs appear side by side with the difference. ``pivot`` lays one
+metric out as a matrix (e.g. algorithm x attack).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import numpy as np
 import yaml
 
 from fedmoo.errors import UserError
-from fedmoo.report.jobs import Job, config_keys, find_jobs, group_jobs
+from fedmoo.report.jobs import Group, Job, as_text, find_jobs, group_jobs, label_keys, override_keys
 
 TABLE_DIR = Path(__file__).resolve().parents[1] / "conf" / "table"
 DEFAULT_METRICS = ["test/acc_mean", "test/acc_std", "test/acc_worst10", "test/acc_best10"]
@@ -38,26 +43,72 @@ def load_spec(name: str) -> dict[str, Any]:
     return spec
 
 
-def _row_label(keys: list[str], values: tuple) -> str:
+def _row_label(keys: list[str], values) -> str:
     if not keys:
         return "all"
     return " ".join(f"{k}={v}" for k, v in zip(keys, values))
 
 
+def table_keys(groups: list[Group], spec: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(primary, keys): the keys whose values find a row of the spec (``group_by``, else the
+    varying override keys), and those plus the config keys that tell the rest apart."""
+    primary = list(spec.get("group_by") or override_keys(groups))
+    return primary, label_keys(groups, primary)
+
+
+def _row(rows_spec: Any, primary: list[str], keys: list[str],
+         rec: dict[str, Any]) -> tuple[str, int, dict[str, Any]]:
+    """(label, order, spec entry) of a record. The spec's row is found by the ``primary``
+    values (the value itself for one key, else ``k=v k2=v2``); keys beyond ``primary`` are
+    appended to the spec's label."""
+    values = [rec[k] for k in primary]
+    row_key = str(values[0]) if len(values) == 1 else _row_label(primary, values)
+    info = rows_spec.get(row_key, {}) if isinstance(rows_spec, dict) else {}
+    order = list(rows_spec).index(row_key) if row_key in rows_spec else 10**6
+    if "label" not in info:
+        return _row_label(keys, [rec[k] for k in keys]), order, info
+    extra = [k for k in keys if k not in primary]
+    suffix = f" ({_row_label(extra, [rec[k] for k in extra])})" if extra else ""
+    return info["label"] + suffix, order, info
+
+
+def _notes(g: Group) -> list[str]:
+    notes = []
+    corrupt = sum(j.status == "corrupt" for j in g.jobs)
+    if corrupt:
+        notes.append(f"{corrupt} corrupt")
+    if g.dropped:
+        seeds = ", ".join(sorted({as_text(j.seed) for j in g.dropped}))
+        notes.append(f"seed {seeds} repeated: {len(g.dropped)} job(s) not counted")
+    return notes
+
+
+def _problems(jobs: list[Job], groups: list[Group]) -> list[str]:
+    """``path: why`` for every job that is not counted."""
+    dup = {id(d): k for g in groups for d, k in zip(g.dropped, g.kept_for)}
+    out = []
+    for j in jobs:
+        if id(j) in dup:
+            out.append(f"{j.path}: repeats seed {as_text(j.seed)} of {dup[id(j)].path} (the one "
+                       "counted)")
+        elif j.config is None or j.status != "completed":
+            out.append(f"{j.path}: {j.status}" + (f" ({j.reason})" if j.reason else ""))
+    return out
+
+
 def build_table(jobs: list[Job], spec: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """One record per configuration; returns (records, problems)."""
-    keys = spec.get("group_by") or config_keys(jobs)
+    """One record per configuration; returns (records, problems: ``path: why`` per job not
+    counted)."""
+    groups = group_jobs(jobs)
+    primary, keys = table_keys(groups, spec)
     metrics = [m["key"] for m in spec["metrics"]]
     rows_spec: dict[str, Any] = spec.get("rows") or {}
-    problems = [f"{j.path}: {j.status}" for j in jobs if j.status != "completed"]
     records = []
-    for values, group in group_jobs(jobs, keys).items():
-        done = [j for j in group if j.status == "completed"]
-        rec: dict[str, Any] = dict(zip(keys, values))
-        row_key = values[0] if len(values) == 1 else _row_label(keys, values)
-        info = rows_spec.get(str(row_key), {}) if isinstance(rows_spec, dict) else {}
-        rec["_label"] = info.get("label", _row_label(keys, values))
-        rec["_order"] = list(rows_spec).index(str(row_key)) if str(row_key) in rows_spec else 10**6
+    for g in groups:
+        done = [j for j in g.jobs if j.status == "completed"]
+        rec: dict[str, Any] = {k: g.value(k) for k in keys}
+        rec["_label"], rec["_order"], info = _row(rows_spec, primary, keys, rec)
+        rec["_primary"] = primary
         paper = info.get("paper")
         for i, m in enumerate(metrics):
             vals = np.array([v for v in (j.metric(m) for j in done) if v is not None], dtype=float)
@@ -66,10 +117,11 @@ def build_table(jobs: list[Job], spec: dict[str, Any]) -> tuple[list[dict[str, A
             if paper is not None and i < len(paper) and paper[i] is not None:
                 rec[f"{m}/paper"] = float(paper[i])
         rec["n_seeds"] = len(done)
-        rec["_statuses"] = sorted({j.status for j in group})
+        rec["_statuses"] = sorted({j.status for j in g.jobs})
+        rec["_notes"] = _notes(g)
         records.append(rec)
     records.sort(key=lambda r: (r["_order"], r["_label"]))
-    return records, problems
+    return records, _problems(jobs, groups)
 
 
 def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
@@ -89,19 +141,18 @@ def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
     order = [str(v) for v in spec["pivot"].get("order") or []]
     cols = order + sorted({str(r[col_key]) for r in records} - set(order))
     out: dict[tuple, dict[str, Any]] = {}
+    primary = [k for k in (records[0]["_primary"] if records else keys) if k != col_key]
     for r in records:
         values = tuple(r[k] for k in row_keys)
-        row_key = str(values[0]) if len(values) == 1 else _row_label(row_keys, values)
-        info = rows_spec.get(row_key, {}) if isinstance(rows_spec, dict) else {}
-        rec = out.setdefault(values, {
-            **dict(zip(row_keys, values)), "_label": info.get("label", _row_label(row_keys, values)),
-            "_order": list(rows_spec).index(row_key) if row_key in rows_spec else 10**6,
-            "n_seeds": r["n_seeds"]})
+        label, row_order, _ = _row(rows_spec, primary, row_keys, r)
+        rec = out.setdefault(values, {**dict(zip(row_keys, values)), "_label": label,
+                                      "_order": row_order, "n_seeds": r["n_seeds"], "_notes": []})
         c = r[col_key]
         rec[f"{c}/mean"], rec[f"{c}/std"] = r[f"{metric}/mean"], r[f"{metric}/std"]
         if not r["n_seeds"]:  # no completed job in this cell: say why (e.g. diverged)
             rec[f"{c}/note"] = "/".join(r.get("_statuses") or ["missing"])
         rec["n_seeds"] = max(rec["n_seeds"], r["n_seeds"])
+        rec["_notes"] += [f"{c}: {n}" for n in r.get("_notes") or []]
     for rec in out.values():
         for c in cols:
             rec.setdefault(f"{c}/mean", math.nan)
@@ -130,12 +181,17 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
             if any(f"{m['key']}/paper" in r for r in records):
                 cols.append(f"{m['key']}/paper")
         cols.append("n_seeds")
+        if any(r.get("_notes") for r in records):
+            cols.append("notes")
         w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", restval="")
         w.writeheader()
         for r in records:
-            w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
+            w.writerow({**{k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()},
+                        "notes": "; ".join(r.get("_notes") or [])})
         return buf.getvalue()
     header = ["configuration"] + [m.get("label", m["key"]) for m in metrics] + ["seeds"]
+    notes = any(r.get("_notes") for r in records)
+    header += ["notes"] if notes else []
     lines = []
     for r in records:
         cells = [r["_label"]]
@@ -150,6 +206,7 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
                 cell += f" (paper {_fmt(p, dec)}, Δ {r[f'{k}/mean'] - p:+.{dec}f})"
             cells.append(cell)
         cells.append(str(r["n_seeds"]))
+        cells += ["; ".join(r.get("_notes") or [])] if notes else []
         lines.append(cells)
     if fmt == "md":
         out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -183,8 +240,11 @@ def main(argv: list[str]) -> int:
         if spec.get("pivot"):
             spec.pop("title", None)  # the spec's title names its own metric
     jobs = find_jobs(ns.dirs)
-    keys = spec.get("group_by") or config_keys(jobs)
+    if not any(j.config is not None and j.status != "corrupt" for j in jobs):
+        raise UserError(f"nothing readable under {' '.join(ns.dirs)}: {len(jobs)} job(s), all "
+                        f"corrupt or without a configuration ({jobs[0].path}: {jobs[0].reason})")
     records, problems = build_table(jobs, spec)
+    keys = table_keys(group_jobs(jobs), spec)[1]
     if spec.get("pivot"):
         records, spec, keys = pivot(records, spec, keys)
     text = render(records, spec, ns.format, keys)

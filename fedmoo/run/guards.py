@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ def _int(cfg: dict, key: str, lo: int, what: str, allow_null: bool = False) -> i
 def _number(cfg: dict, key: str, lo: float, lo_open: bool, hi: float | None = None,
             hi_open: bool = False, example: str = "") -> float:
     v = cfg.get(key)
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     if ok:
         ok = (v > lo if lo_open else v >= lo) and (hi is None or (v < hi if hi_open else v <= hi))
     if not ok:
@@ -33,9 +34,74 @@ def _number(cfg: dict, key: str, lo: float, lo_open: bool, hi: float | None = No
     return float(v)
 
 
+SECTIONS = ("data", "partition", "model", "client", "algo")
+SEED_LIMIT = 2**63   # seeds go to numpy and torch as signed 64-bit integers
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def check_seeds(node: Any, path: str = "") -> None:
+    """Every ``seed`` / ``*_seed`` key, at any depth: an integer in [0, 2**63)."""
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        where = f"{path}{key}"
+        if isinstance(value, dict):
+            check_seeds(value, where + ".")
+        elif (key == "seed" or str(key).endswith("_seed")) and value is not None and (
+                isinstance(value, bool) or not isinstance(value, int)
+                or not 0 <= value < SEED_LIMIT):
+            raise UserError(f"{where}={value!r} must be a non-negative integer below 2**63; "
+                            f"e.g. {where}=0")
+
+
+# groups where a key with a numeric default may also take a name (attack.malicious=phd); their
+# components check those values themselves
+TEXT_OK = ("algo.", "attack.")
+
+
+def check_types(cfg: dict) -> None:
+    """A value must have the kind of its shipped default: where fedmoo's own YAML for the chosen
+    option (conf/<group>/<name>.yaml, conf/config.yaml) has a boolean, the value must be true or
+    false (``maybe`` is not read as true); where it has a number, the value must not be text."""
+    import yaml
+
+    def defaults(path: Path) -> dict:
+        try:
+            out = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError):
+            return {}
+        return out if isinstance(out, dict) else {}
+
+    pairs = [("", cfg, defaults(CONF_DIR / "config.yaml"))]
+    for group in (*SECTIONS, "attack"):
+        node = cfg.get(group)
+        name = node.get("name") if isinstance(node, dict) else None
+        if isinstance(name, str) and "/" not in name and ".." not in name:
+            shipped = defaults(CONF_DIR / group / f"{name}.yaml")
+            if isinstance(shipped.get(group), dict):   # a `@package _global_` file
+                shipped = shipped[group]
+            pairs.append((f"{group}.", node, shipped))
+    for prefix, node, default in pairs:
+        for key, ref in default.items():
+            if key not in node or key == "defaults":
+                continue
+            value = node[key]
+            if isinstance(ref, bool) and not isinstance(value, bool):
+                raise UserError(f"{prefix}{key}={value!r} must be true or false")
+            if (isinstance(ref, (int, float)) and not isinstance(ref, bool)
+                    and isinstance(value, str) and prefix not in TEXT_OK):
+                raise UserError(f"{prefix}{key}={value!r} must be a number; e.g. {prefix}{key}={ref}")
+
+
 def check_config(cfg: dict) -> tuple[int, int]:
     """Validate the run knobs and the local optimiser; returns (num_clients, clients_per_round)."""
-    _int(cfg, "seed", 0, "a non-negative integer")
+    missing = [s for s in SECTIONS if not isinstance(cfg.get(s), dict)]
+    if missing:
+        raise UserError(f"the config has no {missing[0]} section (removed with ~{missing[0]}?); "
+                        f"every run needs one: {missing[0]}=<name> (see `fedmoo list {missing[0]}`)")
+    check_seeds(cfg)
+    if cfg.get("loss_threshold") is not None:
+        _number(cfg, "loss_threshold", 0.0, False, example="0.01")
     _int(cfg, "rounds", 1, "a positive integer")
     n = _int(cfg, "num_clients", 1, "a positive integer")
     _int(cfg, "eval_every", 1, "a positive integer (evaluate every this many rounds)")
@@ -65,6 +131,7 @@ def check_config(cfg: dict) -> tuple[int, int]:
         _number(c, "client.momentum", 0.0, False, 1.0, hi_open=True, example="0.9")
     if "client.weight_decay" in c:
         _number(c, "client.weight_decay", 0.0, False, example="0.0001")
+    check_types(cfg)   # after the knobs above, whose messages say more
     return n, k
 
 

@@ -18,6 +18,7 @@ from fedmoo import data as fdata
 from fedmoo import engine as fengine
 from fedmoo.errors import UserError
 from fedmoo.params import num_params
+from fedmoo.run.memory import check_fits
 
 SMALL_MODEL = 100_000  # below this many parameters, CPU threads cost more than they give
 
@@ -67,6 +68,7 @@ def build_parts(cfg: dict[str, Any], num_clients: int, per_round: int, rundir) -
     rundir.write_federation(attack, federation)
     if cfg.get("eval_split", "test") == "val" and federation.val is None:
         raise UserError("eval_split=val needs a validation split: set partition.split=pooled")
+    check_fits(cfg, federation, per_round, device)
     torch.manual_seed(int(cfg["seed"]))
     model = build_model(cfg, federation).to(device)
     set_threads(cfg.get("threads", "auto"), num_params(model))

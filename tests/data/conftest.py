@@ -89,6 +89,13 @@ def write_leaf(folder: Path, files: list[dict]) -> None:
         (folder / f"all_data_{i}_niid_1_keep_0_train_9.json").write_text(json.dumps(blob))
 
 
+@pytest.fixture(autouse=True)
+def _own_cache_dirs(monkeypatch, tmp_path_factory):
+    """Tests never read or write the user's dataset cache (FEDMOO_CACHE, ~/.cache/fedmoo)."""
+    monkeypatch.delenv("FEDMOO_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg")))
+
+
 @pytest.fixture
 def fmt():
     class Formats:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fedmoo.data import adult
+from fedmoo.errors import UserError
 
 TRAIN = (
     "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K\n"
@@ -34,3 +36,19 @@ def test_adult_99_one_hot_features_labels_and_domains(tmp_path):
     assert np.flatnonzero(x[0]).tolist() == [5, 8, 26, 39, 48, 51, 57, 58]
     assert x[1, 8 + 13] == 1                     # Doctorate = feature 21
     assert x[2].sum() == 6 and x[2, 98] == 1     # two "?" blocks empty; Holand-Netherlands last
+
+
+@pytest.mark.parametrize("test_text,needle", [
+    (TEST.replace("Black, Male", "Bl\xe4ck, Male"),
+     "adult.test:2: byte 98 (0xe4) is not UTF-8 text"),
+    (TEST.replace("<=50K.", "maybe."), "adult.test:2: income 'maybe.' is neither <=50K nor >50K"),
+    (TEST.replace("India", "Atlantis"), "adult.test:3: unknown native-country value 'Atlantis'"),
+])
+def test_damaged_adult_lines_are_one_line_errors(tmp_path, test_text, needle):
+    (tmp_path / "adult").mkdir()
+    (tmp_path / "adult" / "adult.data").write_text(TRAIN)
+    (tmp_path / "adult" / "adult.test").write_bytes(test_text.encode("latin1"))
+    with pytest.raises(UserError) as e:
+        adult.load(tmp_path, download=False)
+    msg = str(e.value)
+    assert "\n" not in msg and needle in msg and msg.endswith("re-download the file")

@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from fedmoo.data import adult, cifar, download, mnist
+from fedmoo.data import adult, cifar, download, imagefolder, mnist
 from fedmoo.data.download import Resource
 from fedmoo.errors import UserError
 
@@ -110,6 +110,7 @@ def test_adult_plain_files_downloaded(tmp_path, monkeypatch):
         "|1x3 Cross validator\n25, Private, 226802, Doctorate, 16, Never-married, "
         "Prof-specialty, Own-child, Black, Female, 0, 0, 40, ?, >50K.\n")
     monkeypatch.setattr(adult, "URL", mirror.as_uri() + "/")
+    monkeypatch.setattr(adult, "MD5", {p.name: download.md5sum(p) for p in mirror.iterdir()})
     src = adult.load(tmp_path / "data")
     assert src.y.tolist() == [0, 1] and src.owner.tolist() == [1, 0]
 
@@ -146,3 +147,176 @@ def test_zip_slip_is_refused_and_good_archives_extract(tmp_path):
     (tmp_path / "f.txt.gz").write_bytes(gzip.compress(b"G"))
     download.extract(tmp_path / "f.txt.gz", tmp_path / "out")
     assert (tmp_path / "out" / "f.txt").read_bytes() == b"G"
+
+
+# --- every download verified, failures deleted ------------------------------------------------
+
+def test_every_download_has_an_md5_and_https_where_the_host_offers_it():
+    resources = [cifar.DATASETS[n]["archive"] for n in cifar.DATASETS]
+    resources += [mnist.EMNIST_ZIP, imagefolder.CINIC_URL, imagefolder.TINY_URL]
+    resources += [Resource(adult.URL + n, adult.MD5[n]) for n in ("adult.data", "adult.test")]
+    assert all(r.md5 and len(r.md5) == 32 and r.url.startswith("https://") for r in resources)
+    assert adult.MD5 == {"adult.data": "5d7c39d7b8804f071cdd1f2a7c460872",
+                         "adult.test": "35238206dfdf7f1fe215bbb874adecdc"}
+    assert imagefolder.CINIC_URL.md5 == "6ee4d0c996905fe93221de577967a372"
+    assert imagefolder.TINY_URL.md5 == "90528d7ca1a48142e341f4ef8d21d0de"
+    assert mnist.MNIST_URL.startswith("https://") and len(mnist.MNIST_MD5) == 4
+    assert len(mnist.FMNIST_MD5) == 4          # its S3 website host has no https: md5 only
+
+
+def test_adult_download_with_wrong_md5_is_deleted(tmp_path, monkeypatch):
+    mirror = tmp_path / "uci"
+    mirror.mkdir()
+    for n in ("adult.data", "adult.test"):
+        (mirror / n).write_text("not the UCI file\n")
+    monkeypatch.setattr(adult, "URL", mirror.as_uri() + "/")
+    with pytest.raises(UserError) as e:
+        adult.load(tmp_path / "data")
+    msg = str(e.value)
+    assert "\n" not in msg and "is not the published 5d7c39d7b8804f071cdd1f2a7c460872" in msg
+    assert "the download was deleted" in msg
+    assert list((tmp_path / "data" / "adult").iterdir()) == []
+
+
+class _Broken:
+    """A response that delivers some bytes, then loses the connection."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def read(self, n):
+        self.calls += 1
+        if self.calls > 1:
+            raise ConnectionResetError("connection reset by peer")
+        return b"x" * 100
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_interrupted_download_leaves_no_part_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(download, "urlopen", lambda url: _Broken())
+    with pytest.raises(UserError, match="connection reset by peer"):
+        download.ensure("x", tmp_path, [Resource("https://h/f.bin", "0" * 32)], tmp_path, True,
+                        lambda: False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_download_larger_than_the_limit_is_refused_and_deleted(tmp_path, monkeypatch):
+    src = tmp_path / "big.bin"
+    src.write_bytes(b"y" * 5000)
+    monkeypatch.setattr(download, "MAX_BYTES", 4096)
+    with pytest.raises(ValueError, match="exceeds 4096 bytes"):
+        download.download(Resource(src.as_uri(), _md5(b"y" * 5000)), tmp_path / "dl")
+    assert list((tmp_path / "dl").iterdir()) == []
+
+
+# --- decompression bombs and archive members ----------------------------------------------------
+
+ZEROS = b"\0" * (1 << 20)          # 1 MiB of zeros: ~1 KB compressed, a ~1000x ratio
+
+
+def _zip(path, members: dict[str, bytes], method=zipfile.ZIP_DEFLATED):
+    with zipfile.ZipFile(path, "w", method) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["tar.gz", "zip", "gz"])
+def test_bomb_over_the_size_limit_is_refused_before_writing(tmp_path, monkeypatch, kind):
+    monkeypatch.setattr(download, "MAX_BYTES", 1 << 19)
+    archive = tmp_path / f"bomb.{kind}"
+    if kind == "tar.gz":
+        archive.write_bytes(_tar_gz({"a.bin": ZEROS}))
+    elif kind == "zip":
+        _zip(archive, {"a.bin": ZEROS})
+    else:
+        archive = tmp_path / "a.bin.gz"
+        archive.write_bytes(gzip.compress(ZEROS))
+    with pytest.raises(ValueError, match="unpacks to more than 524288 bytes"):
+        download.extract(archive, tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["tar.gz", "zip", "gz"])
+def test_bomb_over_the_ratio_is_refused(tmp_path, monkeypatch, kind):
+    monkeypatch.setattr(download, "RATIO_FLOOR", 1 << 16)
+    archive = tmp_path / f"bomb.{kind}"
+    if kind == "tar.gz":
+        archive.write_bytes(_tar_gz({"a.bin": ZEROS}))
+    elif kind == "zip":
+        _zip(archive, {"a.bin": ZEROS})
+    else:
+        archive = tmp_path / "a.bin.gz"
+        archive.write_bytes(gzip.compress(ZEROS))
+    with pytest.raises(ValueError, match="decompression bomb"):
+        download.extract(archive, tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_bomb_through_ensure_is_one_line(tmp_path, monkeypatch):
+    archive = tmp_path / "bomb.tar.gz"
+    archive.write_bytes(_tar_gz({"a.bin": ZEROS}))
+    monkeypatch.setattr(download, "MAX_BYTES", 1 << 19)
+    res = Resource(archive.as_uri(), download.md5sum(archive), extract=True)
+    with pytest.raises(UserError) as e:
+        download.ensure("x", tmp_path / "d", [res], tmp_path / "d", True, lambda: False)
+    assert "\n" not in str(e.value) and "unpacks to more than" in str(e.value)
+    assert not (tmp_path / "d" / "a.bin").exists()
+
+
+def test_member_count_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(download, "MAX_MEMBERS", 2)
+    (tmp_path / "many.tar.gz").write_bytes(_tar_gz({"a": b"1", "b": b"2", "c": b"3"}))
+    with pytest.raises(ValueError, match="more than 2 members"):
+        download.extract(tmp_path / "many.tar.gz", tmp_path / "out")
+    _zip(tmp_path / "many.zip", {"a": b"1", "b": b"2", "c": b"3"})
+    with pytest.raises(ValueError, match="more than 2 members"):
+        download.extract(tmp_path / "many.zip", tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_tar_hard_link_and_zip_symlink_are_refused(tmp_path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        info = tarfile.TarInfo("hard")
+        info.type = tarfile.LNKTYPE
+        info.linkname = "../../etc/passwd"
+        tf.addfile(info)
+    (tmp_path / "h.tar").write_bytes(buf.getvalue())
+    with pytest.raises(ValueError, match="is a link or special file"):
+        download.extract(tmp_path / "h.tar", tmp_path / "out")
+    with zipfile.ZipFile(tmp_path / "s.zip", "w") as zf:
+        info = zipfile.ZipInfo("link")
+        info.external_attr = (0o120777 << 16)
+        zf.writestr(info, "/etc/passwd")
+    with pytest.raises(ValueError, match="is a link or special file"):
+        download.extract(tmp_path / "s.zip", tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_zip_with_other_compression_is_refused(tmp_path):
+    _zip(tmp_path / "b.zip", {"a.txt": b"A"}, zipfile.ZIP_BZIP2)
+    with pytest.raises(ValueError, match="compression method 12"):
+        download.extract(tmp_path / "b.zip", tmp_path / "out")
+
+
+def test_failed_extraction_removes_the_files_it_wrote(tmp_path, monkeypatch):
+    (tmp_path / "two.tar.gz").write_bytes(_tar_gz({"d/a.txt": b"A", "d/b.txt": b"B"}))
+    real, calls = download.shutil.copyfileobj, []
+
+    def failing(src, dst, n):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(src, dst, n)
+
+    monkeypatch.setattr(download.shutil, "copyfileobj", failing)
+    with pytest.raises(OSError, match="No space left"):
+        download.extract(tmp_path / "two.tar.gz", tmp_path / "out")
+    assert not (tmp_path / "out" / "d" / "a.txt").exists()
+    assert not (tmp_path / "out" / "d" / "b.txt").exists()

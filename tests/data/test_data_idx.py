@@ -93,3 +93,58 @@ def test_real_fmnist_from_debian_package(tmp_path):
     assert int((~src.is_test).sum()) == 60000
     counts = np.bincount(src.y[~src.is_test].numpy())
     assert counts.tolist() == [6000] * 10
+
+
+# --- damaged IDX / gzip files and bombs ----------------------------------------------------------
+
+def _labels(values) -> bytes:
+    return bytes([0, 0, 8, 1]) + len(values).to_bytes(4, "big") + bytes(values)
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda: gzip.compress(_labels(range(200)))[:-30], "is a truncated or corrupt gzip file"),
+    (lambda: gzip.compress(_labels(range(200)))[:-8] + b"\0" * 8, "is a truncated or corrupt gzip"),
+    (lambda: b"\x1f\x8b" + b"\x08\x00" + b"junk" * 10, "is a truncated or corrupt gzip file"),
+    (lambda: bytes([0, 0, 8, 3, 0, 0]), "is truncated inside its header"),
+    (lambda: _labels([1, 2]) + b"\x03", "holds more data than its header (2,) declares"),
+])
+def test_damaged_files_are_one_line_user_errors(tmp_path, make, needle):
+    (tmp_path / "f.gz").write_bytes(make())
+    with pytest.raises(UserError) as e:
+        mnist.read_idx(tmp_path / "f.gz")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(str(tmp_path / "f.gz")) and needle in msg
+    assert "re-download it" in msg
+
+
+def test_gzip_bomb_is_refused_by_its_header_before_decompressing(tmp_path, monkeypatch):
+    monkeypatch.setattr(mnist, "MAX_IDX_BYTES", 1 << 16)
+    big = bytes([0, 0, 8, 1]) + (1 << 20).to_bytes(4, "big") + b"\0" * (1 << 20)
+    (tmp_path / "bomb.gz").write_bytes(gzip.compress(big))
+    with pytest.raises(UserError, match=r"header declares \(1048576,\) values"):
+        mnist.read_idx(tmp_path / "bomb.gz")
+    # a header that lies (2 values, then 1 MiB) is read only as far as it declares + 1 byte
+    lie = bytes([0, 0, 8, 1]) + (2).to_bytes(4, "big") + b"\0" * (1 << 20)
+    (tmp_path / "lie.gz").write_bytes(gzip.compress(lie))
+    with pytest.raises(UserError, match="holds more data than its header"):
+        mnist.read_idx(tmp_path / "lie.gz")
+
+
+def test_labels_outside_the_classes_fail_at_load_naming_the_file(tmp_path, fmt):
+    raw = tmp_path / "MNIST" / "raw"
+    fmt.write_mnist_family(raw)
+    fmt.write_idx(raw / "t10k-labels-idx1-ubyte", np.array([1, 2, 10, 0], np.uint8))
+    with pytest.raises(UserError) as e:
+        mnist.load_mnist(tmp_path, download=False)
+    assert str(e.value) == (f"{raw / 't10k-labels-idx1-ubyte'}: label 10 at row 2 is outside "
+                            "0..9; re-download it")
+
+
+def test_emnist_labels_checked_against_the_split(tmp_path, fmt):
+    raw = tmp_path / "EMNIST" / "raw"
+    fmt.write_mnist_family(raw, prefix="emnist-digits-")
+    src = mnist.load_emnist(tmp_path, split="digits", download=False)
+    assert src.num_classes == 10
+    fmt.write_idx(raw / "emnist-digits-train-labels-idx1-ubyte", np.array([0] * 8 + [12], np.uint8))
+    with pytest.raises(UserError, match="label 12 at row 8 is outside 0..9"):
+        mnist.load_emnist(tmp_path, split="digits", download=False)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
+from fedmoo import data as fdata
 from fedmoo.data import celeba, digits, imagefolder
 from fedmoo.data.celeba import read_table
+from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 
 ATTRS = ["5_o_Clock_Shadow", "Arched_Eyebrows"] + [f"A{i}" for i in range(37)] + ["Young"]
@@ -91,3 +94,76 @@ def test_digits_real_offline_with_stratified_test_split():
     y, t = src.y.numpy(), src.is_test.numpy()
     per_class = np.bincount(y[t], minlength=10) / np.bincount(y, minlength=10)
     assert np.all(np.abs(per_class - 0.25) < 0.01) and t.sum() == 450
+
+
+def _cinic(tmp_path):
+    root = tmp_path / "cinic10"
+    for split in ("train", "test"):
+        _png(root / split / "airplane" / f"{split}-0.png", 10)
+    return root
+
+
+def test_damaged_or_wrongly_sized_images_name_the_file(tmp_path):
+    root = _cinic(tmp_path)
+    bad = root / "train" / "airplane" / "train-1.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)
+    with pytest.raises(UserError, match=f"{bad} is not a readable image .*; re-download"):
+        imagefolder.load_cinic10(tmp_path, download=False)
+    _png(bad, 3, size=(16, 16))
+    with pytest.raises(UserError, match=r"train-1.png is 16x16 pixels, expected 32x32"):
+        imagefolder.load_cinic10(tmp_path, download=False)
+
+
+def _tiny(tmp_path, annotations: str):
+    root = tmp_path / "tiny-imagenet-200"
+    (root / "val" / "images").mkdir(parents=True)
+    (root / "wnids.txt").write_text("n01443537\n")
+    _png(root / "train" / "n01443537" / "images" / "t_0.JPEG", 20, (64, 64), "JPEG")
+    _png(root / "val" / "images" / "val_0.JPEG", 5, (64, 64), "JPEG")
+    (root / "val" / "val_annotations.txt").write_text(annotations)
+    return root
+
+
+@pytest.mark.parametrize("line", ["val_0.JPEG\tn99999999\t0\t1\t2\t3", "val_0.JPEG n01443537",
+                                  "../../wnids.txt\tn01443537", "val_9.JPEG\tn01443537"])
+def test_tinyimagenet_bad_annotation_line(tmp_path, line):
+    root = _tiny(tmp_path, "val_0.JPEG\tn01443537\t0\t1\t2\t3\n" + line + "\n")
+    with pytest.raises(UserError) as e:
+        imagefolder.load_tinyimagenet(tmp_path, download=False)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{root / 'val' / 'val_annotations.txt'}:2: ")
+
+
+def test_tinyimagenet_wnids_not_utf8(tmp_path):
+    root = _tiny(tmp_path, "val_0.JPEG\tn01443537\n")
+    (root / "wnids.txt").write_bytes(b"n0144\xff3537\n")
+    with pytest.raises(UserError, match="wnids.txt:1: byte 5 .0xff. is not UTF-8 text"):
+        imagefolder.load_tinyimagenet(tmp_path, download=False)
+
+
+@pytest.mark.parametrize("old,new,needle", [
+    (" 1", " 3", "list_attr_celeba.txt: row 1 holds a value outside [-1, 1]"),
+    (" 1", " x", "list_attr_celeba.txt holds a value that is not an integer"),
+    (" 1", "", "list_attr_celeba.txt: row 1 (000001.jpg) has 39 values, expected 40"),
+])
+def test_celeba_damaged_attribute_table(tmp_path, old, new, needle):
+    d = _celeba(tmp_path)
+    lines = (d / "list_attr_celeba.txt").read_text().splitlines()
+    lines[2] = lines[2].replace(old, new, 1)
+    (d / "list_attr_celeba.txt").write_text("\n".join(lines) + "\n")
+    with pytest.raises(UserError) as e:
+        celeba.load(tmp_path, size=8)
+    assert "\n" not in str(e.value) and needle in str(e.value)
+
+
+def _bad_source(data_dir):
+    return Source(x=torch.zeros(3, 2), y=torch.tensor([0, 1, 5]),
+                  is_test=torch.zeros(3, dtype=torch.bool), num_classes=3, input_shape=(2,))
+
+
+def test_load_source_refuses_labels_outside_num_classes(monkeypatch):
+    monkeypatch.setitem(fdata.SOURCES, "bad", f"{__name__}:_bad_source")
+    with pytest.raises(UserError) as e:
+        fdata.load_source({"name": "bad"}, ".")
+    assert str(e.value).startswith("data=bad: label 5 at row 2 is outside 0..2; its files are "
+                                   "damaged")

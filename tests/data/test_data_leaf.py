@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from fedmoo.data import leaf
@@ -63,3 +65,50 @@ def test_unknown_user_is_a_user_error(tmp_path, fmt):
     _femnist(tmp_path, fmt)
     with pytest.raises(UserError, match="'nobody' is not a user"):
         leaf.load_femnist(tmp_path, users=["nobody"])
+
+
+# --- damaged LEAF JSON: one line naming the file and the user ---------------------------------
+
+def _user(x, y):
+    return json.dumps({"users": ["u1"], "user_data": {"u1": {"x": x, "y": y}}}).encode()
+
+
+@pytest.mark.parametrize("raw,needle", [
+    (b'{"users": [], "user_data": {"u1": {"y": [3]}}}', "user u1 has no 'x' and 'y' lists"),
+    (b'{"user_data": {"u1": {"x": 5, "y": [3]}}}', "user u1 has no 'x' and 'y' lists"),
+    (b'{"user_data": {"u1": [1, 2]}}', "user u1 has no 'x' and 'y' lists"),
+    (b'{"user_data": {}}', "no users in 'user_data'"),
+    (b'{"users": ["u1"]}', "not a LEAF JSON file (no 'user_data' object)"),
+    (b'[1, 2]', "not a LEAF JSON file (no 'user_data' object)"),
+    (b'{"user_data": ', "not a LEAF JSON file (JSONDecodeError: Expecting value"),
+    (b'{"user_data": {"\xff\xfe": 1}}', "byte 16 is not UTF-8 text"),
+    (_user([], []), "user u1 has no training samples"),
+    (_user([[0.5] * 784], [3, 4]), "user u1 has 1 inputs but 2 targets"),
+    (_user([["a"] * 784], [3]), "user u1: ValueError: could not convert string to float"),
+    (_user([[0.5] * 783], [3]), "user u1: ValueError: FEMNIST inputs must be 784 numbers each"),
+    (_user([[None] * 784], [3]), "user u1: ValueError: FEMNIST inputs must be finite numbers"),
+    (_user([[0.5] * 784], [2.5]), "user u1: ValueError: FEMNIST targets must be integers"),
+    (_user([[0.5] * 784], ["a"]), "user u1: ValueError: FEMNIST targets must be integers"),
+    (_user([[0.5] * 784], [62]), "user u1: ValueError: label 62 of sample 0 is outside 0..61"),
+])
+def test_damaged_femnist_files_name_file_and_user(tmp_path, raw, needle):
+    path = tmp_path / "femnist" / "train" / "all_data_0.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(raw)
+    with pytest.raises(UserError) as e:
+        leaf.load_femnist(tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{path}: ") and needle in msg
+    assert msg.endswith("regenerate it with LEAF (https://github.com/TalwalkarLab/leaf)")
+
+
+def test_shakespeare_wrong_types_and_empty_test_user(tmp_path, fmt):
+    a = "x" * 80
+    fmt.write_leaf(tmp_path / "shakespeare" / "train", [{"R1": ([a], ["y"]), "R2": ([a], ["z"])}])
+    fmt.write_leaf(tmp_path / "shakespeare" / "test", [{"R1": ([], []), "R2": ([a], ["q"])}])
+    src = leaf.load_shakespeare(tmp_path)            # a user without test samples is fine
+    assert src.owner.tolist() == [0, 1, 1] and src.is_test.tolist() == [False, False, True]
+    fmt.write_leaf(tmp_path / "shakespeare" / "test", [{"R1": ([7], ["y"])}])
+    with pytest.raises(UserError, match="user R1: ValueError: Shakespeare inputs and targets "
+                                        "must be strings"):
+        leaf.load_shakespeare(tmp_path)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import pytest
 import torch
 
 from fedmoo.data import federate
@@ -59,3 +62,26 @@ def test_natural_federation_keeps_users_train_test():
     for k in range(6):
         assert (src.owner[fed.train.of(k)] == k).all() and (src.owner[fed.test.of(k)] == k).all()
         assert not src.is_test[fed.train.of(k)].any() and src.is_test[fed.test.of(k)].all()
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"alpha": -1}, "data.alpha=-1 must be a finite number >= 0"),
+    ({"beta": float("inf")}, "data.beta=inf must be a finite number >= 0"),
+    ({"max_samples": 0}, "data.max_samples=0 must be a positive integer or null"),
+    ({"num_users": 0}, "data.num_users=0 must be a positive integer"),
+])
+def test_bad_options_are_one_line(kwargs, message):
+    from fedmoo.data import synthetic
+    from fedmoo.errors import UserError
+
+    with pytest.raises(UserError, match=f"^{re.escape(message)}"):
+        synthetic.load(None, **kwargs)
+
+
+def test_natural_partition_rejects_unknown_keys():
+    from fedmoo import data
+    from fedmoo.errors import UserError
+
+    src = data.load_source({"name": "synthetic", "num_users": 4, "max_samples": 60}, ".")
+    with pytest.raises(UserError, match=r"^partition=natural has no option partition.foo; "):
+        data.federate(src, {"name": "natural", "foo": 1}, 4)

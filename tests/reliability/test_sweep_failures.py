@@ -53,10 +53,10 @@ def test_a_crashing_job_is_recorded_and_the_sweep_continues(tmp_path, monkeypatc
                                                              in_process_hydra):
     real_run = loop.run
 
-    def run(cfg, run_dir):  # a bug that hits only the job with seed=1
+    def run(cfg, run_dir, record=None):  # a bug that hits only the job with seed=1
         if cfg["seed"] == 1:
             raise RuntimeError("bug in an algorithm")
-        return real_run(cfg, run_dir)
+        return real_run(cfg, run_dir, record)
 
     monkeypatch.setattr(loop, "run", run)
     code = fcli.main(["run", "-m", *SMALL, "rounds=1", "seed=0,1,2",

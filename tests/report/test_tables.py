@@ -13,13 +13,30 @@ from fedmoo.report.jobs import config_keys, find_jobs
 from fedmoo.report.tables import build_table, render
 
 
-def _job(root, name, overrides, seed, final, status="completed", rounds=None, clients=None):
+def config_of(overrides, seed):
+    """A resolved config that reflects ``overrides``: ``algo=fedfv`` sets ``algo.name``."""
+    cfg = {"seed": seed}
+    for o in overrides:
+        key, _, value = o.lstrip("+").partition("=")
+        path = key.replace("/", ".").split(".") + ([] if "." in key else ["name"])
+        node = cfg
+        for p in path[:-1]:
+            node = node.setdefault(p, {})
+        node[path[-1]] = yaml.safe_load(value)
+    return cfg
+
+
+def _job(root, name, overrides, seed, final, status="completed", rounds=None, clients=None,
+         config=None, summary=None):
+    """A job directory as fedmoo writes it: Hydra's record, summary.json with the run's config."""
     d = root / name
+    config = config_of(overrides, seed) if config is None else config
     (d / ".hydra").mkdir(parents=True)
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides + [f"seed={seed}"]))
-    (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": seed}))
+    (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     if status is not None:
-        (d / "summary.json").write_text(json.dumps({"status": status, "final": final}))
+        (d / "summary.json").write_text(json.dumps({"status": status, "final": final,
+                                                    "config": config, **(summary or {})}))
     if rounds:
         with open(d / "rounds.csv", "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rounds[0]))

@@ -1,0 +1,153 @@
+"""The preprocessed-source cache: damaged entries rebuilt, atomic writes, read-only data_dir."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+import torch
+
+from fedmoo.data import cache
+from fedmoo.data.federated import Source
+
+
+class Builder:
+    """A build function that counts its calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self) -> Source:
+        self.calls += 1
+        return Source(x=torch.arange(6.0).reshape(3, 2), y=torch.tensor([0, 1, 1]),
+                      is_test=torch.tensor([False, False, True]), num_classes=2,
+                      input_shape=(2,), class_names=["a", "b"])
+
+
+def _load(data_dir, raw, build):
+    return cache.cached(data_dir, "toy", {"k": 1}, [raw], build)
+
+
+@pytest.fixture
+def raw(tmp_path):
+    (tmp_path / "data").mkdir()
+    p = tmp_path / "data" / "raw.txt"
+    p.write_text("raw")
+    return p
+
+
+def _entries(folder):
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def test_entry_is_written_once_and_read_back(tmp_path, raw):
+    build = Builder()
+    a = _load(tmp_path / "data", raw, build)
+    b = _load(tmp_path / "data", raw, build)
+    assert build.calls == 1 and b.y.tolist() == a.y.tolist() and b.input_shape == (2,)
+    names = _entries(tmp_path / "data" / ".fedmoo_cache")
+    assert len(names) == 1 and names[0].startswith("toy-") and names[0].endswith(".pt")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "foreign"])
+def test_unreadable_entry_is_rebuilt_with_one_warning(tmp_path, raw, caplog, damage):
+    build = Builder()
+    _load(tmp_path / "data", raw, build)
+    [entry] = (tmp_path / "data" / ".fedmoo_cache").iterdir()
+    blob = entry.read_bytes()
+    if damage == "foreign":
+        torch.save({"x": torch.zeros(2)}, entry)           # another version's fields
+    else:
+        entry.write_bytes({"truncate": blob[: len(blob) // 2], "garbage": b"\0junk" * 50,
+                           "empty": b""}[damage])
+    with caplog.at_level(logging.WARNING, logger="fedmoo.data.cache"):
+        src = _load(tmp_path / "data", raw, build)
+    assert build.calls == 2 and src.y.tolist() == [0, 1, 1]
+    [record] = caplog.records
+    msg = record.getMessage()
+    assert "\n" not in msg and msg.startswith(f"cache entry {entry} is unreadable (")
+    assert msg.endswith("; rebuilding it")
+    assert _load(tmp_path / "data", raw, build) is not None and build.calls == 2   # rewritten
+
+
+def test_killed_write_leaves_no_entry_and_no_temporary_file(tmp_path, raw, monkeypatch):
+    folder, during, real_save = tmp_path / "data" / ".fedmoo_cache", [], torch.save
+
+    def killed(obj, f):
+        f.write(b"PK\x03\x04 half an entry")
+        during.extend(_entries(folder))               # what a SIGKILL now would leave
+        raise KeyboardInterrupt                       # the process dies mid-write
+
+    monkeypatch.setattr(cache.torch, "save", killed)
+    with pytest.raises(KeyboardInterrupt):
+        _load(tmp_path / "data", raw, Builder())
+    assert len(during) == 1 and during[0].startswith(".toy-") and during[0].endswith(".tmp")
+    assert _entries(folder) == []
+    monkeypatch.setattr(cache.torch, "save", real_save)
+    (folder / during[0]).write_bytes(b"PK half")      # a temp file left by a SIGKILL ...
+    build = Builder()
+    assert _load(tmp_path / "data", raw, build).y.tolist() == [0, 1, 1] and build.calls == 1
+
+
+def test_read_only_data_dir_falls_back_to_the_user_cache(tmp_path, raw, monkeypatch, caplog):
+    # data_dir/.fedmoo_cache cannot be created (a file is in the way: works as root too)
+    (tmp_path / "data" / ".fedmoo_cache").write_text("in the way")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    build = Builder()
+    with caplog.at_level(logging.WARNING, logger="fedmoo.data.cache"):
+        _load(tmp_path / "data", raw, build)
+        _load(tmp_path / "data", raw, build)
+    assert build.calls == 1 and not caplog.records
+    assert len(_entries(tmp_path / "xdg" / "fedmoo")) == 1
+
+
+def test_fedmoo_cache_variable_chooses_the_folder(tmp_path, raw, monkeypatch):
+    monkeypatch.setenv("FEDMOO_CACHE", str(tmp_path / "shared"))
+    build = Builder()
+    _load(tmp_path / "data", raw, build)
+    _load(tmp_path / "data", raw, build)
+    assert build.calls == 1 and len(_entries(tmp_path / "shared")) == 1
+    assert not (tmp_path / "data" / ".fedmoo_cache").exists()
+
+
+def test_no_writable_folder_is_not_fatal(tmp_path, raw, monkeypatch, caplog):
+    (tmp_path / "blocked").write_text("a file, not a folder")
+    monkeypatch.setenv("FEDMOO_CACHE", str(tmp_path / "blocked"))
+    build = Builder()
+    with caplog.at_level(logging.WARNING, logger="fedmoo.data.cache"):
+        src = _load(tmp_path / "data", raw, build)
+    assert src.y.tolist() == [0, 1, 1] and build.calls == 1
+    [record] = caplog.records
+    msg = record.getMessage()
+    assert "\n" not in msg and msg.startswith("the data cache could not be written (")
+    assert str(tmp_path / "blocked") in msg and "set FEDMOO_CACHE" in msg
+
+
+def test_chmod_read_only_data_dir(tmp_path, raw, monkeypatch):
+    data = tmp_path / "data"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    data.chmod(0o555)
+    try:
+        try:
+            (data / ".probe").mkdir()
+        except PermissionError:
+            pass
+        else:
+            pytest.skip("chmod does not stop writes here (running as root)")
+        build = Builder()
+        _load(data, raw, build)
+        assert build.calls == 1 and len(_entries(tmp_path / "xdg" / "fedmoo")) == 1
+    finally:
+        data.chmod(0o755)
+
+
+def test_user_cache_dir_follows_xdg_and_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert cache.user_cache_dir() == tmp_path / "x" / "fedmoo"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.user_cache_dir() == tmp_path / "home" / ".cache" / "fedmoo"
+    assert cache.cache_dirs(tmp_path) == [tmp_path / ".fedmoo_cache",
+                                          tmp_path / "home" / ".cache" / "fedmoo"]
+    assert os.environ.get("FEDMOO_CACHE") is None

@@ -1,0 +1,121 @@
+"""`fedmoo table` / `fedmoo plot` never merge configurations, count a seed once and survive damaged
+files (job directories written by the test)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import yaml
+
+from fedmoo.cli.main import main
+from fedmoo.report.jobs import config_keys, find_jobs
+from fedmoo.report.tables import build_table
+from tests.report.test_tables import _job, config_of
+
+SPEC = {"metrics": [{"key": "test/acc_mean"}]}
+
+
+def _digits(rounds, seed=0):
+    return {**config_of(["data=digits"], seed), "rounds": rounds, "eval_every": 1}
+
+
+def _table(capsys, *args):
+    rc = main(["table", *args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_runs_of_different_length_are_two_configurations(tmp_path):
+    _job(tmp_path, "a", ["data=digits"], 0, {"test/acc_mean": 90.0}, config=_digits(50))
+    _job(tmp_path, "b", ["data=digits", "debug=fast"], 0, {"test/acc_mean": 20.0},
+         config=_digits(3))
+    jobs = find_jobs([tmp_path])
+    assert config_keys(jobs) == ["rounds"]
+    recs, problems = build_table(jobs, SPEC)
+    assert [(r["_label"], r["n_seeds"], r["test/acc_mean/mean"]) for r in recs] == [
+        ("rounds=3", 1, 20.0), ("rounds=50", 1, 90.0)]
+    assert problems == []
+    # a spec finds its row by the overrides; the key that tells the rest apart joins the label
+    recs, _ = build_table(jobs, {**SPEC, "group_by": ["data"], "rows": {"digits": {"label": "D"}}})
+    assert sorted(r["_label"] for r in recs) == ["D (rounds=3)", "D (rounds=50)"]
+
+
+def test_seeds_and_keys_that_follow_the_seed_are_one_configuration(tmp_path):
+    for seed in (0, 1):
+        cfg = {**_digits(50, seed), "partition": {"name": "shards", "seed": seed}}
+        d = _job(tmp_path, str(seed), ["data=digits"], seed, {"test/acc_mean": 80.0 + seed},
+                 config=cfg)
+        hydra = {**cfg, "partition": {"name": "shards", "seed": "${seed}"}}  # Hydra's record
+        (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump(hydra))
+    recs, _ = build_table(find_jobs([tmp_path]), SPEC)
+    assert len(recs) == 1 and recs[0]["n_seeds"] == 2 and recs[0]["test/acc_mean/mean"] == 80.5
+
+
+def test_a_repeated_seed_counts_once_and_is_reported(tmp_path, capsys):
+    old = _job(tmp_path, "old", ["algo=fedavg"], 0, {"test/acc_mean": 70.0})
+    _job(tmp_path, "new", ["algo=fedavg"], 0, {"test/acc_mean": 80.0})
+    os.utime(old / "summary.json", (1e9, 1e9))
+    rc, out, err = _table(capsys, str(tmp_path), "--metric", "test/acc_mean")
+    assert rc == 0
+    assert "| all | 80.00 ± 0.00 | 1 | seed 0 repeated: 1 job(s) not counted |" in out
+    assert err.strip() == (f"fedmoo table: not included: {old}: repeats seed 0 of "
+                           f"{tmp_path / 'new'} (the one counted)")
+
+
+def test_a_truncated_summary_is_a_corrupt_job_not_a_traceback(tmp_path, capsys):
+    _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 80.0})
+    bad = _job(tmp_path, "1", ["algo=fedavg"], 1, {"test/acc_mean": 90.0})
+    text = (bad / "summary.json").read_text()
+    (bad / "summary.json").write_text(text[: len(text) // 2])
+    rc, out, err = _table(capsys, str(tmp_path), "--metric", "test/acc_mean")
+    assert rc == 0
+    assert "| all | 80.00 ± 0.00 | 1 | 1 corrupt |" in out
+    assert err.startswith(f"fedmoo table: not included: {bad}: corrupt (summary.json is not "
+                          "valid JSON: ")
+    # nothing readable at all: exit status 2 and one line
+    shutil.rmtree(tmp_path / "0")
+    shutil.rmtree(bad / ".hydra")
+    rc, out, err = _table(capsys, str(tmp_path))
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"fedmoo: error: nothing readable under {tmp_path}: 1 job(s), all "
+                          "corrupt")
+
+
+def test_a_truncated_rounds_csv_makes_a_finished_job_corrupt(tmp_path):
+    rows = [{"round": r, "test/acc_mean": 10.0 * r} for r in (1, 2, 3)]
+    for seed in (0, 1):
+        _job(tmp_path, str(seed), ["data=digits"], seed, {"test/acc_mean": 30.0},
+             config=_digits(3, seed), summary={"rounds_completed": 3}, rounds=rows)
+    cut = tmp_path / "1" / "rounds.csv"
+    cut.write_bytes(cut.read_bytes()[:-3])  # the last row loses "0\r\n": "3,30."
+    recs, problems = build_table(find_jobs([tmp_path]), SPEC)
+    assert recs[0]["n_seeds"] == 1 and recs[0]["_notes"] == ["1 corrupt"]
+    assert problems == [(f"{tmp_path / '1'}: corrupt (rounds.csv: its last line is cut mid-row; "
+                         "2 rows where summary.json implies 3)")]
+
+
+def test_jobs_made_from_python_are_found(tmp_path):
+    for seed in (0, 1):
+        d = _job(tmp_path, str(seed), [], seed, {"test/acc_mean": 50.0 + seed},
+                 config={**_digits(50, seed), "algo": {"name": "fedfv", "alpha": 0.1}})
+        shutil.rmtree(d / ".hydra")
+    _job(tmp_path, "2", [], 0, {"test/acc_mean": 40.0},
+         config={**_digits(50), "algo": {"name": "fedavg", "eta": 1.0}})
+    shutil.rmtree(tmp_path / "2" / ".hydra")
+    recs, _ = build_table(find_jobs([tmp_path]), SPEC)
+    assert [(r["_label"], r["n_seeds"]) for r in recs] == [("algo.name=fedavg", 1),
+                                                           ("algo.name=fedfv", 2)]
+
+
+def test_plot_warns_about_a_truncated_rounds_csv_and_plots_the_rest(tmp_path, capsys):
+    rows = [{"round": r, "test/acc_mean": 10.0 * r} for r in (1, 2, 3, 4)]
+    d = _job(tmp_path, "0", ["data=digits"], 0, {"test/acc_mean": 40.0}, config=_digits(4),
+             summary={"rounds_completed": 4}, rounds=rows)
+    (d / "rounds.csv").write_text("round,test/acc_mean\n1,10.0\n2,20.0\n3,3")
+    assert main(["plot", str(tmp_path), "--out", str(tmp_path / "png"),
+                 "--metric", "test/acc_mean"]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"fedmoo plot: {d / 'rounds.csv'}: its last line is cut mid-row; 2 rows where "
+                   "summary.json implies 4; plotting its 2 whole rows\n")
+    assert (tmp_path / "png" / "test_acc_mean.png").stat().st_size > 1000

@@ -1,0 +1,79 @@
+"""Every config value is checked before work starts: one line naming the key, never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedmoo.cli.overrides import check_overrides
+from fedmoo.errors import UserError
+from fedmoo.run import memory
+from fedmoo.run.guards import check_config
+from fedmoo.run.loop import run
+from tests.conftest import small_cfg
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("partition.seed", -1, "partition.seed=-1 must be a non-negative integer below 2**63"),
+    ("data.seed", -1, "data.seed=-1 must be a non-negative integer below 2**63"),
+    ("attack.seed", -1, "attack.seed=-1 must be a non-negative integer below 2**63"),
+    ("partition.seed", "abc", "partition.seed='abc' must be a non-negative integer"),
+    ("seed", 2**64, f"seed={2**64} must be a non-negative integer below 2**63"),
+    ("seed", True, "seed=True must be a non-negative integer"),
+    ("loss_threshold", -1, "loss_threshold=-1 must be a number in [0.0, inf)"),
+    ("client.lr", float("inf"), "client.lr=inf must be a number in (0.0, inf)"),
+    ("model.softmax_output", "maybe", "model.softmax_output='maybe' must be true or false"),
+    ("progress", "maybe", "progress='maybe' must be true or false"),
+    ("data.alpha", "abc", "data.alpha='abc' must be a number"),
+    ("data.iid", "no", "data.iid='no' must be true or false"),
+])
+def test_bad_values(key, value, message):
+    cfg = small_cfg(**{key: value})
+    with pytest.raises(UserError) as e:
+        check_config(cfg)
+    assert str(e.value).startswith(message)
+
+
+def test_removed_group():
+    cfg = small_cfg()
+    del cfg["algo"]
+    with pytest.raises(UserError, match=r"no algo section \(removed with ~algo\?\)"):
+        check_config(cfg)
+
+
+def test_the_largest_seed_is_fine():
+    check_config(small_cfg(seed=2**63 - 1, **{"partition.seed": 0}))
+
+
+def test_a_model_that_cannot_fit_is_refused_before_allocation(tmp_path, monkeypatch):
+    cfg = small_cfg(model={"name": "mlp", "hidden": [200]})
+    need, d = memory.lower_bound(cfg, _fed(cfg), 3)
+    assert d == 60 * 200 + 200 + 200 * 10 + 10
+    assert need >= 4 * d * (3 + 3)
+    monkeypatch.setattr(memory, "available", lambda device: need - 1)
+    with pytest.raises(UserError, match=r"^model=mlp does not fit: 1.42e\+04 parameters need at "
+                                        r"least .* GiB for a round of 3 clients"):
+        run(cfg, tmp_path)
+    monkeypatch.setattr(memory, "available", lambda device: need)
+    run(cfg, tmp_path / "ok")
+
+
+def _fed(cfg):
+    from fedmoo import data
+
+    return data.load_federated(cfg["data"], cfg["partition"], cfg["num_clients"], cfg["data_dir"])
+
+
+def test_a_value_with_an_unquoted_space():
+    err = check_overrides(["rounds=1", "data_dir=/data/my", "sets"])
+    assert err == ("'sets' is not an override (key=value): a value with spaces must be quoted as "
+                   "a whole, e.g. 'data_dir=\"/data/my sets\"' (single quotes for the shell, "
+                   "double quotes for Hydra)")
+    assert check_overrides(["--cfg", "job", "rounds=1"]) is None
+
+
+def test_unknown_model_key_lists_the_valid_ones():
+    from fedmoo import models
+
+    with pytest.raises(UserError, match=r"^model.foo is not a setting of model=mlp; valid keys: "
+                                        r"hidden$"):
+        models.build({"name": "mlp", "foo": 1}, (60,), 10)
