@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from fedmoo.data.federated import FederatedData
 from fedmoo.engine.common import (LocalTraining, client_batches, forward_stats, gather,
                                   objective_losses, param_views, relabel)
+from fedmoo.engine.sgd import SGD
 from fedmoo.engine.tasks import TaskRows, task_cohort
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
@@ -27,15 +28,15 @@ class SequentialEngine(LocalTraining):
         super().__init__(model, data, lr, batch_size, epochs, local_steps, momentum, weight_decay)
         self.personal_model = copy.deepcopy(model)
 
-    def _optimizer(self, model: nn.Module, momentum: float) -> torch.optim.Optimizer:
-        return torch.optim.SGD(model.parameters(), lr=self.lr, momentum=momentum,
-                               weight_decay=self.weight_decay)
+    def _optimizer(self, model: nn.Module, momentum: float) -> SGD:
+        return SGD(model.parameters(), lr=self.lr, momentum=momentum,
+                   weight_decay=self.weight_decay)
 
     def _step(self, model, opt, xb, yb, anchor: list[Tensor], mu: float, scale,
               task_weights: Tensor | None = None) -> Tensor:
         """One SGD step on ``scale * mean loss + (mu/2)||w - anchor||^2``; returns the mean loss."""
         loss = objective_losses(model(xb), yb, self.data.task, task_weights).mean()
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad()
         (loss if scale is None else loss * scale).backward()
         if mu:
             with torch.no_grad():

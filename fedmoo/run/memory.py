@@ -1,11 +1,14 @@
-"""Will the model fit? A lower bound of a run's memory, checked before anything is allocated.
+"""Will the model fit? A lower bound of a run's memory, checked before the big allocations.
 
-The model is built on PyTorch's ``meta`` device (shapes only, no storage) to count its
-parameters d and, with one forward pass of a ``client.batch_size`` batch, the activations of a
-local step. A round needs at least: the model, its gradients and the global model (3 d), the
-cohort's K update rows (K d) — fedmoo keeps them as one [K, d] tensor — and the activations of
-one batch (forward values and their gradients). Refusing only when even this lower bound does
-not fit avoids false alarms; a model that passes can still run out of memory later.
+First the parameters: the model is built on PyTorch's ``meta`` device (shapes only, no storage)
+to count its parameters d. A round needs at least the model, its gradients and the global model
+(3 d) and the cohort's K update rows (K d; fedmoo keeps them as one [K, d] tensor). A model
+whose parameters alone cannot fit is refused before anything is allocated. Then, once the real
+model exists, the activations: one sample's forward values are counted on the probe forward
+``run.setup.build_model`` makes anyway, times ``client.batch_size`` (values and their gradients).
+Refusing only when this lower bound does not fit avoids false alarms; a model that passes can
+still run out of memory later. (A forward pass on ``meta`` would count activations without the
+model, but it imports ``torch._dynamo``, about 1.5 s of start-up on every run.)
 """
 
 from __future__ import annotations
@@ -18,22 +21,19 @@ from fedmoo import models
 from fedmoo.errors import UserError
 
 
-def lower_bound(cfg: dict[str, Any], federation, per_round: int) -> tuple[int, int] | None:
-    """(bytes, parameters) of the lower bound, or None when the model cannot be built on meta."""
+def parameter_count(cfg: dict[str, Any], federation) -> int | None:
+    """Parameters of the configured model, without allocating them (None if it cannot tell)."""
     try:
         with torch.device("meta"):
             model = models.build(cfg["model"], tuple(federation.input_shape),
                                  federation.num_classes, federation.num_tasks)
-            d = sum(p.numel() for p in model.parameters())
-            batch = int(cfg["client"].get("batch_size") or 1)
-            acts = _activations(model, (batch, *federation.input_shape), federation.x.dtype)
+        return sum(p.numel() for p in model.parameters())
     except Exception:  # noqa: BLE001 - the estimate is a guard, never a new failure
         return None
-    itemsize = torch.get_default_dtype().itemsize
-    return itemsize * (d * (3 + per_round) + 2 * acts), d
 
 
-def _activations(model: torch.nn.Module, shape: tuple[int, ...], dtype: torch.dtype) -> int:
+def activations_per_sample(model: torch.nn.Module, x1: torch.Tensor) -> int:
+    """Numbers the leaf modules output for the one-sample batch ``x1`` (no gradients kept)."""
     total = 0
 
     def count(_module, _inputs, out):
@@ -41,11 +41,10 @@ def _activations(model: torch.nn.Module, shape: tuple[int, ...], dtype: torch.dt
         if isinstance(out, torch.Tensor):
             total += out.numel()
 
-    leaves = [m for m in model.modules() if not list(m.children())]
-    hooks = [m.register_forward_hook(count) for m in leaves]
+    hooks = [m.register_forward_hook(count) for m in model.modules() if not list(m.children())]
     try:
-        x = torch.zeros(shape, dtype=dtype if not dtype.is_floating_point else None, device="meta")
-        model(x)
+        with torch.no_grad():
+            model(x1)
     finally:
         for h in hooks:
             h.remove()
@@ -66,12 +65,24 @@ def available(device: torch.device) -> int | None:
     return None
 
 
-def check_fits(cfg: dict[str, Any], federation, per_round: int, device: torch.device) -> None:
-    est, free = lower_bound(cfg, federation, per_round), available(device)
-    if est is None or free is None or est[0] <= free:
+def lower_bound(d: int, per_round: int, acts: int = 0, batch: int = 1) -> int:
+    """Bytes: 3 d + K d parameters-sized tensors and a batch's activations with gradients."""
+    return torch.get_default_dtype().itemsize * (d * (3 + per_round) + 2 * acts * batch)
+
+
+def check_fits(cfg: dict[str, Any], d: int | None, per_round: int, device: torch.device,
+               acts: int = 0) -> None:
+    free = available(device)
+    if d is None or free is None:
         return
-    need, d = est
+    batch = int(cfg["client"].get("batch_size") or 1)
+    need = lower_bound(d, per_round, acts, batch)
+    if need <= free:
+        return
+    what = f"{d:.3g} parameters" + (f" and {acts:,} activations per sample x batch {batch}"
+                                    if acts else "")
     raise UserError(
-        f"model={cfg['model'].get('name')} does not fit: {d:.3g} parameters need at least "
+        f"model={cfg['model'].get('name')} does not fit: {what} need at least "
         f"{need / 2**30:.1f} GiB for a round of {per_round} clients, but {device.type} has "
-        f"{free / 2**30:.1f} GiB free; choose a smaller model or fewer clients_per_round")
+        f"{free / 2**30:.1f} GiB free; choose a smaller model, fewer clients_per_round or a "
+        "smaller client.batch_size")

@@ -18,7 +18,7 @@ from fedmoo import data as fdata
 from fedmoo import engine as fengine
 from fedmoo.errors import UserError
 from fedmoo.params import num_params
-from fedmoo.run.memory import check_fits
+from fedmoo.run import memory
 
 SMALL_MODEL = 100_000  # below this many parameters, CPU threads cost more than they give
 
@@ -68,9 +68,14 @@ def build_parts(cfg: dict[str, Any], num_clients: int, per_round: int, rundir) -
     rundir.write_federation(attack, federation)
     if cfg.get("eval_split", "test") == "val" and federation.val is None:
         raise UserError("eval_split=val needs a validation split: set partition.split=pooled")
-    check_fits(cfg, federation, per_round, device)
+    d = memory.parameter_count(cfg, federation)
+    memory.check_fits(cfg, d, per_round, device)           # before allocating the parameters
     torch.manual_seed(int(cfg["seed"]))
-    model = build_model(cfg, federation).to(device)
+    model = build_model(cfg, federation)
+    one = federation.x[federation.train.index[:1].cpu()].cpu()
+    acts = memory.activations_per_sample(model, one)
+    memory.check_fits(cfg, d, per_round, device, acts)     # before the first batch
+    model = model.to(device)
     set_threads(cfg.get("threads", "auto"), num_params(model))
     federation = federation.to(device)
     engine = build_component({"client": cfg["client"]}, fengine.build, cfg.get("engine", "auto"),

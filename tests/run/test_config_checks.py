@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from fedmoo.cli.overrides import check_overrides
 from fedmoo.errors import UserError
@@ -46,14 +47,24 @@ def test_the_largest_seed_is_fine():
 
 def test_a_model_that_cannot_fit_is_refused_before_allocation(tmp_path, monkeypatch):
     cfg = small_cfg(model={"name": "mlp", "hidden": [200]})
-    need, d = memory.lower_bound(cfg, _fed(cfg), 3)
+    d = memory.parameter_count(cfg, _fed(cfg))
     assert d == 60 * 200 + 200 + 200 * 10 + 10
-    assert need >= 4 * d * (3 + 3)
-    monkeypatch.setattr(memory, "available", lambda device: need - 1)
+    params_only = memory.lower_bound(d, 3)
+    assert params_only == 4 * d * (3 + 3)
+    monkeypatch.setattr(memory, "available", lambda device: params_only - 1)
     with pytest.raises(UserError, match=r"^model=mlp does not fit: 1.42e\+04 parameters need at "
                                         r"least .* GiB for a round of 3 clients"):
         run(cfg, tmp_path)
-    monkeypatch.setattr(memory, "available", lambda device: need)
+    # the activations of a batch count too: 200 + 200 + 10 numbers per sample (leaf outputs)
+    model = __import__("fedmoo").models.build(cfg["model"], (60,), 10)
+    acts = memory.activations_per_sample(model, torch.zeros(1, 60))
+    assert acts == sum(m.out_features for m in model.modules()
+                       if isinstance(m, torch.nn.Linear)) + 200   # + the ReLU's output
+    full = memory.lower_bound(d, 3, acts, batch=10)
+    monkeypatch.setattr(memory, "available", lambda device: full - 1)
+    with pytest.raises(UserError, match=r"activations per sample x batch 10"):
+        run(cfg, tmp_path / "acts")
+    monkeypatch.setattr(memory, "available", lambda device: full)
     run(cfg, tmp_path / "ok")
 
 
