@@ -1,4 +1,5 @@
-"""Cache of preprocessed sources (slow parsers only: LEAF JSON, CelebA, image folders).
+"""Cache of preprocessed sources: the slow parsers and normalisers (LEAF JSON, CelebA, image
+folders, MNIST and Fashion-MNIST).
 
 The cache key is the dataset name, the loader options and the path, size and modification time
 of every raw file read, so editing or replacing a file rebuilds the cache.

@@ -4,26 +4,51 @@
 ``{name: batched, program: vmap, compile: true}``: ``program`` picks the batched engine's program
 (``auto``: the torch.fx lockstep program where the model traces, else vmap over the whole model),
 ``compile`` runs the vmap step through ``torch.compile`` (off by default). ``auto`` (the default)
-is ``batched`` when the model is on a GPU and the batched engine can train it, else ``sequential``.
+is ``batched`` where it is faster (``resolve_auto``), else ``sequential``; the choice and its
+reason are recorded in summary.json.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from torch import nn
+
 from fedmoo.errors import UserError
 
 ENGINES = ("auto", "sequential", "batched")
 
 
-def resolve_auto(model, device_type: str | None = None) -> str:
-    """``engine=auto``: the batched engine on CUDA for the models it can train, else sequential.
-    ``device_type`` defaults to the device of the model's parameters."""
+# Leaf modules the batched engine trains faster than the sequential loop on a CPU: fused
+# client-batched linear layers and elementwise ops. Measured by scripts/bench.py on the 2-core
+# CPU VM (docs/PERFORMANCE.md): logreg 7-8x, MLP 2.3-3.2x faster batched; convolutions (CNN
+# 0.5-1.1x) and LSTMs (0.9-1.1x) are compute-bound and gain nothing on a CPU, so they stay
+# sequential there.
+CPU_FAST = (nn.Linear, nn.ReLU, nn.Tanh, nn.Sigmoid, nn.GELU, nn.LeakyReLU, nn.ELU, nn.Softmax,
+            nn.LogSoftmax, nn.Flatten, nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d)
+
+
+def resolve_auto(model, device_type: str | None = None) -> tuple[str, str]:
+    """``engine=auto``: (engine, why). On CUDA the batched engine for every model it can train;
+    on a CPU the batched engine only for models made of linear layers and elementwise ops,
+    where it is several times faster (CPU_FAST), else the sequential one. The rule depends only
+    on the model and the device, so the same config always runs the same engine (and gives the
+    same numbers). ``device_type`` defaults to the device of the model's parameters."""
     from fedmoo.engine.batched import unbatchable
 
     if device_type is None:
         device_type = next(model.parameters()).device.type
-    return "batched" if device_type == "cuda" and unbatchable(model) is None else "sequential"
+    why_not = unbatchable(model)
+    if why_not is not None:
+        return "sequential", f"auto: the batched engine cannot train this model ({why_not})"
+    if device_type == "cuda":
+        return "batched", "auto: on CUDA the batched engine trains every model it can"
+    slow = sorted({type(m).__name__ for m in model.modules()
+                   if not list(m.children()) and not isinstance(m, CPU_FAST)})
+    if slow:
+        return "sequential", (f"auto: on a CPU, {', '.join(slow)} layers gain nothing from "
+                              "batching clients")
+    return "batched", "auto: on a CPU, linear layers train several times faster batched"
 
 
 def build(engine_cfg, model, data, client_cfg: dict):
@@ -34,7 +59,10 @@ def build(engine_cfg, model, data, client_cfg: dict):
         if opts:
             raise UserError(f"engine.{min(opts)} is not an option of engine=auto; "
                             "name the engine: engine=batched or engine=sequential")
-        name = resolve_auto(model)
+        name, why = resolve_auto(model)
+        engine = build(name, model, data, client_cfg)
+        engine.choice = why
+        return engine
     if name == "sequential" and not opts:
         from fedmoo.engine.sequential import SequentialEngine
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import qpsolvers
 import torch
 from torch import Tensor
 
@@ -108,6 +107,8 @@ def min_norm_weights(g: Tensor, lam0: Tensor | None = None, eps: float = 1.0,
 
 def _solve_qp(p: np.ndarray, lo: np.ndarray, hi: np.ndarray, solver: str) -> np.ndarray | None:
     """One qpsolvers call; None when the solver fails or its answer is not feasible."""
+    import qpsolvers  # here, not at the top: importing it costs every run ~0.3 s of start-up
+
     k = p.shape[0]
     try:
         x = qpsolvers.solve_qp(p, np.zeros(k), A=np.ones((1, k)), b=np.ones(1), lb=lo, ub=hi,

@@ -18,6 +18,7 @@ from fedmoo import data as fdata
 from fedmoo import engine as fengine
 from fedmoo.errors import UserError
 from fedmoo.params import num_params
+from fedmoo.run.guards import cohort_size
 from fedmoo.run import memory
 
 SMALL_MODEL = 100_000  # below this many parameters, CPU threads cost more than they give
@@ -33,6 +34,8 @@ class Parts:
     attack: Any
     model: torch.nn.Module
     engine: Any
+    num_clients: int = 0     # the federation's clients (num_clients: null = the data's own)
+    per_round: int = 0       # clients per round
 
     def describe(self, cfg: dict[str, Any]) -> dict[str, Any]:
         """The run's description in summary.json."""
@@ -48,6 +51,8 @@ class Parts:
             "tasks": self.federation.task_names,
             "device": str(device),
             "engine": self.engine.name,
+            **({"engine_choice": self.engine.choice} if getattr(self.engine, "choice", None)
+               else {}),
             "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
             else platform.processor() or platform.machine(),
             "versions": {"fedmoo": fedmoo.__version__, "torch": torch.__version__,
@@ -55,15 +60,22 @@ class Parts:
         }
 
 
-def build_parts(cfg: dict[str, Any], num_clients: int, per_round: int, rundir) -> Parts:
+def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | None,
+                rundir) -> Parts:
     """Build everything in a fixed order (the model's initial weights come from ``seed``);
-    ``rundir`` records the federation (partition.npz, attack.json) as soon as it exists."""
+    ``rundir`` records the federation (partition.npz, attack.json) as soon as it exists.
+    ``num_clients=None`` takes the federation's own number of clients (partition=natural)."""
     device = resolve_device(cfg.get("device", "auto"))
     algo = algorithms.build(cfg["algo"])
-    algo.check_run(num_clients, per_round)
+    if num_clients is not None:             # known before any data is read: fail fast
+        algo.check_run(num_clients, per_round)
     federation = build_component({"data": cfg["data"], "partition": cfg["partition"]},
                                  fdata.load_federated, cfg["data"], cfg["partition"],
                                  num_clients, cfg["data_dir"])
+    if num_clients is None:
+        num_clients = federation.num_clients
+        per_round = cohort_size(num_clients, per_round)
+        algo.check_run(num_clients, per_round)
     attack = attacks.build(cfg.get("attack") or {"name": "none"}, federation)
     rundir.write_federation(attack, federation)
     if cfg.get("eval_split", "test") == "val" and federation.val is None:
@@ -80,7 +92,7 @@ def build_parts(cfg: dict[str, Any], num_clients: int, per_round: int, rundir) -
     federation = federation.to(device)
     engine = build_component({"client": cfg["client"]}, fengine.build, cfg.get("engine", "auto"),
                              model, federation, cfg["client"])
-    return Parts(device, algo, federation, attack, model, engine)
+    return Parts(device, algo, federation, attack, model, engine, num_clients, per_round)
 
 
 def resolve_device(name: str) -> torch.device:

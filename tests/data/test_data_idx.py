@@ -6,6 +6,7 @@ import gzip
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 
 from fedmoo.data import mnist
@@ -148,3 +149,23 @@ def test_emnist_labels_checked_against_the_split(tmp_path, fmt):
     fmt.write_idx(raw / "emnist-digits-train-labels-idx1-ubyte", np.array([0] * 8 + [12], np.uint8))
     with pytest.raises(UserError, match="label 12 at row 8 is outside 0..9"):
         mnist.load_emnist(tmp_path, split="digits", download=False)
+
+
+def test_normalised_mnist_is_cached_and_rebuilt_when_a_file_changes(tmp_path, fmt, monkeypatch):
+    fmt.write_mnist_family(tmp_path / "MNIST" / "raw")
+    first = mnist.load_mnist(tmp_path, download=False)
+    entries = list((tmp_path / ".fedmoo_cache").glob("mnist-*.pt"))
+    assert len(entries) == 1
+
+    def no_decoding(*a, **k):
+        raise AssertionError("decoded although cached")
+
+    monkeypatch.setattr(mnist, "_load_idx_pair", no_decoding)
+    again = mnist.load_mnist(tmp_path, download=False)            # from the cache
+    assert torch.equal(again.x, first.x) and torch.equal(again.y, first.y)
+    assert again.class_names == first.class_names and again.input_shape == (1, 28, 28)
+    with pytest.raises(AssertionError, match="decoded although cached"):
+        mnist.load_mnist(tmp_path, normalize="unit", download=False)   # other options: rebuilt
+    monkeypatch.undo()
+    fmt.write_mnist_family(tmp_path / "MNIST" / "raw", n_train=(1, 1, 1))   # new files
+    assert len(mnist.load_mnist(tmp_path, download=False).y) == 3 + 4

@@ -115,18 +115,31 @@ def test_models_the_batched_engine_cannot_run_are_refused():
         BatchedEngine(model, data, lr=0.1, batch_size=2)
 
 
-def test_engine_auto_is_sequential_on_the_cpu_and_batched_on_cuda(tmp_path):
+def test_engine_auto_picks_the_faster_engine_for_the_model_and_device(tmp_path):
+    """Issue "fast by default on a CPU": linear models run batched on a CPU too, convolutions and
+    LSTMs sequentially; on CUDA every model the batched engine can train runs batched."""
     import json
 
     from fedmoo.engine import resolve_auto
-    from fedmoo.models.linear import MLP
+    from fedmoo.models.cnn import CNNFmnist
+    from fedmoo.models.linear import MLP, LogReg
+    from fedmoo.models.lstm import LSTMShakespeare
 
-    loop.run(small_cfg(engine="auto", rounds=1), tmp_path)
-    assert json.loads((tmp_path / "summary.json").read_text())["engine"] == "sequential"
-    assert resolve_auto(MLP((4,), 3), "cuda") == "batched"
-    assert resolve_auto(MLP((4,), 3), "cpu") == "sequential"
+    loop.run(small_cfg(engine="auto", rounds=1), tmp_path)     # logreg on the CPU
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["engine"] == "batched (lockstep program)"
+    assert summary["engine_choice"] == ("auto: on a CPU, linear layers train several times "
+                                        "faster batched")
+    assert resolve_auto(MLP((4,), 3), "cpu")[0] == "batched"
+    assert resolve_auto(LogReg((4,), 3), "cpu")[0] == "batched"
+    cnn = CNNFmnist((1, 28, 28), 10)
+    assert resolve_auto(cnn, "cpu") == ("sequential", "auto: on a CPU, Conv2d layers "
+                                                      "gain nothing from batching clients")
+    assert resolve_auto(cnn, "cuda")[0] == "batched"
+    assert resolve_auto(LSTMShakespeare((80,), 80), "cpu")[0] == "sequential"
+    assert resolve_auto(MLP((4,), 3), "cuda")[0] == "batched"
     bn = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
-    assert resolve_auto(bn, "cuda") == "sequential"       # running statistics: the reference loop
+    assert resolve_auto(bn, "cuda")[0] == "sequential"    # running statistics: the reference loop
     with pytest.raises(UserError, match="engine.compile is not an option of engine=auto"):
         loop.run(small_cfg(engine={"name": "auto", "compile": True}), tmp_path / "x")
 
