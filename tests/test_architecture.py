@@ -22,6 +22,8 @@ MAY_IMPORT = {
     "moo": set(),
     "state": set(), "params": set(), "errors": set(),
     "__main__": {"cli"},
+    "api": {"cli", "run", "report", "engine", "algorithms", "attacks", "data", "models", "moo"}
+    | CONTRACTS,
 }
 
 
