@@ -29,6 +29,8 @@ commands:
                          aggregate runs/sweeps over seeds into a paper-style table
   plot DIR... --out DIR [--metric M]
                          curves over rounds (mean ± std over seeds) and client-accuracy histograms
+  pareto DIR... [--x M] [--y M] [--minimize-y] [--ref X Y] [--out FILE.png]
+                         the accuracy-fairness trade-off: configurations, Pareto front, hypervolume
 
 Results go to outputs/runs/<date>/<time>_<algo>_<data>/ (rounds.csv, clients.csv, summary.json).
 Exit status: 0 done, 1 a sweep job failed, 2 bad input, 3 training diverged, 128+N stopped by
@@ -116,8 +118,14 @@ def cmd_plot(args: list[str]) -> int:
     return plots.main(args)
 
 
+def cmd_pareto(args: list[str]) -> int:
+    from fedmoo.report import pareto
+
+    return pareto.main(args)
+
+
 COMMANDS = {"run": cmd_run, "prepare": cmd_prepare, "list": cmd_list, "describe": cmd_describe,
-            "table": cmd_table, "plot": cmd_plot}
+            "table": cmd_table, "plot": cmd_plot, "pareto": cmd_pareto}
 
 
 def main(argv: list[str] | None = None) -> int:
