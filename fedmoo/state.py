@@ -37,6 +37,11 @@ class Cohort:
     ``task_mask [K, S]`` is false; ``shared [d]`` marks the coordinates every task uses (the trunk
     of a multi-head model; the rest are the heads). The per-client scalars are then means over
     the client's tasks.
+
+    ``loss_before`` / ``acc_before``: loss and accuracy (%) of ``w_t`` on each client's whole
+    training set; ``loss_after``: mean loss of the last local epoch (measured during training);
+    ``loss_trained`` / ``acc_trained``: loss and accuracy of each client's trained model ``w_k``
+    on its whole training set, only when ``ClientSpec.eval_trained`` asked for them (else None).
     """
 
     client_ids: Tensor
@@ -49,6 +54,8 @@ class Cohort:
     personal: Tensor | None = None
     task_mask: Tensor | None = None
     shared: Tensor | None = None
+    loss_trained: Tensor | None = None
+    acc_trained: Tensor | None = None
 
     def __post_init__(self) -> None:
         k = self.deltas.shape[0]
@@ -56,7 +63,8 @@ class Cohort:
             raise ValueError(f"client_ids has {self.client_ids.shape[0]} entries, deltas has {k} rows")
         if self.num_samples is None:
             self.num_samples = torch.ones(k, dtype=self.deltas.dtype, device=self.deltas.device)
-        for name in ("num_samples", "loss_before", "loss_after", "acc_before"):
+        for name in ("num_samples", "loss_before", "loss_after", "acc_before", "loss_trained",
+                     "acc_trained"):
             v = getattr(self, name)
             if v is not None and v.shape[0] != k:
                 raise ValueError(f"{name} has {v.shape[0]} entries, deltas has {k} rows")
@@ -89,6 +97,11 @@ class ClientSpec:
       (label-flipping attack); identity rows for honest clients.
     - ``task_training``: train every (client, task) pair the client holds independently from
       ``w_t`` (FMGDA / FSMGDA); the cohort then carries ``[K, S, d]`` deltas (see Cohort).
+    - ``eval_trained``: after local training, also evaluate each client's trained model on its
+      whole training set (eval mode, the labels ``loss_before`` uses) and report
+      ``Cohort.loss_trained`` / ``acc_trained``: the loss a client reports when it measures it
+      after training (q-FedAvg ``loss_at: after``, FedFA ``acc_at: after``, AdaFed ``loss:
+      trained``). Not available together with ``task_training``.
     """
 
     prox_mu: float = 0.0
@@ -97,6 +110,25 @@ class ClientSpec:
     loss_scale: Tensor | None = None
     label_map: Tensor | None = None
     task_training: "TaskTraining | None" = None
+    eval_trained: bool = False
+
+
+@dataclass
+class GradientProbe:
+    """A full-gradient measurement an algorithm asks the run to make on evaluated rounds.
+
+    At ``w_t``, the model the round started from, the run computes the gradient of
+    ``sum_s task_weights[s] f_s(w_t)`` over the whole federation, where ``f_s`` is objective s's
+    training loss averaged over every client that holds it (each client's mean loss weighted
+    uniformly, ``weighting: uniform``, or by its number of training samples, ``samples``), and
+    logs its squared norm as ``name``. Single-task data has one objective (``task_weights [1]``).
+    FMGDA / FSMGDA use it for the FMOL paper's Pareto-stationarity measure
+    ``||lambda_t^T grad F(x_t)||^2``.
+    """
+
+    name: str
+    task_weights: Tensor
+    weighting: str = "uniform"
 
 
 @dataclass

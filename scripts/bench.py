@@ -16,7 +16,9 @@ engine; repetitions are interleaved (B0, B1, E, EC, B0, ...) and the first one i
 A round is local training of K clients (1 epoch, batch 10) plus the FedAvg average; evaluation
 is timed apart. Workloads (synthetic tensors of the papers' shapes, 100 clients, 400 samples each):
 cnn (FedMGDA+ Table 2 CIFAR CNN), mlp (3072-200-200-10), lstm (Shakespeare: T=80, vocab 80,
-embedding 8, 2 x LSTM 256), logreg (Adult-like: 105 features, 2 classes).
+embedding 8, 2 x LSTM 256), logreg (Adult-like: 105 features, 2 classes). ``fmnist_logreg``
+is real data: Fashion-MNIST (``data=fmnist``, found as ``fedmoo run`` finds it) in a Dirichlet(0.5)
+partition over 100 clients, logistic regression (the CPU workload of docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -56,7 +58,20 @@ WORKLOADS = {
     "mlp": ({"name": "mlp", "hidden": [200, 200]}, (3, 32, 32), 10, False, (400, 400), (100, 10)),
     "lstm": ({"name": "lstm_shakespeare"}, (80,), 80, True, (400, 10), (100, 1)),
     "logreg": ({"name": "logreg"}, (105,), 2, False, (400, 400), (100, 10)),
+    "fmnist_logreg": ({"name": "logreg"}, (1, 28, 28), 10, False, (None, None), (None, None)),
 }
+# workloads on real data: the overrides of `fedmoo run` that describe their federation
+REAL = {"fmnist_logreg": ["data=fmnist", "partition=dirichlet", "partition.beta=0.5",
+                          "num_clients=100"]}
+
+
+def real_data(name: str, device) -> FederatedData:
+    from fedmoo import data as fdata
+    from fedmoo.cli.config import compose
+
+    cfg = compose(REAL[name])
+    return fdata.load_federated(cfg["data"], cfg["partition"], cfg["num_clients"],
+                                cfg["data_dir"]).to(device)
 
 
 def make_data(shape, classes, tokens, n, n_test, device) -> FederatedData:
@@ -179,8 +194,14 @@ def device_name(device) -> str:
 def bench_workload(name, args, device, variants) -> dict:
     model_cfg, shape, classes, tokens, (n_full, n_quick), (t_full, t_quick) = WORKLOADS[name]
     n, n_test = (n_quick, t_quick) if args.quick else (n_full, t_full)
-    n = args.samples or n
-    data = make_data(shape, classes, tokens, n, n_test, device)
+    if name in REAL:
+        data = real_data(name, device)
+        n, n_test = (round(float(data.train.sizes.float().mean())),
+                     round(float(data.test.sizes.float().mean())))
+        n_full = n
+    else:
+        n = args.samples or n
+        data = make_data(shape, classes, tokens, n, n_test, device)
     torch.manual_seed(0)
     model = models.build(model_cfg, shape, classes).to(device)
     w0 = get_flat(model)

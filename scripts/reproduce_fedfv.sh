@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduce FedFV (Wang et al., IJCAI'21): Tables 2-4 and Figure 2. See docs/experiments.md.
-#   scripts/reproduce_fedfv.sh            # full runs; tables in docs/results/fedfv/
+#   scripts/reproduce_fedfv.sh            # full runs; tables in docs/results/fedfv_<name>.md
 #   scripts/reproduce_fedfv.sh --smoke    # 2 rounds, 1 seed: proves every experiment runs / composes
 PAPER=fedfv
 source "$(dirname "$0")/reproduce_lib.sh"

@@ -1,6 +1,7 @@
-# Shared by scripts/reproduce_<paper>.sh (sourced, not run): option parsing, the data check, and
-# `experiment NAME KIND [SMOKE_OVERRIDES...]`, which runs one paper experiment's sweep and then
-# writes its table (KIND=table: fedmoo table, md + csv) or its figures (KIND=plot: fedmoo plot).
+# Shared by scripts/reproduce_<paper>.sh (sourced, not run): option parsing, the data check,
+# `experiment NAME KIND [SMOKE_OVERRIDES...]`, which queues one paper experiment, and `finish`,
+# which runs the queue: each experiment's sweep, then its table (KIND=table: fedmoo table, md +
+# csv) or its figures (KIND=plot: fedmoo plot), and a summary. Experiments run in queue order.
 
 set -uo pipefail
 
@@ -13,6 +14,8 @@ DATA_DIR=""
 EXTRA=()
 FAILED=()
 SKIPPED=()
+QUEUE=()              # one entry per queued experiment: NAME<US>KIND<US>OVERRIDE<US>...
+US=$'\x1f'            # the separator (no override contains it)
 
 usage() {
     cat <<EOF
@@ -24,8 +27,9 @@ Runs the ${PAPER} experiments (fedmoo/conf/experiment/${PAPER}/) and writes thei
   --only NAMES     only these experiments, e.g. --only table3,table4_fmnist
   --out DIR        sweep directories go to DIR/${PAPER}/<name> (default outputs/experiments,
                    outputs/smoke with --smoke); re-running resumes (finished jobs are skipped)
-  --tables DIR     tables and figures go here (default docs/results/${PAPER}, DIR/tables/${PAPER}
-                   with --smoke)
+  --tables DIR     tables and figures go here as ${PAPER}_<name>.md / .csv / folder of PNGs
+                   (default docs/results, where the reproduced tables are kept; DIR/tables with
+                   --smoke)
   --data-dir DIR   data_dir for every run (default: fedmoo's, \$FEDMOO_DATA or ./data)
   -- OVERRIDES     passed to every fedmoo run, e.g. -- device=cuda hydra/launcher=local_gpus
 EOF
@@ -47,62 +51,80 @@ parse_args() {
     done
     if [ "$SMOKE" = 1 ]; then
         OUT=${OUT:-outputs/smoke}
-        TABLES=${TABLES:-$OUT/tables/$PAPER}
+        TABLES=${TABLES:-$OUT/tables}
     else
         OUT=${OUT:-outputs/experiments}
-        TABLES=${TABLES:-docs/results/$PAPER}
+        TABLES=${TABLES:-docs/results}
     fi
     if [ -n "$DATA_DIR" ]; then
         EXTRA=("data_dir=$DATA_DIR" "${EXTRA[@]}")
     fi
 }
 
-# Is the experiment's dataset on disk? Smoke runs never download; full runs let `fedmoo prepare`
-# download it. Prints the reason when it is not.
-have_data() {
-    local name=$1; shift
-    if [ "$SMOKE" = 1 ]; then
-        "$PYTHON" - "experiment=$name" "$@" <<'EOF'
+# Smoke runs never download: one Python process checks every queued experiment at once (does
+# it compose, is its dataset on disk) and prints one line per experiment, in order:
+# `ok`, `missing<TAB>why` (composes, no data) or `bad<TAB>why` (does not compose).
+smoke_check() {
+    printf '%s\n' "$@" | "$PYTHON" -c '
 import sys
 from fedmoo.cli.config import compose
+from fedmoo.cli.groups import GROUPS
+from fedmoo.cli.overrides import check_new_keys, check_overrides
 from fedmoo.data import load_source
 from fedmoo.errors import UserError
-try:
-    cfg = compose(sys.argv[1:])
+
+for line in sys.stdin.read().splitlines():
+    args = line.split("\x1f")
+    why = check_overrides(args) or check_new_keys(args, GROUPS)
+    try:
+        if why:
+            raise UserError(why)
+        cfg = compose(args)
+    except UserError as e:
+        print(f"bad\t{e}", flush=True)
+        continue
     data = dict(cfg["data"])
     if "download" in data:
         data["download"] = False
-    load_source(data, cfg["data_dir"])
-except UserError as e:
-    print(e)
-    sys.exit(1)
-EOF
-    else
-        "$PYTHON" -m fedmoo prepare -m "experiment=$name" "$@" >/dev/null
-    fi
+    try:
+        load_source(data, cfg["data_dir"])
+        print("ok", flush=True)
+    except UserError as e:
+        print(f"missing\t{e}", flush=True)
+'
+}
+
+# Full runs: `fedmoo prepare` downloads the experiment's data (exit status 0 when it is there).
+prepare_data() {
+    local name=$1; shift
+    "$PYTHON" -m fedmoo prepare -m "experiment=$name" "$@" 2>&1 >/dev/null
 }
 
 experiment() {
     local short=$1 kind=$2; shift 2
-    local name="$PAPER/$short"
     if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$short,"* ]]; then
         return 0
     fi
-    local overrides=("${EXTRA[@]}")
+    local entry="$short$US$kind"
     if [ "$SMOKE" = 1 ]; then
-        overrides+=(rounds=2 seed=0 "$@")
+        for o in rounds=2 seed=0 "$@"; do entry+="$US$o"; done
     fi
+    QUEUE+=("$entry")
+}
+
+run_experiment() {   # SHORT KIND STATUS WHY [SMOKE_OVERRIDES...]
+    local short=$1 kind=$2 status=$3 why=$4; shift 4
+    local name="$PAPER/$short"
+    local overrides=("${EXTRA[@]}" "$@")
     echo "== $name"
-    local reason
-    if ! reason=$(have_data "$name" "${overrides[@]}" 2>&1); then
-        echo "   skipped: dataset not available (${reason##*$'\n'})"
-        if [ "$SMOKE" = 1 ]; then
-            if "$PYTHON" -m fedmoo run --cfg job "experiment=$name" "${overrides[@]}" >/dev/null; then
-                echo "   composes: fedmoo run --cfg job experiment=$name"
-            else
-                FAILED+=("$name (does not compose)")
-            fi
-        fi
+    if [ "$status" = bad ]; then
+        echo "   does not compose: $why" >&2
+        FAILED+=("$name (does not compose)")
+        return 0
+    fi
+    if [ "$status" != ok ]; then
+        echo "   skipped: dataset not available (${why##*$'\n'})"
+        [ "$SMOKE" = 1 ] && echo "   composes: fedmoo run --cfg job experiment=$name"
         SKIPPED+=("$name")
         return 0
     fi
@@ -112,16 +134,44 @@ experiment() {
         FAILED+=("$name (sweep)")
     fi
     mkdir -p "$TABLES"
+    local file="$TABLES/${PAPER}_$short"        # docs/results/fedfv_table3.md, ...
     if [ "$kind" = table ]; then
-        "$PYTHON" -m fedmoo table "$sweep" --spec "$name" --format md --out "$TABLES/$short.md" \
-            && "$PYTHON" -m fedmoo table "$sweep" --spec "$name" --format csv --out "$TABLES/$short.csv" \
+        "$PYTHON" -m fedmoo table "$sweep" --spec "$name" --format md --out "$file.md" \
+            && "$PYTHON" -m fedmoo table "$sweep" --spec "$name" --format csv --out "$file.csv" \
             || FAILED+=("$name (table)")
     else
-        "$PYTHON" -m fedmoo plot "$sweep" --out "$TABLES/$short" || FAILED+=("$name (plot)")
+        "$PYTHON" -m fedmoo plot "$sweep" --out "$file" || FAILED+=("$name (plot)")
     fi
 }
 
 finish() {
+    local checks=() entry fields i status why
+    if [ "$SMOKE" = 1 ] && [ ${#QUEUE[@]} -gt 0 ]; then
+        local lines=()
+        for entry in "${QUEUE[@]}"; do
+            IFS="$US" read -r -a fields <<< "$entry"
+            local line="experiment=$PAPER/${fields[0]}"
+            for o in "${EXTRA[@]}" "${fields[@]:2}"; do line+="$US$o"; done
+            lines+=("$line")
+        done
+        mapfile -t checks < <(smoke_check "${lines[@]}")
+        if [ ${#checks[@]} -ne ${#QUEUE[@]} ]; then
+            echo "FAILED: the smoke check of the experiments stopped early" >&2
+            exit 1
+        fi
+    fi
+    for i in "${!QUEUE[@]}"; do
+        IFS="$US" read -r -a fields <<< "${QUEUE[$i]}"
+        if [ "$SMOKE" = 1 ]; then
+            status=${checks[$i]%%$'\t'*}
+            why=${checks[$i]#*$'\t'}
+        elif why=$(prepare_data "$PAPER/${fields[0]}" "${EXTRA[@]}"); then
+            status=ok
+        else
+            status=missing
+        fi
+        run_experiment "${fields[0]}" "${fields[1]}" "$status" "$why" "${fields[@]:2}"
+    done
     echo
     [ ${#SKIPPED[@]} -gt 0 ] && echo "skipped (dataset missing): ${SKIPPED[*]}"
     if [ ${#FAILED[@]} -gt 0 ]; then

@@ -11,6 +11,27 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Slow tests (`-m "not slow"` leaves them out) usually say so with @pytest.mark.slow; these are
+# marked here because their files were being written by others when the marker was introduced.
+# Move a name to a decorator in its file when you next edit it.
+SLOW = {
+    "tests/test_plugins.py::test_list_run_and_sweep_a_plugin_rule",        # CLI sweeps
+    "tests/test_plugins.py::test_checks_work_for_plugins",
+    "tests/test_python_api.py::test_run_writes_what_the_cli_writes_and_load_reads_it",
+    "tests/test_python_api.py::test_the_documented_example_runs",
+    "tests/run/test_trackers.py::test_mlflow_local_store",                 # mlflow, wandb imports
+    "tests/run/test_trackers.py::test_wandb_offline_and_several_at_once",
+    "tests/engine/test_engine_equivalence.py::test_paper_models_agree[resnet18_gn]",
+    "tests/engine/test_engine_equivalence.py::test_compiled_vmap_program_agrees",  # torch.compile
+    "tests/engine/test_sgd.py::test_no_dynamo_import",                     # a fresh interpreter
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid in SLOW:
+            item.add_marker(pytest.mark.slow)
+
 
 def run_cli(args: list[str], cwd: Path, timeout: int = 300, env: dict | None = None):
     """Run ``python -m fedmoo ARGS`` with this checkout first on the path."""

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
+from fedmoo.algorithms.fmgda import STATIONARITY
 from fedmoo.cli.config import compose
 from fedmoo.report.metrics import accuracy_metrics, rounds_to_threshold, task_metrics
 
@@ -52,55 +53,77 @@ def test_experiment_header_composes_and_sweeps_deterministically(name):
     assert "seed" in params and len(params) >= 2
 
 
-def test_every_experiment_and_row_composes():
-    """One composition per row option (with the first experiment sweeping it) and one per
-    experiment without rows; a shared Hydra context keeps this to a few seconds."""
+def composition_plan() -> tuple[dict[str, list[list[str]]], dict[str, set[str]]]:
+    """The override lists to compose, per experiment: each row option once (with the first
+    experiment sweeping it), each experiment at least once (with a row if it sweeps rows); and
+    the row options each row group's experiments use."""
+    plan: dict[str, list[list[str]]] = {}
+    used: dict[str, set[str]] = {}
+    for name in EXPERIMENTS:
+        jobs = []
+        params = sweep_params(name)
+        if not any(k.startswith("+row/") for k in params):          # else via its rows
+            jobs.append([f"experiment={name}"])
+        for key, values in params.items():
+            if not key.startswith("+row/"):
+                continue
+            group = key[1:]
+            for row in values:
+                if row in used.setdefault(group, set()) and jobs:
+                    continue
+                used[group].add(row)
+                jobs.append([f"experiment={name}", f"+{group}={row}"])
+        plan[name] = jobs
+    return plan, used
+
+
+PLAN, USED = composition_plan()
+
+
+def test_rows_exist_and_none_is_orphaned():
+    for name in EXPERIMENTS:
+        for key, values in sweep_params(name).items():
+            if key.startswith("+row/"):
+                missing = set(values) - set(row_options(key[1:]))
+                assert not missing, f"{name}: {key[1:]} has no option {sorted(missing)}"
+    assert sum(len(jobs) for jobs in PLAN.values()) > 100
+    # no row file is orphaned: each is swept by some experiment
+    for group in {p.parent.relative_to(CONF).as_posix() for p in (CONF / "row").rglob("*.yaml")}:
+        assert set(row_options(group)) == USED.get(group, set()), group
+
+
+def test_compose_is_the_public_path():
+    assert compose([f"experiment={EXPERIMENTS[0]}"])["rounds"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_and_its_rows_compose(name):
+    """The experiment's share of ``PLAN``, in one Hydra context (about 0.2 s a composition)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    assert compose([f"experiment={EXPERIMENTS[0]}"])["rounds"] > 0   # the public path, once
-    used: dict[str, set[str]] = {}
-    checked = 0
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
-            def resolved(overrides):
-                return OmegaConf.to_container(hydra_compose(config_name="config", overrides=overrides),
-                                              resolve=True)
-
-            for name in EXPERIMENTS:
-                if not any(k.startswith("+row/") for k in sweep_params(name)):   # else via its rows
-                    cfg = resolved([f"experiment={name}"])
-                    assert cfg["rounds"] > 0 and cfg["data"]["name"] and cfg["model"]["name"], name
-                composed = False                 # each experiment at least once, with a row
-                for key, values in sweep_params(name).items():
-                    if not key.startswith("+row/"):
-                        continue
-                    group = key[1:]
-                    options = row_options(group)
-                    for row in values:
-                        assert row in options, f"{name}: {group} has no option {row}"
-                        if row in used.setdefault(group, set()) and composed:
-                            continue
-                        used[group].add(row)
-                        cfg = resolved([f"experiment={name}", f"+{group}={row}"])
-                        composed = True
-                        doc = yaml.safe_load((CONF / group / f"{row}.yaml").read_text())
-                        for d in doc.get("defaults", []):
-                            if isinstance(d, dict) and "override /algo" in d:
-                                assert cfg["algo"]["name"] == d["override /algo"], (name, row)
-                        for k, v in (doc.get("algo") or {}).items():
-                            if not (isinstance(v, str) and v.startswith("${")):
-                                assert cfg["algo"][k] == v, (name, row, k)
-                        checked += 1
+            for overrides in PLAN[name]:
+                cfg = OmegaConf.to_container(
+                    hydra_compose(config_name="config", overrides=overrides), resolve=True)
+                assert cfg["rounds"] > 0 and cfg["data"]["name"] and cfg["model"]["name"], name
+                if len(overrides) == 1:
+                    continue
+                group, _, row = overrides[1].lstrip("+").partition("=")
+                doc = yaml.safe_load((CONF / group / f"{row}.yaml").read_text())
+                for d in doc.get("defaults", []):
+                    if isinstance(d, dict) and "override /algo" in d:
+                        assert cfg["algo"]["name"] == d["override /algo"], (name, row)
+                for k, v in (doc.get("algo") or {}).items():
+                    if not (isinstance(v, str) and v.startswith("${")):
+                        assert cfg["algo"][k] == v, (name, row, k)
     finally:
         GlobalHydra.instance().clear()
-    assert checked > 100
-    # no row file is orphaned: each is swept by some experiment
-    for group in {p.parent.relative_to(CONF).as_posix() for p in (CONF / "row").rglob("*.yaml")}:
-        assert set(row_options(group)) == used.get(group, set()), group
 
 
 def test_row_files_describe_themselves():
@@ -122,6 +145,7 @@ VALID_METRICS |= {k for prefix in ("test", "val", "train")
                                         reference=np.ones(MAX_TASKS))}
 VALID_METRICS |= set(rounds_to_threshold([], MAX_TASKS, 0.01, "train"))
 VALID_METRICS |= {"server/d_norm", "server/d_norm_sq"} | {f"server/lambda_task{s}" for s in range(MAX_TASKS)}
+VALID_METRICS |= {STATIONARITY}   # FMGDA's gradient_probe on evaluated rounds
 
 
 @pytest.mark.parametrize("name", SPECS)

@@ -1,18 +1,20 @@
-"""Algorithm registry: ``get(name)`` returns the class registered under that slug."""
+"""Algorithm registry: ``get(name)`` returns the class registered under that slug.
+
+Every module of this package registers its classes with ``@register`` when imported; ``_load``
+imports them all (no central list) and then the declared plugins (``fedmoo.plugins``), whose
+modules register theirs the same way."""
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from typing import Any
 
 from fedmoo.algorithms.base import Algorithm
 from fedmoo.errors import UserError
 
-# One module per algorithm family; each module registers its public names.
-_MODULES = ["fedavg", "fedprox", "qfedavg", "afl", "fedmgda", "fedfv", "adafed", "term", "ditto",
-            "fedfa", "robust", "fmgda"]
-
 _REGISTRY: dict[str, type[Algorithm]] = {}
+_LOADED = False
 
 
 def register(cls: type[Algorithm]) -> type[Algorithm]:
@@ -23,9 +25,16 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
 
 
 def _load() -> None:
-    if not _REGISTRY:
-        for mod in _MODULES:
-            importlib.import_module(f"fedmoo.algorithms.{mod}")
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name != "base":
+            importlib.import_module(f"{__name__}.{mod.name}")
+    from fedmoo import plugins
+
+    plugins.load_all()
 
 
 def names() -> list[str]:

@@ -9,6 +9,10 @@ from fedmoo.algorithms import register
 from fedmoo.algorithms.base import Algorithm, require_bool, require_choice, require_range
 from fedmoo.moo.gram import combine, gram, normalizer
 from fedmoo.moo.gram_schmidt import adafed_coefficients
+from fedmoo.state import ClientSpec
+
+# ``loss`` -> the Cohort field read as f_k
+LOSS_FIELDS = {"local_last": "loss_after", "trained": "loss_trained", "global": "loss_before"}
 
 
 @register
@@ -26,8 +30,12 @@ class AdaFed(Algorithm):
     Hyperparameters:
       gamma: fairness exponent >= 0 (grid {0, 0.01, 0.1, 1, 5, 10}; default 1).
       eta: server step > 0 (default 1).
-      loss: which f_k: ``local_last`` (default; mean training loss of the last local epoch, the
-        paper's Algorithm 1 line 9) or ``global`` (loss of w_t before local training).
+      loss: which f_k: ``local_last`` (default; the mean minibatch loss of the last local
+        epoch, measured during training: Remark 5.2's "loss from the last iteration" as the
+        third-party implementations compute it), ``trained`` (the loss of the trained local
+        model on the client's whole training set: Algorithm 1 line 9's ``f_k(theta)`` read
+        literally; the engine measures it through ``ClientSpec.eval_trained``) or ``global``
+        (loss of w_t before local training).
       normalize: divide every update by its norm first (default false: the paper divides only
         by f^gamma).
 
@@ -41,11 +49,14 @@ class AdaFed(Algorithm):
                  normalize: bool = False):
         self.gamma = require_range("gamma", gamma, 0.0, None, self.name)
         self.eta = require_range("eta", eta, 0.0, None, self.name, lo_open=True)
-        self.loss = require_choice("loss", loss, ("local_last", "global"), self.name)
+        self.loss = require_choice("loss", loss, tuple(LOSS_FIELDS), self.name)
         self.normalize = require_bool("normalize", normalize, self.name)
 
+    def client_spec(self, state, client_ids):
+        return ClientSpec(eval_trained=self.loss == "trained")
+
     def step(self, state, cohort):
-        field = "loss_after" if self.loss == "local_last" else "loss_before"
+        field = LOSS_FIELDS[self.loss]
         f = cohort.require(field, self.name).to(torch.float64).cpu().clamp_min(1e-10)
         g = gram(cohort.deltas)
         scale = normalizer(g) if self.normalize else torch.ones(cohort.size, dtype=torch.float64)

@@ -11,7 +11,8 @@ import torch
 from torch import Tensor
 
 from fedmoo.errors import UserError
-from fedmoo.state import ClientSpec, Cohort, ServerState
+from fedmoo.moo.descent import common_descent
+from fedmoo.state import ClientSpec, Cohort, GradientProbe, ServerState
 
 
 class Algorithm:
@@ -46,10 +47,18 @@ class Algorithm:
         return ClientSpec()
 
     def server_update(self, state: ServerState, cohort: Cohort) -> tuple[ServerState, dict[str, float]]:
-        """Apply one round: returns the new state (round + 1) and diagnostics."""
+        """Apply one round: returns the new state (round + 1) and diagnostics.
+
+        Every rule logs ``server/d_norm`` (``||d||`` before the step size, in float64) and the
+        common-descent diagnostic of the move ``w_t - w_{t+1} = eta d`` against the cohort's
+        updates: ``server/min_cos`` (the smallest cosine) and ``server/harmed`` (how many
+        clients it moves against their own update, cosine < 0; fedmoo.moo.descent).
+        """
         direction, step, changes, diag = self.step(state, cohort)
         w = state.w - step * direction
-        diag = {"server/d_norm": float(torch.linalg.vector_norm(direction)), **diag}
+        min_cos, harmed = common_descent(cohort.deltas, direction * float(step), cohort.task_mask)
+        diag = {"server/d_norm": float(torch.linalg.vector_norm(direction, dtype=torch.float64)),
+                "server/min_cos": min_cos, "server/harmed": float(harmed), **diag}
         return dataclasses.replace(state, w=w, round=state.round + 1, **changes), diag
 
     def step(
@@ -66,6 +75,12 @@ class Algorithm:
     def extra_eval_params(self, state: ServerState) -> dict[str, Tensor]:
         """Further models to evaluate, logged under ``<prefix>/...`` (e.g. Ditto's ``global``)."""
         return {}
+
+    def gradient_probe(self, state: ServerState) -> GradientProbe | None:
+        """A full-gradient measurement for the run to log on evaluated rounds, at the model the
+        last round started from (``state`` is the state after that round); None = none.
+        FMGDA / FSMGDA ask for the FMOL paper's ``||lambda_t^T grad F(x_t)||^2``."""
+        return None
 
 
 def require_range(name: str, value: float, lo: float | None = None, hi: float | None = None,

@@ -9,9 +9,9 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms import register
-from fedmoo.algorithms.base import Algorithm, require_range
+from fedmoo.algorithms.base import Algorithm, require_choice, require_range
 from fedmoo.moo.gram import TINY, combine
-from fedmoo.state import ServerState
+from fedmoo.state import ClientSpec, ServerState
 
 
 @dataclass
@@ -32,42 +32,61 @@ def _shares(v: Tensor) -> Tensor:
 class FedFA(Algorithm):
     """Weights from training accuracy and selection frequency, plus a damping server momentum.
 
-    With acc_k = acc_before (%) and f_k = times selected (this round included):
+    With acc_k = training accuracy (%) and f_k = times selected (this round included):
     ``A_k = -log2(acc_k / sum acc + 1e-6)``, ``Q_k = -log2(1 - f_k / sum f + 1e-5)``,
     ``p = (1 - beta) A / sum A + beta Q / sum Q``; ``w_avg = w_t - sum p_k g_k``;
     ``m <- gamma m + (1 - gamma)(w_avg - w_t)``; ``w_{t+1} = w_avg - client.lr * m``.
     The "double momentum" of the method also needs client SGD momentum 0.9: set
     ``client.momentum=0.9`` (the engine owns local training; the FedFV experiments used it).
 
+    ``aggregate: uniform`` with ``acc_at: after`` is FedFA as the FedFV authors' code release
+    (easyFL v1.0) ran it: p is computed (from the accuracy of the trained local models) but the
+    server's default uniform aggregation ignores it, so ``w_avg`` is the plain mean of the local
+    models; the server momentum is unchanged. ``server/p_max`` still reports the computed p.
+
     Hyperparameters:
       beta: weight of the frequency term in [0, 1] (default 0.5).
       gamma: server momentum in [0, 1) (default 0.5).
+      aggregate: ``weighted`` (default; ``w_avg`` with the weights p) or ``uniform`` (the plain
+        mean, p unused: the easyFL v1.0 release).
+      acc_at: which accuracy p uses: ``before`` (default; of w_t, as later easyFL / FLGo) or
+        ``after`` (of each client's trained model, easyFL v1.0; the engine measures it through
+        ``ClientSpec.eval_trained``).
 
-    Not reducible to FedAvg (the accuracy/frequency weights are never n_k-proportional).
+    Not reducible to FedAvg (the accuracy/frequency weights are never n_k-proportional, and the
+    server term always moves ``w_{t+1}`` off ``w_avg``).
     """
 
     name = "fedfa"
     description = "FedFA: accuracy- and frequency-based weights with server momentum (use client.momentum=0.9)"
     state_cls = FedFAState
 
-    def __init__(self, beta: float = 0.5, gamma: float = 0.5):
+    def __init__(self, beta: float = 0.5, gamma: float = 0.5, aggregate: str = "weighted",
+                 acc_at: str = "before"):
         self.beta = require_range("beta", beta, 0.0, 1.0, self.name)
         self.gamma = require_range("gamma", gamma, 0.0, 1.0, self.name, hi_open=True)
+        self.aggregate = require_choice("aggregate", aggregate, ("weighted", "uniform"), self.name)
+        self.acc_at = require_choice("acc_at", acc_at, ("before", "after"), self.name)
 
     def init(self, w0, num_clients):
         w0 = w0.detach().clone()
         return FedFAState(w=w0, round=0, freq=torch.zeros(num_clients, dtype=torch.float64),
                           momentum=torch.zeros_like(w0))
 
+    def client_spec(self, state, client_ids):
+        return ClientSpec(eval_trained=self.acc_at == "after")
+
     def step(self, state, cohort):
         ids = cohort.client_ids.cpu()
         freq = state.freq.index_add(0, ids, torch.ones(cohort.size, dtype=torch.float64))
         f = freq[ids]
-        acc = cohort.require("acc_before", self.name).to(torch.float64).cpu()
+        field = "acc_trained" if self.acc_at == "after" else "acc_before"
+        acc = cohort.require(field, self.name).to(torch.float64).cpu()
         a = -torch.log2(acc / acc.sum().clamp_min(TINY) + 1e-6)
         q = -torch.log2(1.0 - f / f.sum() + 1e-5)
         p = (1.0 - self.beta) * _shares(a) + self.beta * _shares(q)
-        avg_step = combine(p, cohort.deltas)                 # w_t - w_avg
+        weights = p if self.aggregate == "weighted" else torch.full_like(p, 1.0 / cohort.size)
+        avg_step = combine(weights, cohort.deltas)           # w_t - w_avg
         momentum = self.gamma * state.momentum - (1.0 - self.gamma) * avg_step
         d = avg_step + cohort.local_lr * momentum
         diag = {"server/p_max": float(p.max())}

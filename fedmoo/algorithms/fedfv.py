@@ -12,7 +12,7 @@ from torch import Tensor
 
 from fedmoo.algorithms import register
 from fedmoo.algorithms.base import Algorithm, require_choice, require_int, require_range
-from fedmoo.moo.conflict import project_conflicts, remove_conflict
+from fedmoo.moo.conflict import project_conflicts, remove_conflict, row_dots
 from fedmoo.moo.gram import TINY, combine, gram
 from fedmoo.state import ServerState
 
@@ -87,7 +87,7 @@ class FedFV(Algorithm):
             rows = (last == t - k).nonzero().flatten()
             if rows.numel():
                 past = hist[rows.to(hist.device)].to(g.dtype)
-                conflicting = ((past @ g) < 0).to(g.dtype)
+                conflicting = (row_dots(past, g) < 0).to(g.dtype)
                 g = remove_conflict(g, conflicting @ past)
         return g
 
@@ -114,6 +114,6 @@ class FedFV(Algorithm):
 
         uniform = torch.full((k_count,), 1.0 / k_count, dtype=torch.float64)
         target = (uniform @ g_mat @ uniform).clamp_min(0.0).sqrt()
-        norm = torch.linalg.vector_norm(g)
-        g = g * (target.to(g) / norm.clamp_min(TINY))
+        norm = torch.linalg.vector_norm(g, dtype=torch.float64)   # float32 overflows past 1.8e19
+        g = g * (target.to(norm) / norm.clamp_min(TINY)).to(g)
         return g, self.eta, changes, {"server/kept": float(k_count - start)}

@@ -9,7 +9,10 @@ deltas are ``[K, S, d]``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+from torch import Tensor
 
 from fedmoo.algorithms import register
 from fedmoo.algorithms.base import (
@@ -21,7 +24,17 @@ from fedmoo.algorithms.base import (
 )
 from fedmoo.moo.minnorm import SOLVERS
 from fedmoo.moo.tasks import min_norm_tasks, task_average
-from fedmoo.state import ClientSpec, TaskTraining
+from fedmoo.state import ClientSpec, GradientProbe, ServerState, TaskTraining
+
+# The FMOL paper's Pareto-stationarity measure ||lambda_t^T grad F(x_t)||^2 (its Appendix A)
+STATIONARITY = "train/lambda_grad_norm_sq"
+
+
+@dataclass
+class FMGDAState(ServerState):
+    """``lam [S]`` float64: the last round's task weights (None before the first round)."""
+
+    lam: Tensor | None = None
 
 
 @register
@@ -35,7 +48,12 @@ class FMGDA(Algorithm):
     participating client holds is left out of the round), ``lam = argmin ||sum lam_s Delta_s||^2``
     on the simplex (S-dimensional QP on the trunk coordinates, or on all with ``qp_on: all``),
     ``x_{t+1} = x_t - eta sum_s lam_s Delta_s`` (each head moves with its own task's weighted
-    delta). Logs ``server/d_norm_sq`` (the paper's ||d_t||^2) and ``server/lambda_task{s}``.
+    delta). Logs ``server/lambda_task{s}`` and ``server/d_norm_sq`` = ``||sum_s lam_s Delta_s||^2``
+    (Delta_s sums the K local gradients along the local trajectories, so this is about K^2 times
+    the paper's measure for small eta_L); on evaluated rounds the run also logs the paper's
+    Pareto-stationarity measure ``train/lambda_grad_norm_sq`` = ``||lam_t^T grad F(x_t)||^2``
+    (its Appendix A: full gradients of the S objectives at x_t, over every client holding each
+    task; ``gradient_probe``).
 
     Hyperparameters:
       local_steps: K local steps per task (paper default 10).
@@ -53,6 +71,7 @@ class FMGDA(Algorithm):
     name = "fmgda"
     description = "FMGDA: per-task local full-batch GD, task averages, S-task min-norm step"
     full_batch = True
+    state_cls = FMGDAState
 
     def __init__(self, local_steps: int = 10, eta: float = 0.1, qp_on: str = "trunk",
                  weighting: str = "uniform", solver: str = "daqp"):
@@ -74,11 +93,16 @@ class FMGDA(Algorithm):
         coords = cohort.shared if self.qp_on == "trunk" and cohort.shared is not None else None
         lam, sol = min_norm_tasks(means, present, coords, self.solver)
         d = lam.to(dtype=means.dtype, device=means.device) @ means
-        diag = {"server/d_norm_sq": float(d.square().sum()),
+        diag = {"server/d_norm_sq": float(torch.linalg.vector_norm(d, dtype=torch.float64)) ** 2,
                 "server/tasks_present": float(present.sum()),
                 "server/qp_fallback": float(sol is not None and sol.method == "fallback")}
         diag.update({f"server/lambda_task{s}": float(v) for s, v in enumerate(lam.tolist())})
-        return d, self.eta, {}, diag
+        return d, self.eta, {"lam": lam}, diag
+
+    def gradient_probe(self, state):
+        if state.lam is None:
+            return None
+        return GradientProbe(STATIONARITY, state.lam, self.weighting)
 
 
 @register

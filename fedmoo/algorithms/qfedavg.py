@@ -5,22 +5,29 @@ from __future__ import annotations
 import torch
 
 from fedmoo.algorithms import register
-from fedmoo.algorithms.base import Algorithm, require_range
-from fedmoo.moo.gram import combine
+from fedmoo.algorithms.base import Algorithm, require_choice, require_range
+from fedmoo.moo.gram import combine, sq_norms
+from fedmoo.state import ClientSpec
 
 
 @register
 class QFedAvg(Algorithm):
     """q-FFL solved with q-FedAvg: clients with a larger loss get a larger weight.
 
-    With ``F_k = loss_before_k + 1e-10`` (loss of w_t on client k's training set) and
-    ``DW_k = L g_k``: ``Delta_k = F_k^q DW_k``,
+    With ``F_k = loss_k + 1e-10`` and ``DW_k = L g_k``: ``Delta_k = F_k^q DW_k``,
     ``h_k = q F_k^(q-1) ||DW_k||^2 + L F_k^q`` and ``w_{t+1} = w_t - sum Delta_k / sum h_k``.
+    ``loss_k`` is the loss of w_t on client k's training set (q-FFL's definition), or with
+    ``loss_at: after`` the loss of the client's trained model on it (the FedFV authors' easyFL
+    v1.0 code, whose client trains the model in place before measuring its loss). The squared
+    norms are taken in float64, so updates whose norm passes float32's 1.8e19 still give the
+    right (small) step instead of a silent zero.
 
     Hyperparameters:
       q: fairness exponent >= 0 (papers' grid {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 15}; default 1).
       L: Lipschitz estimate > 0; null (default) = 1 / client.lr, as in the authors' code
         (FedMGDA+ baseline grid L in {0.1, 1, 10}).
+      loss_at: ``before`` (default; loss of w_t, q-FFL) or ``after`` (loss of the trained local
+        model, measured by the engine through ``ClientSpec.eval_trained``).
 
     Reduces to uniform FedAvg (the plain mean of the local models) at ``q = 0``.
     """
@@ -28,14 +35,19 @@ class QFedAvg(Algorithm):
     name = "qfedavg"
     description = "q-FedAvg (q-FFL): reweights clients by loss^q for a fairer accuracy spread"
 
-    def __init__(self, q: float = 1.0, L: float | None = None):
+    def __init__(self, q: float = 1.0, L: float | None = None, loss_at: str = "before"):
         self.q = require_range("q", q, 0.0, None, self.name)
         self.L = None if L is None else require_range("L", L, 0.0, None, self.name, lo_open=True)
+        self.loss_at = require_choice("loss_at", loss_at, ("before", "after"), self.name)
+
+    def client_spec(self, state, client_ids):
+        return ClientSpec(eval_trained=self.loss_at == "after")
 
     def step(self, state, cohort):
-        f = cohort.require("loss_before", self.name).to(torch.float64).cpu() + 1e-10
+        field = "loss_trained" if self.loss_at == "after" else "loss_before"
+        f = cohort.require(field, self.name).to(torch.float64).cpu() + 1e-10
         lip = 1.0 / cohort.local_lr if self.L is None else self.L
-        sq = torch.linalg.vector_norm(cohort.deltas, dim=1).to(torch.float64).cpu() ** 2
+        sq = sq_norms(cohort.deltas)                 # ||g_k||^2, in float64
         fq = f ** self.q
         h = self.q * f ** (self.q - 1.0) * (lip * lip) * sq + lip * fq
         coef = lip * fq / h.sum()

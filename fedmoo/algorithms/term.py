@@ -21,15 +21,29 @@ class TERMState(ServerState):
     est: Tensor | None = None
 
 
+def tilted_exp(f: Tensor, t: float) -> Tensor:
+    """``e_k = exp(t (F_k - M))`` with ``M = max F`` for ``t > 0`` and ``M = min F`` for ``t < 0``
+    (``e = 1`` at ``t = 0``): every exponent is <= 0 and the extreme client has ``e = 1``, so
+    ``e`` is finite, in [0, 1], and sums to at least 1 for every finite input. Shifting by
+    ``max F`` for a negative tilt (the reference code) overflows: t = -100 with losses 0.1 and
+    20 gives exp(1990) = inf and NaN weights."""
+    if t == 0.0:
+        return torch.ones_like(f)
+    shift = f.max() if t > 0 else f.min()
+    return torch.exp(t * (f - shift))
+
+
 @register
 class TERM(Algorithm):
     """Tilted averaging: client weights grow like ``exp(t * loss)``.
 
-    ``normalization: reference`` (the authors' code): ``M = max F_k``,
-    ``e_k = exp(t (F_k - M))``, ``est <- 0.5 est + 0.5 mean(e)``, ``omega_k = e_k / (est K)`` and
+    ``normalization: reference`` (the authors' code): ``M = max F_k`` (``min F_k`` for t < 0,
+    where the code's max overflows), ``e_k = exp(t (F_k - M))``,
+    ``est <- 0.5 est + 0.5 mean(e)``, ``omega_k = e_k / (est K)`` and
     ``w <- w - (1/K) sum omega_k g_k`` (the code's final plain average adds the 1/K, and est
     starts at 0 so round 0 weights are doubled). ``normalization: softmax``:
-    ``omega = softmax(t F)`` and ``w <- w - sum omega_k g_k``. F = loss_before.
+    ``omega = softmax(t F)`` (computed as ``e / sum e``) and ``w <- w - sum omega_k g_k``.
+    F = loss_before. The weights are finite for every finite tilt and loss.
 
     Hyperparameters:
       t: tilt, any real number (t > 0 favours high-loss clients, t < 0 suppresses outliers;
@@ -54,10 +68,10 @@ class TERM(Algorithm):
     def step(self, state, cohort):
         f = cohort.require("loss_before", self.name).to(torch.float64).cpu()
         k_count = cohort.size
+        e = tilted_exp(f, self.t)
         if self.normalization == "softmax":
-            omega = torch.softmax(self.t * f, dim=0)
+            omega = e / e.sum()
             return combine(omega, cohort.deltas), 1.0, {}, {"server/omega_max": float(omega.max())}
-        e = torch.exp(self.t * (f - f.max()))
         est = 0.5 * state.est + 0.5 * e.mean()
         omega = e / (est * k_count)
         d = combine(omega / k_count, cohort.deltas)

@@ -30,11 +30,24 @@ ATTACKS: dict[str, type[Attack]] = {
 COMMON_KEYS = ("malicious", "always_participate", "seed")
 
 
+def register(cls: type[Attack]) -> type[Attack]:
+    """Add an attack class (a plugin's), under ``cls.name``."""
+    if not cls.name or cls.name in ATTACKS:
+        raise RuntimeError(f"attack name {cls.name!r} is empty or registered twice")
+    ATTACKS[cls.name] = cls
+    return cls
+
+
 def names() -> list[str]:
+    from fedmoo import plugins
+
+    plugins.load_all()
     return sorted(ATTACKS)
 
 
 def get(name: str) -> type[Attack]:
+    if name not in ATTACKS:
+        names()                               # a plugin's attack registers on import
     if name not in ATTACKS:
         raise UserError(f"unknown attack {name!r}; choose one of: {', '.join(names())}")
     return ATTACKS[name]
@@ -61,4 +74,4 @@ def build(cfg: dict[str, Any], federation) -> Attack:
     return create(cfg).bind(federation.num_clients, federation.client_names, classes)
 
 
-__all__ = ["ATTACKS", "Attack", "build", "create", "get", "names"]
+__all__ = ["ATTACKS", "Attack", "build", "create", "get", "names", "register"]

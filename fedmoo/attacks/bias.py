@@ -6,7 +6,8 @@ from fedmoo.attacks.base import Attack, require_number
 
 
 class Bias(Attack):
-    """Additive loss inflation: reported ``loss_before`` and ``loss_after`` become ``loss + b``.
+    """Additive loss inflation: every reported loss (``loss_before``, ``loss_after`` and, when
+    asked for, ``loss_trained``) becomes ``loss + b``.
 
     The update is the honest one, so rules that never read losses (FedAvg, FedMGDA+, the robust
     aggregators) are unaffected; loss-weighted rules (AFL, q-FedAvg, FedFV's order, AdaFed) are.
@@ -23,7 +24,7 @@ class Bias(Attack):
 
     def corrupt(self, cohort, rows, seed):
         changes = {}
-        for name in ("loss_before", "loss_after"):
+        for name in ("loss_before", "loss_after", "loss_trained"):
             v = getattr(cohort, name)
             if v is not None:
                 changes[name] = v + rows.to(v.dtype) * self.b

@@ -20,8 +20,8 @@ class LabelFlip(Attack):
     """The attacker's labels go through a permutation pi of the C classes before training.
 
     The engine applies ``ClientSpec.label_map`` when it gathers the attacker's minibatches and when
-    it measures ``loss_before`` / ``acc_before`` (so the attacker's reported loss is the one on
-    its poisoned data). Test metrics use the true labels.
+    it measures ``loss_before`` / ``acc_before`` (and ``loss_trained`` / ``acc_trained``), so the
+    attacker's reported loss is the one on its poisoned data. Test metrics use the true labels.
 
     Hyperparameters: permutation: ``reverse`` (y -> C-1-y, default), ``shift`` (y -> y+1 mod C),
     ``random`` (a permutation drawn with ``attack.seed``) or an explicit list of C class ids.

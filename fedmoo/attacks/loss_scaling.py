@@ -14,7 +14,8 @@ class LossScaling(Attack):
 
     Before training it sets the engine's ``ClientSpec.loss_scale`` to c on its rows (so its
     gradients, hence its update, scale by c: exactly c for one full-batch step, about c for small
-    steps), and it reports ``c * loss_before`` and ``c * loss_after``. Gradient normalisation
+    steps), and it reports ``c * loss_before``, ``c * loss_after`` (and ``c * loss_trained`` when
+    asked for). Gradient normalisation
     (FedMGDA+, FedAvg-n) removes the effect on the update direction.
 
     Hyperparameters: c (> 0, the factor; 1 = honest).
@@ -38,7 +39,7 @@ class LossScaling(Attack):
 
     def corrupt(self, cohort, rows, seed):
         changes = {}
-        for name in ("loss_before", "loss_after"):
+        for name in ("loss_before", "loss_after", "loss_trained"):
             v = getattr(cohort, name)
             if v is not None:
                 changes[name] = torch.where(rows, v * self.c, v)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fedmoo.cli.groups import with_plugins
 from fedmoo.errors import UserError
 
 
@@ -19,7 +20,7 @@ def compose(overrides: list[str] | tuple[str, ...] = (), resolve: bool = True) -
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=list(overrides))
+            cfg = hydra_compose(config_name="config", overrides=with_plugins(list(overrides)))
         return OmegaConf.to_container(cfg, resolve=resolve)
     except (HydraException, OmegaConfBaseException) as e:
         raise UserError(f"invalid configuration: {str(e).splitlines()[0]}") from None

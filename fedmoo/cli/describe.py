@@ -34,7 +34,8 @@ def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
     from fedmoo import models
     from fedmoo.params import num_params
 
-    info: dict[str, Any] = {"num_clients": int(cfg["num_clients"]), "clients": []}
+    n = cfg["num_clients"]                  # null: the dataset's own clients
+    info: dict[str, Any] = {"num_clients": None if n is None else int(n), "clients": []}
     meta = {"data": cfg["data"]["name"], "model": cfg["model"]["name"],
             "partition": cfg["partition"]["name"]}
     if model_only:
@@ -43,7 +44,8 @@ def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
         n_tasks = None
     else:
         source = fdata.load_source(cfg["data"], cfg["data_dir"])
-        fed = fdata.federate(source, cfg["partition"], int(cfg["num_clients"]))
+        fed = fdata.federate(source, cfg["partition"], info["num_clients"])
+        info["num_clients"] = fed.num_clients
         shape, n_cls, n_tasks = fed.input_shape, fed.num_classes, fed.num_tasks
         n_test = int(source.is_test.sum())
         meta["samples"] = (int(source.y.shape[0]), int(source.y.shape[0]) - n_test, n_test)
@@ -80,7 +82,9 @@ def render_text(info: dict[str, Any]) -> str:
         lines.append(f"data: {m['data']}  input {m['input_shape']}  classes {m['num_classes']} "
                      "(declared; no data loaded)")
     lines.append(f"model: {m['model']}  {info['num_params']:,} parameters")
-    lines.append(f"partition: {m['partition']}  {info['num_clients']} clients")
+    n = info["num_clients"]
+    lines.append(f"partition: {m['partition']}  "
+                 f"{'the dataset' + chr(39) + 's own' if n is None else n} clients")
     if info["clients"]:
         tr = [c["train"] for c in info["clients"]]
         lines.append(f"train samples per client: min {min(tr)}  max {max(tr)}  total {sum(tr)}")
@@ -109,6 +113,13 @@ def plot(info: dict[str, Any], path: str) -> None:
             grid[c["id"], int(lab)] = n
     fig, ax = plt.subplots(figsize=(max(4.0, 0.3 * grid.shape[1] + 2), 4.5))
     im = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis")
+    from matplotlib.ticker import MaxNLocator
+
+    if grid.shape[1] <= 20:                    # every class gets its tick
+        ax.set_xticks(np.arange(grid.shape[1]))
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))   # client ids, never 2.5
     ax.set_xlabel("class")
     ax.set_ylabel("client")
     ax.set_title(f"{m['data']} / {m['partition']}: training labels per client")

@@ -9,24 +9,53 @@ GROUPS = ("algo", "data", "partition", "model", "client", "attack", "experiment"
 
 
 def group_options(group: str) -> dict[str, str]:
-    """Options of a config group (nested folders give ``sub/name``) with their descriptions."""
-    root = CONF_DIR / group
+    """Options of a config group (nested folders give ``sub/name``) with their descriptions:
+    fedmoo's own, then those of the declared plugins' conf folders (marked ``[plugin X]``)."""
+    from fedmoo import plugins
+
     out: dict[str, str] = {}
-    if not root.is_dir():
-        return out
-    for path in sorted(root.rglob("*.yaml")):
-        name = path.relative_to(root).with_suffix("").as_posix()
-        out[name] = describe_yaml(path)
+    for plugin, conf in [(None, CONF_DIR), *plugins.conf_dirs()]:
+        root = conf / group
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("*.yaml")):
+            name = path.relative_to(root).with_suffix("").as_posix()
+            if name not in out:
+                mark = f" [plugin {plugin}]" if plugin else ""
+                out[name] = (describe_yaml(path) + mark).strip()
     return out
 
 
+def with_plugins(args: list[str]) -> list[str]:
+    """``args`` with the plugins' conf folders added to ``hydra.searchpath`` (merged with a
+    searchpath the user gives)."""
+    from fedmoo import plugins
+
+    extra = plugins.search_path()
+    if not extra:
+        return list(args)
+    out, given = [], []
+    for a in args:
+        key, eq, value = a.partition("=")
+        if eq and key.lstrip("+") == "hydra.searchpath":
+            given += [v.strip() for v in value.strip().strip("[]").split(",") if v.strip()]
+        else:
+            out.append(a)
+    return out + [f"hydra.searchpath=[{','.join(dict.fromkeys(given + extra))}]"]
+
+
 def describe_yaml(path: Path) -> str:
-    """The first comment line of a YAML file that is not a Hydra directive."""
+    """The first comment line of a YAML file that is not a Hydra directive, nor the command
+    that runs it (experiment files start with ``# fedmoo run -m experiment=...``, then say what
+    they reproduce), unless there is no other."""
+    command = ""
     for line in path.read_text().splitlines():
         s = line.strip()
         if not s.startswith("#"):
             break
         text = s.lstrip("#").strip()
-        if text and not text.startswith("@package"):
+        if text.startswith("fedmoo "):
+            command = command or text
+        elif text and not text.startswith("@package"):
             return text
-    return ""
+    return command

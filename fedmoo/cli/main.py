@@ -10,7 +10,7 @@ import os
 import sys
 import traceback
 
-from fedmoo.cli.groups import GROUPS, group_options
+from fedmoo.cli.groups import GROUPS, group_options, with_plugins
 from fedmoo.errors import UserError
 
 HELP = """usage: fedmoo <command> [args]
@@ -19,7 +19,8 @@ fedmoo runs fair and robust federated learning experiments from Hydra configs.
 
 commands:
   run [overrides] [-m]   train; any Hydra override, e.g. `fedmoo run algo=fedavg rounds=20`,
-                         `fedmoo run -m seed=0,1,2` (one directory per job), `fedmoo run --cfg job`
+                         `fedmoo run -m seed=0,1,2` (one directory per job), `fedmoo run --cfg job`;
+                         `fedmoo run --help`: the config groups, the run knobs and examples
   prepare [overrides] [-m]
                          download and cache the datasets a run or sweep needs (before fanning out)
   list [group]           list what exists in each config group (algo, data, partition, model, ...)
@@ -45,6 +46,11 @@ def _fail(msg: str) -> int:
 
 
 def cmd_run(args: list[str]) -> int:
+    from fedmoo.cli import run_help
+
+    if any(a in run_help.HELP_FLAGS for a in args):   # fedmoo's help; Hydra's is --hydra-help
+        print(run_help.run_help(), end="")
+        return 0
     from fedmoo.cli import overrides
     from fedmoo.run.launchers import check_launcher
 
@@ -64,7 +70,7 @@ def cmd_run(args: list[str]) -> int:
     # Make Hydra raise its composition errors (instead of printing a block and exiting with 1)
     # so they become one line and exit status 2 here.
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    sys.argv = ["fedmoo run", *overrides.normalize(args, GROUPS)]
+    sys.argv = ["fedmoo run", *with_plugins(overrides.normalize(args, GROUPS))]
     callbacks.failed_jobs.clear()
     try:
         app.main()
@@ -85,7 +91,8 @@ def cmd_list(args: list[str]) -> int:
     ns = p.parse_args(args)
     for group in [ns.group] if ns.group else GROUPS:
         options = group_options(group)
-        print(f"{group}:")
+        print(f"{group}:" + ("  (run one: fedmoo run -m experiment=NAME)"
+                             if group == "experiment" else ""))
         if not options:
             print("  (none)")
         width = max((len(n) for n in options), default=0)

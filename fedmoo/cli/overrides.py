@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
+from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options, with_plugins
 
 
 def check_overrides(args: list[str]) -> str | None:
@@ -79,7 +79,11 @@ ALLOWED_TARGETS = (
 
 
 def target_allowed(target: str) -> bool:
-    return any(target == a or (a.endswith(".") and target.startswith(a)) for a in ALLOWED_TARGETS)
+    """On ALLOWED_TARGETS, or in a declared plugin's package (fedmoo.plugins)."""
+    from fedmoo import plugins
+
+    allowed = (*ALLOWED_TARGETS, *(f"{p}." for p in plugins.names()))
+    return any(target == a or (a.endswith(".") and target.startswith(a)) for a in allowed)
 
 
 def check_targets(args: list[str]) -> str | None:
@@ -101,7 +105,8 @@ def check_targets(args: list[str]) -> str | None:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
-            hydra = compose("config", overrides=fixed, return_hydra_config=True).hydra
+            hydra = compose("config", overrides=with_plugins(fixed),
+                            return_hydra_config=True).hydra
     except Exception:  # noqa: BLE001 - composition errors get their own line from Hydra
         return None
     finally:
@@ -188,7 +193,7 @@ def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-            node = OmegaConf.select(compose("config", overrides=choices), dotted)
+            node = OmegaConf.select(compose("config", overrides=with_plugins(choices)), dotted)
     finally:
         GlobalHydra.instance().clear()
     return sorted(node) if isinstance(node, DictConfig) else []

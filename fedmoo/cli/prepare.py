@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 from typing import Any
 
+from fedmoo.cli.groups import with_plugins
 from fedmoo.errors import UserError
 
 USAGE = "fedmoo prepare [overrides] [-m]"
@@ -40,7 +42,8 @@ def _sweeper_params(fixed: list[str]) -> list[str]:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
-            cfg = compose(config_name="config", overrides=fixed, return_hydra_config=True)
+            cfg = compose(config_name="config", overrides=with_plugins(fixed),
+                          return_hydra_config=True)
         params = OmegaConf.to_container(cfg.hydra.sweeper, resolve=False).get("params") or {}
     except (HydraException, OmegaConfBaseException) as e:
         raise UserError(f"invalid configuration: {str(e).splitlines()[0]}") from None
@@ -84,6 +87,20 @@ def datasets(jobs: list[list[str]]) -> list[tuple[dict[str, Any], str]]:
     return list(seen.values())
 
 
+def _where(location: str | None, data_dir: str) -> str:
+    """Where the loader really read the data: data_dir, or a folder outside it (Debian's
+    Fashion-MNIST) said as such, or no folder at all (generated data)."""
+    if not location:
+        return data_dir
+    try:
+        inside = Path(location).resolve().is_relative_to(Path(data_dir).resolve())
+    except (OSError, ValueError):
+        inside = False
+    if inside or not Path(location).is_absolute():
+        return location
+    return f"{location} (not in data_dir {data_dir})"
+
+
 def main(args: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="fedmoo prepare", usage=USAGE,
@@ -108,8 +125,8 @@ def main(args: list[str]) -> int:
         t0 = time.perf_counter()
         src = load_source(data_cfg, data_dir)
         n_test = int(src.is_test.sum())
-        print(f"ready: data={data_cfg['name']} in {data_dir}: {len(src.y) - n_test} train + "
-              f"{n_test} test samples, input {list(src.input_shape)} "
-              f"({time.perf_counter() - t0:.1f} s)")
+        print(f"ready: data={data_cfg['name']} in {_where(src.location, data_dir)}: "
+              f"{len(src.y) - n_test} train + {n_test} test samples, input "
+              f"{list(src.input_shape)} ({time.perf_counter() - t0:.1f} s)")
     print(f"prepared {len(pairs)} dataset(s) for {len(jobs)} job(s)")
     return 0

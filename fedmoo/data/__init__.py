@@ -17,7 +17,7 @@ from fedmoo.errors import UserError
 
 # data slug -> "module:function" returning a Source; the function takes data_dir and the
 # data config's loader keys.
-SOURCES: dict[str, str] = {
+SOURCES: dict[str, Any] = {
     "synthetic": "fedmoo.data.synthetic:load",
     "digits": "fedmoo.data.digits:load",
     "mnist": "fedmoo.data.mnist:load_mnist",
@@ -41,12 +41,25 @@ SOURCES: dict[str, str] = {
 META_KEYS = {"name", "input_shape", "num_classes", "task", "description"}
 
 
+def register_source(name: str, loader) -> None:
+    """Add a data source (a plugin's): ``loader(data_dir, **data config keys) -> Source``."""
+    if name in SOURCES:
+        raise RuntimeError(f"data source {name!r} is registered twice")
+    SOURCES[name] = loader
+
+
 def load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
     name = data_cfg.get("name")
     if name not in SOURCES:
+        from fedmoo import plugins
+
+        plugins.load_all()                    # a plugin's source registers on import
+    if name not in SOURCES:
         raise UserError(f"unknown data {name!r}; choose one of: {', '.join(sorted(SOURCES))}")
-    module, fn = SOURCES[name].split(":")
-    loader = getattr(importlib.import_module(module), fn)
+    loader = SOURCES[name]
+    if isinstance(loader, str):
+        module, fn = loader.split(":")
+        loader = getattr(importlib.import_module(module), fn)
     kwargs = {k: v for k, v in data_cfg.items() if k not in META_KEYS}
     _check_keys(f"data={name}", loader, kwargs, "data")
     src = loader(Path(data_dir), **kwargs)
@@ -67,8 +80,11 @@ def _check_keys(what: str, fn, kwargs: dict[str, Any], prefix: str) -> None:
                         f"{', '.join(allowed) or '(none)'}")
 
 
-def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> FederatedData:
-    """Partition a source into ``num_clients`` clients with train / val / test index sets."""
+def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) -> FederatedData:
+    """Partition a source into ``num_clients`` clients with train / val / test index sets.
+
+    ``num_clients=None`` (``num_clients: null``) means the dataset's own clients: with
+    ``partition=natural`` as many as the source has owners; other partitions need a number."""
     cfg = dict(part_cfg)
     name = cfg.pop("name")
     seed = int(cfg.pop("seed", 0))
@@ -93,6 +109,8 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
                             "(synthetic, femnist, shakespeare, adult); use partition=iid/shards/dirichlet")
         owner = source.owner.numpy()
         n_owners = int(owner.max()) + 1
+        if num_clients is None:              # num_clients: null = the dataset's own clients
+            num_clients = n_owners
         if num_clients != n_owners:
             raise UserError(
                 f"num_clients={num_clients} but this dataset has {n_owners} natural clients; "
@@ -100,6 +118,10 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int) -> Fede
             )
         assign = lambda idx: [idx[owner[idx] == k] for k in range(n_owners)]  # noqa: E731
     else:
+        if num_clients is None:
+            raise UserError(f"num_clients=null (the dataset's own clients) needs "
+                            f"partition=natural; partition={name} needs a number of clients, "
+                            "e.g. num_clients=100")
         fn = _partition.get(name)
         _check_keys(f"partition={name}", fn, cfg, "partition")
         assign = lambda idx: [idx[p] for p in fn(y[idx], num_clients, rng, **cfg)]  # noqa: E731
@@ -205,7 +227,7 @@ def _test_like_train(train: list[np.ndarray], y: np.ndarray, test_idx: np.ndarra
     return [np.sort(np.array(o, dtype=np.int64)) for o in out]
 
 
-def load_federated(data_cfg: dict[str, Any], part_cfg: dict[str, Any], num_clients: int,
+def load_federated(data_cfg: dict[str, Any], part_cfg: dict[str, Any], num_clients: int | None,
                    data_dir: str | Path) -> FederatedData:
     return federate(load_source(data_cfg, data_dir), part_cfg, num_clients)
 

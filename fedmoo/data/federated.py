@@ -31,6 +31,8 @@ class Source:
     class_names: list[str] | None = None
     task: str = "classification"
     task_names: list[str] | None = None   # multi-task data: one name per column of y
+    location: str | None = None    # where the samples come from when that is not data_dir
+    #                                (a system folder, "memory (generated, no files)"); messages only
 
 
 @dataclass

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import shutil
 import zlib
 from pathlib import Path
 
@@ -149,13 +150,36 @@ def _names(prefix: str = "") -> list[str]:
     return [prefix + n for pair in (SPLITS["train"], SPLITS["test"]) for n in pair]
 
 
-def _load_family(dataset: str, dirs: list[Path], url: str, md5: dict[str, str],
-                 download: bool) -> tuple[np.ndarray, ...]:
+def apt_hint(dirs: list[Path]) -> str:
+    """``; or apt-get install dataset-fashion-mnist ...`` when Debian's package is where the
+    loader looks and this system has apt-get; else ``""``."""
+    if Path(FMNIST_SYSTEM_DIR) not in dirs or shutil.which("apt-get") is None:
+        return ""
+    return (f"; or install Debian's copy into {FMNIST_SYSTEM_DIR}: "
+            "sudo apt-get install dataset-fashion-mnist")
+
+
+def _ensure_idx(dataset: str, dirs: list[Path], url: str, md5: dict[str, str],
+                download: bool) -> list[Path]:
+    """The four IDX files from the first folder of ``dirs`` holding them all, downloading them
+    into ``dirs[0]`` if allowed; a UserError names the folder, the URLs and, for Fashion-MNIST
+    on Debian-like systems, the package."""
     names = _names()
     folder = dirs[0]
-    ensure(dataset, folder, [Resource(url + f"{n}.gz", md5[f"{n}.gz"]) for n in names], folder,
-           download, lambda: _complete(dirs, names) is not None)
-    return _load_idx_pair(_complete(dirs, names), 10)
+    try:
+        ensure(dataset, folder, [Resource(url + f"{n}.gz", md5[f"{n}.gz"]) for n in names],
+               folder, download, lambda: _complete(dirs, names) is not None)
+    except UserError as e:
+        hint = apt_hint(dirs) if dataset == "fmnist" else ""
+        if not hint:
+            raise
+        raise UserError(f"{e}{hint}") from None
+    return _complete(dirs, names)
+
+
+def _load_family(dataset: str, dirs: list[Path], url: str, md5: dict[str, str],
+                 download: bool) -> tuple[np.ndarray, ...]:
+    return _load_idx_pair(_ensure_idx(dataset, dirs, url, md5, download), 10)
 
 
 def load_mnist_arrays(data_dir: Path, download: bool = True) -> tuple[np.ndarray, ...]:
@@ -175,16 +199,24 @@ def _cached_source(dataset: str, data_dir: Path, dirs: list[Path], url: str,
                    mean: list[float], std: list[float]) -> Source:
     """The normalised source, from the data cache when the IDX files have not changed: decoding
     and normalising 70,000 images costs 1-3 s a run, reading the cached tensors about 0.1 s."""
-    names = _names()
-    ensure(dataset, dirs[0], [Resource(url + f"{n}.gz", md5[f"{n}.gz"]) for n in names], dirs[0],
-           download, lambda: _complete(dirs, names) is not None)
-    files = _complete(dirs, names)
+    files = _ensure_idx(dataset, dirs, url, md5, download)
 
     def build() -> Source:
         x, y, t = _load_idx_pair(files, 10)
         return _source(x, y, t, normalize, 10, class_names, mean, std)
 
-    return cached(data_dir, dataset, {"normalize": normalize}, files, build)
+    src = cached(data_dir, dataset, {"normalize": normalize}, files, build)
+    src.location = str(files[0].parent)          # data_dir's copy or the system one
+    return src
+
+
+def idx_folder(data_dir: Path, dataset: str,
+               system_dir: str | None = FMNIST_SYSTEM_DIR) -> str | None:
+    """The folder ``load_mnist_arrays`` / ``load_fmnist_arrays`` read (None: files missing)."""
+    dirs = [data_dir / "MNIST" / "raw"] if dataset == "mnist" else \
+        [data_dir / "FashionMNIST" / "raw"] + ([Path(system_dir)] if system_dir else [])
+    files = _complete(dirs, _names())
+    return str(files[0].parent) if files else None
 
 
 def load_mnist(data_dir: Path, normalize: str = "standard", download: bool = True) -> Source:

@@ -24,7 +24,8 @@ import torch
 
 from fedmoo.data import pixels
 from fedmoo.data.federated import Source
-from fedmoo.data.mnist import FMNIST_SYSTEM_DIR, load_fmnist_arrays, load_mnist_arrays
+from fedmoo.data.mnist import (FMNIST_SYSTEM_DIR, idx_folder, load_fmnist_arrays,
+                               load_mnist_arrays)
 from fedmoo.errors import UserError
 
 CANVAS, SIDE, OFFSET = 36, 28, 6
@@ -90,7 +91,9 @@ def load_multifashion(data_dir: Path, seed: int = 0, train_samples: int | None =
                       test_samples: int | None = None, normalize: str = "standard",
                       download: bool = True, system_dir: str | None = FMNIST_SYSTEM_DIR) -> Source:
     fashion = load_fmnist_arrays(data_dir, download, system_dir)
-    return build(fashion, fashion, seed, train_samples, test_samples, normalize)
+    src = build(fashion, fashion, seed, train_samples, test_samples, normalize)
+    src.location = idx_folder(data_dir, "fmnist", system_dir)
+    return src
 
 
 def load_multifashion_mnist(data_dir: Path, seed: int = 0, train_samples: int | None = None,
@@ -99,4 +102,7 @@ def load_multifashion_mnist(data_dir: Path, seed: int = 0, train_samples: int | 
                             system_dir: str | None = FMNIST_SYSTEM_DIR) -> Source:
     mnist = load_mnist_arrays(data_dir, download)
     fashion = load_fmnist_arrays(data_dir, download, system_dir)
-    return build(mnist, fashion, seed, train_samples, test_samples, normalize)
+    src = build(mnist, fashion, seed, train_samples, test_samples, normalize)
+    src.location = (f"{idx_folder(data_dir, 'mnist')} and "
+                    f"{idx_folder(data_dir, 'fmnist', system_dir)}")
+    return src

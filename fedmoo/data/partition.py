@@ -25,6 +25,10 @@ def partitioner(name: str):
 
 
 def get(name: str) -> Partitioner:
+    if name not in _PARTITIONERS:
+        from fedmoo import plugins
+
+        plugins.load_all()                    # a plugin's partitioner registers on import
     try:
         return _PARTITIONERS[name]
     except KeyError:

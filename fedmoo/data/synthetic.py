@@ -59,6 +59,7 @@ def generate(num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: i
         num_classes=NUM_CLASSES,
         input_shape=(DIM,),
         client_names=[f"f_{k:05d}" for k in range(num_users)],
+        location="memory (generated, no files)",
     )
 
 
@@ -70,6 +71,9 @@ def load(data_dir, num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, s
                 or value == float("inf"):
             raise UserError(f"data.{key}={value!r} must be a finite number >= 0 (the variance "
                             f"of FedProx's Synthetic); e.g. data.{key}=1")
+    if num_users is None:     # num_users: ${num_clients} with num_clients: null
+        raise UserError("data=synthetic generates its users, so it has no own number of "
+                        "clients: set num_clients (e.g. num_clients=30) or data.num_users")
     for key, value in (("num_users", num_users), ("max_samples", max_samples)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 1):

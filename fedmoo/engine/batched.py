@@ -33,7 +33,7 @@ from fedmoo.engine.layout import ParamLayout
 from fedmoo.engine.lockstep import LockstepProgram
 from fedmoo.engine.plan import make_plan
 from fedmoo.engine.rowsgd import Rows, RowSGD, add_tensor
-from fedmoo.engine.tasks import TaskRows, task_cohort
+from fedmoo.engine.tasks import TaskRows, check_task_spec, task_cohort
 from fedmoo.errors import UserError
 from fedmoo.params import set_flat
 from fedmoo.state import ClientSpec, Cohort
@@ -163,9 +163,26 @@ class BatchedEngine(LocalTraining):
         n = sizes.to(device=dev, dtype=w.dtype).view(-1, *(1,) * (loss.dim() - 1))
         return sums[0] / n, 100.0 * sums[1] / n, n.flatten()
 
+    def _trained(self, ids: list[int], flat: Tensor,
+                 label_map: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Mean loss and accuracy (%) of each client's trained model (``flat [K, d]``) on its
+        whole training set (``ClientSpec.eval_trained``), one client at a time as the
+        sequential engine measures them."""
+        data = self.data
+        out = torch.zeros(2, len(ids), dtype=flat.dtype, device=flat.device)
+        for i, k in enumerate(ids):
+            idx = data.train.of(k)
+            set_flat(self.model, flat[i])
+            targets = None if label_map is None else relabel(label_map[i], data.y[idx])
+            loss, correct = forward_stats(self.model, data.x, data.y, idx, data.task,
+                                          targets=targets)
+            out[0, i], out[1, i] = loss.mean(), 100.0 * correct.mean()
+        return out[0], out[1]
+
     def _train_tasks(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
         """Per-task training: the (client, task) pairs are the R rows of the stacked copies."""
         data, layout, tt = self.data, self.layout, spec.task_training
+        check_task_spec(spec)
         layout.numel_check(w.numel())
         ids = client_ids.tolist()
         rows = TaskRows.build(self.model, data, client_ids, tt, w)
@@ -247,9 +264,12 @@ class BatchedEngine(LocalTraining):
             losses = self._step(rule, x, y, weight, scale)
             loss_after += losses[:k] * plan.last[:, s]
 
+        trained = (self._trained(ids, layout.unpack(views, slice(0, k)), label_map)
+                   if spec.eval_trained else (None, None))
         return Cohort(
             client_ids=client_ids, deltas=layout.deltas(w, views, slice(0, k)),
             num_samples=num_samples, loss_before=loss_before, loss_after=loss_after,
             acc_before=acc_before, local_lr=self.lr,
             personal=layout.unpack(views, slice(k, rows)) if ditto else None,
+            loss_trained=trained[0], acc_trained=trained[1],
         )

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
-from fedmoo.engine.common import forward_stats
+from fedmoo.engine.common import eval_chunk, forward_stats, gather, sample_losses
 from fedmoo.params import set_flat
 
 
@@ -81,3 +81,47 @@ def improved_fraction(model: nn.Module, data: FederatedData, w_new: Tensor, clie
     after = ev.loss[ids]
     before = loss_before.detach().double().cpu().numpy()
     return float(np.mean(after <= before + 1e-6 * np.abs(before)))
+
+
+def objective_gradient(model: nn.Module, data: FederatedData, params: Tensor, task_weights: Tensor,
+                       weighting: str = "uniform") -> Tensor:
+    """The full gradient ``[d]`` at ``params`` of ``sum_s task_weights[s] f_s`` over the training
+    data of the whole federation (eval mode; one forward and backward pass per chunk).
+
+    ``f_s`` is objective s's training loss averaged over the clients that hold it (the
+    federation's ``task_mask``; every client on single-task data, which has one objective):
+    each client's mean loss weighted ``uniform`` (``1 / |R_s|``, FMOL's f_s) or by ``samples``
+    (``n_k / sum n``). Clients without training samples are left out. ``task_weights [S]``.
+    """
+    split = data.train
+    sizes = split.sizes.cpu().to(torch.float64)
+    n_clients, s_count = sizes.numel(), int(task_weights.numel())
+    held = (torch.ones(n_clients, s_count, dtype=torch.float64) if data.task_mask is None
+            else data.task_mask.cpu().to(torch.float64).reshape(n_clients, s_count))
+    held = held * (sizes > 0).to(torch.float64)[:, None]
+    if weighting == "samples":
+        per_sample = held / (held * sizes[:, None]).sum(0).clamp_min(1.0)
+    elif weighting == "uniform":
+        per_sample = held / held.sum(0).clamp_min(1.0) / sizes.clamp_min(1.0)[:, None]
+    else:
+        raise ValueError(f"weighting={weighting!r} is not uniform or samples")
+    per_sample = per_sample * task_weights.cpu().to(torch.float64)[None, :]     # [N, S]
+    set_flat(model, params)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    grads = [torch.zeros_like(p) for p in trainable]
+    weight = per_sample.to(device=params.device, dtype=params.dtype)[split.owner()]  # [M, S]
+    was_training = model.training
+    model.eval()
+    chunk = eval_chunk(data.x)
+    try:
+        for start in range(0, split.index.numel(), chunk):
+            b = split.index[start : start + chunk]
+            losses = sample_losses(model(gather(data.x, b)), gather(data.y, b), data.task)
+            losses = losses.reshape(losses.shape[0], -1)              # [B, S] (S = 1: [B, 1])
+            total = (losses * weight[start : start + chunk].to(losses.dtype)).sum()
+            for acc, g in zip(grads, torch.autograd.grad(total, trainable, allow_unused=True)):
+                if g is not None:
+                    acc.add_(g)
+    finally:
+        model.train(was_training)
+    return torch.cat([g.reshape(-1) for g in grads])

@@ -14,7 +14,7 @@ from fedmoo.data.federated import FederatedData
 from fedmoo.engine.common import (LocalTraining, client_batches, forward_stats, gather,
                                   objective_losses, param_views, relabel)
 from fedmoo.engine.sgd import SGD
-from fedmoo.engine.tasks import TaskRows, task_cohort
+from fedmoo.engine.tasks import TaskRows, check_task_spec, task_cohort
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
 
@@ -54,6 +54,7 @@ class SequentialEngine(LocalTraining):
         k_count, dev = client_ids.numel(), w.device
         deltas = torch.empty(k_count, w.numel(), dtype=w.dtype, device=dev)
         stats = torch.zeros(4, k_count, dtype=w.dtype, device=dev)  # loss_b, acc_b, loss_a, n
+        trained = torch.zeros(2, k_count, dtype=w.dtype, device=dev) if spec.eval_trained else None
         personal = None if spec.personal is None else spec.personal.clone()
         label_map = None if spec.label_map is None else spec.label_map.to(data.y.device)
         anchor = param_views(model, w)
@@ -85,17 +86,23 @@ class SequentialEngine(LocalTraining):
                     last_sum += loss * b.numel()
                     last_cnt += b.numel()
             stats[2, i] = last_sum / last_cnt
+            if trained is not None:      # the trained model on the whole local training set
+                la, ca = forward_stats(model, data.x, data.y, idx, task, targets=targets)
+                trained[0, i], trained[1, i] = la.mean(), 100.0 * ca.mean()
             deltas[i] = w - get_flat(model)
             if personal is not None:
                 personal[i] = get_flat(self.personal_model)
         return Cohort(
             client_ids=client_ids, deltas=deltas, num_samples=stats[3], loss_before=stats[0],
             loss_after=stats[2], acc_before=stats[1], local_lr=self.lr, personal=personal,
+            loss_trained=None if trained is None else trained[0],
+            acc_trained=None if trained is None else trained[1],
         )
 
     def _train_tasks(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
         """Per-task training (FMGDA / FSMGDA): every held (client, task) pair from ``w``."""
         data, model, tt = self.data, self.model, spec.task_training
+        check_task_spec(spec)
         rows = TaskRows.build(model, data, client_ids, tt, w)
         gen = torch.Generator().manual_seed(seed)
         batch = None if tt.full_batch else self.batch_size

@@ -53,6 +53,14 @@ class TaskRows:
                    weights=torch.eye(s, dtype=w.dtype, device=dev)[task.to(dev)], owner=owner)
 
 
+def check_task_spec(spec) -> None:
+    """Per-task training reports per-row models: ``ClientSpec.eval_trained`` (one trained model
+    per client) has no meaning there."""
+    if spec.eval_trained:
+        raise ValueError("ClientSpec.eval_trained is not available with task_training "
+                         "(per-task rows have no single trained model per client)")
+
+
 def task_cohort(rows: TaskRows, client_ids: Tensor, w: Tensor, flat: Tensor, lr: float,
                 loss_before: Tensor, acc_before: Tensor, loss_after: Tensor,
                 num_samples: Tensor) -> Cohort:

@@ -1,4 +1,4 @@
-"""fedmoo's server rules in Flower deployments (``pip install "fedmoo[flower]"``).
+"""fedmoo's server rules in Flower deployments (``pip install -e ".[flower]"`` in the checkout).
 
 ``FedmooStrategy`` (Message API) and ``FedmooFitStrategy`` (``aggregate_fit`` API) run any
 registered fedmoo algorithm as a Flower strategy; ``fedmoo.flower.client`` trains on the clients

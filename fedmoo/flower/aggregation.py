@@ -27,8 +27,11 @@ CLIENT_ID = "client_id"          # fedmoo client index in [0, num_clients): per-
 LOSS_BEFORE = "loss_before"      # mean train loss of the received global model, before training
 LOSS_AFTER = "loss_after"        # mean train loss of the last local epoch
 ACC_BEFORE = "acc_before"        # train accuracy (%) of the received global model
+LOSS_TRAINED = "loss_trained"    # train loss of the trained local model (when EVAL_TRAINED asks)
+ACC_TRAINED = "acc_trained"      # train accuracy (%) of the trained local model (idem)
 LOCAL_LR = "lr"                  # the client's local learning rate
 PROX_MU = "prox_mu"              # config key sent to clients: proximal term of the local objective
+EVAL_TRAINED = "eval_trained"    # config key sent to clients: 1 = also report LOSS/ACC_TRAINED
 ROUND = "server_round"           # config key sent to clients: the round (seeds their minibatches)
 
 
@@ -106,7 +109,7 @@ class ServerRule:
     def client_config(self) -> dict[str, float]:
         """What the clients must know about their local objective this round."""
         spec = self.algo.client_spec(self.state, torch.arange(self.clients_per_round))
-        return {PROX_MU: float(spec.prox_mu)}
+        return {PROX_MU: float(spec.prox_mu), EVAL_TRAINED: float(spec.eval_trained)}
 
     def _client_index(self, reply: Reply) -> int:
         if CLIENT_ID in reply.metrics:
@@ -148,6 +151,7 @@ class ServerRule:
             num_samples=torch.tensor([float(r.num_examples) for r in replies], dtype=dt),
             loss_before=scalar(LOSS_BEFORE), loss_after=scalar(LOSS_AFTER),
             acc_before=scalar(ACC_BEFORE), local_lr=float(lr),
+            loss_trained=scalar(LOSS_TRAINED), acc_trained=scalar(ACC_TRAINED),
         )
 
     def aggregate(self, replies: list[Reply]) -> tuple[list[np.ndarray], dict[str, float]]:

@@ -4,7 +4,8 @@
 reference engine does (same minibatches from the same seed, same proximal term, same scalars):
 ``loss_before`` / ``acc_before`` of the received model on the whole local training set,
 ``loss_after`` = mean training loss of the last local epoch, the learning rate and the client
-index. These are the metrics ``fedmoo.flower.strategy`` turns into fedmoo's Cohort, so every
+index; when the round's config asks (``eval_trained``), ``loss_trained`` / ``acc_trained`` of
+the trained model on the whole local training set. These are the metrics ``fedmoo.flower.strategy`` turns into fedmoo's Cohort, so every
 rule (q-FedAvg and AFL need ``loss_before``, AdaFed ``loss_after``, FedFA ``acc_before``...)
 gets what it needs.
 
@@ -27,10 +28,13 @@ from torch import Tensor, nn
 from fedmoo.engine.common import client_batches, forward_stats, param_views, sample_losses
 from fedmoo.flower.aggregation import (
     ACC_BEFORE,
+    ACC_TRAINED,
     CLIENT_ID,
+    EVAL_TRAINED,
     LOCAL_LR,
     LOSS_AFTER,
     LOSS_BEFORE,
+    LOSS_TRAINED,
     PROX_MU,
     ROUND,
 )
@@ -72,8 +76,11 @@ class LocalTrainer:
         return torch.cat([torch.as_tensor(np.asarray(a)).reshape(-1) for a in arrays]).to(p)
 
     def train(self, arrays: list[np.ndarray], prox_mu: float = 0.0, server_round: int = 0,
-              generator_seed: int | None = None) -> tuple[list[np.ndarray], int, dict[str, float]]:
-        """Local training from the global ``arrays``; returns (new arrays, n, metrics)."""
+              generator_seed: int | None = None,
+              eval_trained: bool = False) -> tuple[list[np.ndarray], int, dict[str, float]]:
+        """Local training from the global ``arrays``; returns (new arrays, n, metrics).
+        ``eval_trained``: also report the trained model's loss and accuracy on the local
+        training set (the rule's ``ClientSpec.eval_trained``)."""
         model, x, y = self.model, self.x, self.y
         w = self._flat(arrays)
         set_flat(model, w)
@@ -105,6 +112,9 @@ class LocalTrainer:
         metrics = {CLIENT_ID: self.client_id, LOSS_BEFORE: float(lb.mean()),
                    LOSS_AFTER: last_sum / last_cnt, ACC_BEFORE: 100.0 * float(cb.mean()),
                    LOCAL_LR: self.lr}
+        if eval_trained:
+            la, ca = forward_stats(model, x, y, idx, self.task)
+            metrics.update({LOSS_TRAINED: float(la.mean()), ACC_TRAINED: 100.0 * float(ca.mean())})
         return trainable_arrays(model), int(idx.numel()), metrics
 
     def evaluate(self, arrays: list[np.ndarray]) -> tuple[float, int, dict[str, float]]:
@@ -119,9 +129,12 @@ class LocalTrainer:
         return float(losses.mean()), n, {"accuracy": 100.0 * float(correct.mean())}
 
 
-def _round_config(config) -> tuple[float, int]:
-    """(prox_mu, round) from a round's config (Flower's Message API also sends server-round)."""
-    return float(config.get(PROX_MU, 0.0)), int(config.get(ROUND, config.get("server-round", 0)))
+def _round_config(config) -> dict:
+    """The ``train`` keywords from a round's config (prox_mu, the round, eval_trained; Flower's
+    Message API also sends server-round)."""
+    return {"prox_mu": float(config.get(PROX_MU, 0.0)),
+            "server_round": int(config.get(ROUND, config.get("server-round", 0))),
+            "eval_trained": bool(config.get(EVAL_TRAINED, 0.0))}
 
 
 class FedmooClient(NumPyClient):
@@ -134,8 +147,7 @@ class FedmooClient(NumPyClient):
         return trainable_arrays(self.trainer.model)
 
     def fit(self, parameters, config):
-        mu, rnd = _round_config(config)
-        return self.trainer.train(parameters, prox_mu=mu, server_round=rnd)
+        return self.trainer.train(parameters, **_round_config(config))
 
     def evaluate(self, parameters, config):
         return self.trainer.evaluate(parameters)
@@ -156,8 +168,8 @@ def client_app(make_trainer: Callable[[Context], LocalTrainer]) -> ClientApp:
     def train(msg: Message, context: Context) -> Message:
         trainer = trainer_of(context)
         arrays = next(iter(msg.content.array_records.values())).to_numpy_ndarrays()
-        mu, rnd = _round_config(next(iter(msg.content.config_records.values()), {}))
-        new, n, metrics = trainer.train(arrays, prox_mu=mu, server_round=rnd)
+        new, n, metrics = trainer.train(
+            arrays, **_round_config(next(iter(msg.content.config_records.values()), {})))
         content = RecordDict({"arrays": ArrayRecord(new),
                               "metrics": MetricRecord({**metrics, "num-examples": n})})
         return Message(content=content, reply_to=msg)

@@ -15,7 +15,7 @@ from torch import nn
 from fedmoo.errors import UserError
 
 # model slug -> "module:class"; the class takes input_shape, num_classes and the model config keys.
-MODELS: dict[str, str] = {
+MODELS: dict[str, Any] = {
     "logreg": "fedmoo.models.linear:LogReg",
     "mlp": "fedmoo.models.linear:MLP",
     "cnn_cifar": "fedmoo.models.cnn:CNNCifar",
@@ -30,7 +30,19 @@ MODELS: dict[str, str] = {
 }
 
 
+def register(name: str, cls: type[nn.Module]) -> type[nn.Module]:
+    """Add a model class (a plugin's): it takes ``input_shape``, ``num_classes`` and the model
+    config's keys as keywords."""
+    if name in MODELS:
+        raise RuntimeError(f"model name {name!r} is registered twice")
+    MODELS[name] = cls
+    return cls
+
+
 def names() -> list[str]:
+    from fedmoo import plugins
+
+    plugins.load_all()
     return sorted(MODELS)
 
 
@@ -42,9 +54,13 @@ def build(model_cfg: dict[str, Any], input_shape, num_classes: int,
     name = cfg.pop("name", None)
     cfg.pop("description", None)
     if name not in MODELS:
+        names()                               # a plugin's model registers on import
+    if name not in MODELS:
         raise UserError(f"unknown model {name!r}; choose one of: {', '.join(names())}")
-    module, cls_name = MODELS[name].split(":")
-    cls = getattr(importlib.import_module(module), cls_name)
+    cls = MODELS[name]
+    if isinstance(cls, str):
+        module, cls_name = cls.split(":")
+        cls = getattr(importlib.import_module(module), cls_name)
     multitask = getattr(cls, "multitask", False)
     if num_tasks is not None and bool(num_tasks) != multitask:
         raise UserError(

@@ -7,4 +7,6 @@
 - :mod:`fedmoo.moo.gram_schmidt`: AdaFed's loss-scaled Gram-Schmidt in coefficient space.
 - :mod:`fedmoo.moo.conflict`: FedFV's projections of conflicting updates.
 - :mod:`fedmoo.moo.tasks`: FMGDA's per-task averaging and S-task min-norm direction.
+- :mod:`fedmoo.moo.descent`: cosines between the updates and the server direction (every
+  rule's ``server/min_cos`` and ``server/harmed``).
 """

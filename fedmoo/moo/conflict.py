@@ -29,8 +29,19 @@ def project_conflicts(g: Tensor, order: Tensor, project: Tensor) -> Tensor:
     return coef
 
 
+def row_dots(rows: Tensor, x: Tensor) -> Tensor:
+    """``<rows_j, x>`` for ``rows [J, d]`` and ``x [d]``: ``[J]`` float64 (taken in float64, so
+    float32 vectors with norms past ~1.8e19 do not overflow to inf)."""
+    return torch.stack([r.to(torch.float64) @ x.to(torch.float64) for r in rows]) if rows.shape[0] \
+        else torch.zeros(0, dtype=torch.float64, device=x.device)
+
+
 def remove_conflict(x: Tensor, s: Tensor) -> Tensor:
-    """``x - <x, s> / ||s||^2 s`` if ``<x, s> < 0``, else ``x``: ``x, s [d]`` -> ``[d]`` (no sync)."""
-    dot = x @ s
-    coef = torch.where(dot < 0, dot / (s @ s).clamp_min(TINY), torch.zeros_like(dot))
-    return x - coef * s
+    """``x - <x, s> / ||s||^2 s`` if ``<x, s> < 0``, else ``x``: ``x, s [d]`` -> ``[d]`` (no sync).
+
+    The dot products are taken in float64 (float32 ones overflow once the norms pass ~1.8e19,
+    which would turn the projection into NaN or a no-op)."""
+    x64, s64 = x.to(torch.float64), s.to(torch.float64)
+    dot = x64 @ s64
+    coef = torch.where(dot < 0, dot / (s64 @ s64).clamp_min(TINY), torch.zeros_like(dot))
+    return x - (coef * s64).to(x.dtype)

@@ -19,8 +19,30 @@ def gram(x: Tensor) -> Tensor:
 
 
 def combine(coef: Tensor, x: Tensor) -> Tensor:
-    """``sum_k coef_k x_k``: ``coef [K]`` (any dtype / device) and ``x [K, d]`` -> ``[d]``."""
-    return coef.to(dtype=x.dtype, device=x.device) @ x
+    """``sum_k coef_k x_k``: ``coef [K]`` (any dtype / device) and ``x [K, d]`` -> ``[d]``.
+
+    The coefficients are cast to ``x``'s dtype. Where that cast would lose one (a nonzero
+    coefficient below float32's smallest normal number, e.g. q-FedAvg's ``1 / sum h`` once the
+    updates' norms pass ~1e19, or one beyond its largest), the sum is taken in float64 instead
+    and cast back, so a tiny step stays a tiny step rather than a silent zero.
+    """
+    c = coef.to(dtype=x.dtype)
+    if x.dtype != torch.float64 and x.is_floating_point():
+        c64 = coef.to(torch.float64)
+        lost = (c64 != 0) & ((c.abs() < torch.finfo(x.dtype).tiny) | ~torch.isfinite(c))
+        if bool(lost.any()):
+            return (c64.to(x.device) @ x.to(torch.float64)).to(x.dtype)
+    return c.to(x.device) @ x
+
+
+def sq_norms(x: Tensor) -> Tensor:
+    """Squared Euclidean norms ``[K]`` of the rows of ``x [K, d]``, float64 on the CPU.
+
+    Taken in float64 one row at a time: a float32 norm overflows to inf once it passes
+    ``sqrt(float32 max) ~ 1.8e19``, and no float64 copy of the whole ``x`` is made.
+    """
+    return torch.stack([torch.linalg.vector_norm(r.to(torch.float64)) ** 2 for r in x]).cpu() \
+        if x.shape[0] else torch.zeros(0, dtype=torch.float64)
 
 
 def row_norms(g: Tensor) -> Tensor:

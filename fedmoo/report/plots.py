@@ -1,14 +1,19 @@
 """``fedmoo plot``: curves over rounds (mean ± band over seeds), client-accuracy histograms and,
-for multi-task runs, a radar chart of the per-task losses (``--radar``).
+for multi-task runs, the final per-task values (``--radar``: a radar chart, bars below 3 tasks).
 
 One curve per configuration, grouped as ``fedmoo table`` groups them (the whole configuration but
-the seed, one job per seed; see ``fedmoo.report.jobs``). Damaged files are warned about on stderr
-and left out: a rounds.csv cut short is plotted up to its last whole row.
+the seed, one job per seed; see ``fedmoo.report.jobs``), labelled like the table: by a table spec's
+row labels (``--spec``, by default the spec of the jobs' ``experiment``), else by the overrides
+that vary. Bands are clipped to the metric's range (accuracy 0-100 %, shares 0-1, losses and
+norms >= 0); curves of few rounds carry markers; a curve identical to an earlier one is drawn
+dashed and says so in the legend. Damaged files are warned about on stderr and left out: a
+rounds.csv cut short is plotted up to its last whole row.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -16,6 +21,16 @@ import numpy as np
 
 from fedmoo.errors import UserError
 from fedmoo.report.jobs import Group, Job, as_text, find_jobs, group_jobs, label_keys
+
+MARKERS_UP_TO = 30          # rounds on a curve up to which every point gets a marker
+# (pattern, low, high) of a metric's possible values; the first match wins.
+RANGES = [(r"improved_frac$", 0.0, 1.0),
+          (r"/acc_(mean|pooled|worst\d+|best\d+|p\d+|client\d+|std)$", 0.0, 100.0),
+          (r"task\d+_acc_mean$|/task\d+_acc", 0.0, 100.0),
+          (r"lambda_task\d+$", 0.0, 1.0),
+          (r"min_cos$", -1.0, 1.0),
+          (r"(^|/|_)(loss|norm)|_var$|_kl$|_std$|_angle$|harmed$|tasks_present$|^time/", 0.0,
+           np.inf)]
 
 
 def _warn(msg: str) -> None:
@@ -26,7 +41,44 @@ def _label(keys, g: Group) -> str:
     def short(k: str) -> str:
         return k[: -len(".name")] if k.endswith(".name") else k.split(".")[-1]
 
-    return ", ".join(f"{short(k)}={g.value(k)}" for k in keys) or "run"
+    # a key the group does not set (fedprox's mu for a fedavg group) says nothing: left out
+    return ", ".join(f"{short(k)}={g.value(k)}" for k in keys if g.value(k) != "") or "run"
+
+
+def metric_range(metric: str) -> tuple[float, float]:
+    """The values ``metric`` can take (``-inf, inf`` when unknown)."""
+    for pattern, lo, hi in RANGES:
+        if re.search(pattern, metric):
+            return lo, hi
+    return -np.inf, np.inf
+
+
+def default_spec(jobs: list[Job]) -> str | None:
+    """The table spec named like the jobs' common ``experiment`` override, if there is one."""
+    from fedmoo.report.tables import TABLE_DIR
+
+    names = {j.overrides.get("experiment") for j in jobs if j.config is not None}
+    if len(names) == 1 and (name := names.pop()) and (TABLE_DIR / f"{name}.yaml").is_file():
+        return name
+    return None
+
+
+def labeller(groups: list[Group], spec: dict | None):
+    """``label(group)``: the spec's row label (as ``fedmoo table`` prints it) when the spec has
+    a row for the group, else ``key=value, ...`` of the keys that tell the groups apart."""
+    from fedmoo.report.tables import _row, table_keys
+
+    if not spec or not spec.get("rows"):
+        keys = label_keys(groups)
+        return lambda g: _label(keys, g)
+    primary, keys = table_keys(groups, spec)
+
+    def label(g: Group) -> str:
+        rec = {k: g.value(k) for k in keys}
+        text, order, _ = _row(spec["rows"], primary, keys, rec)
+        return text if order < 10**6 else _label(keys, g)
+
+    return label
 
 
 def check_jobs(jobs: list[Job], groups: list[Group]) -> None:
@@ -60,31 +112,72 @@ def _curves(group: Group, metric: str):
             frame.std(axis=1, ddof=0).to_numpy(), len(series))
 
 
-def plot_metric(groups, keys, metric: str, out: Path, logy: bool = False) -> bool:
+def _styles(i: int) -> dict:
+    """Colour and line style of the i-th curve: ten colours, then the same with other dashes."""
+    return {"color": f"C{i % 10}", "linestyle": ["-", "--", ":", "-."][(i // 10) % 4]}
+
+
+def log_axis(ax) -> None:
+    """A logarithmic y axis whose ticks read as plain numbers (0.01, 0.5, 2), never 2x10^0: the
+    decades when the data span many, else a few evenly spaced values."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter, NullLocator
+
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    plain = FuncFormatter(lambda v, _: f"{v:.4g}")
+    if high / max(low, 1e-300) < 20:
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
+        ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def plot_metric(groups, label, metric: str, out: Path, logy: bool = False) -> bool:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    drawn = 0
+    drawn: list[tuple[np.ndarray, np.ndarray, str]] = []
+    lo, hi = metric_range(metric)
     for group in groups:
         c = _curves(group, metric)
         if c is None:
             continue
         x, m, s, n = c
-        line, = ax.plot(x, m, label=f"{_label(keys, group)} (n={n})")
-        ax.fill_between(x, m - s, m + s, color=line.get_color(), alpha=0.2)
-        drawn += 1
+        name = f"{label(group)} (n={n})"
+        style = _styles(len(drawn))
+        same = next((lab for x0, m0, lab in drawn if len(x0) == len(x) and np.array_equal(x0, x)
+                     and np.allclose(m0, m, rtol=1e-9, atol=1e-12, equal_nan=True)), None)
+        if same is not None:          # would hide under the earlier curve: dashed, and said so
+            style["linestyle"] = (0, (4, 3))
+            name += f" = {same.rsplit(' (n=', 1)[0]}"
+        marker = {} if len(x) > MARKERS_UP_TO else \
+            {"marker": "o", "markersize": 3.5 if len(x) > 1 else 7}
+        ax.plot(x, m, label=name, linewidth=1.6, **style, **marker)
+        if n > 1:
+            ax.fill_between(x, np.clip(m - s, lo, hi), np.clip(m + s, lo, hi),
+                            color=style["color"], alpha=0.15, linewidth=0)
+        drawn.append((x, m, name))
     if not drawn:
         plt.close(fig)
         return False
     ax.set_xlabel("round")
     ax.set_ylabel(metric)
+    rounds = np.concatenate([x for x, _, _ in drawn])
+    if rounds.max() - rounds.min() < 2:        # one or two rounds: whole-number ticks around them
+        ax.set_xlim(rounds.min() - 1, rounds.max() + 1)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if logy:
-        ax.set_yscale("log")
+        log_axis(ax)
+    elif hi == 1.0 and lo == 0.0:
+        ax.set_ylim(-0.03, 1.03)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    if any(" = " in lab for _, _, lab in drawn):
+        ax.set_title("dashed: the same curve as the one its legend names after '='", fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
@@ -106,28 +199,51 @@ def _client_accuracies(job: Job):
     return None
 
 
-def plot_client_hist(groups, keys, out: Path) -> bool:
+PANELS_UP_TO = 12           # configurations up to which the histogram is one panel each
+
+
+def plot_client_hist(groups, label, out: Path) -> bool:
+    """The final test accuracies of the clients, pooled over seeds, as the percentage of clients
+    per 5-point bin: one panel per configuration (shared axes), or outlines in one panel when
+    there are more than PANELS_UP_TO configurations."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    drawn = 0
-    bins = np.linspace(0, 100, 21)
+    data = []
     for group in groups:
         accs = [a for a in (_client_accuracies(j) for j in group.jobs) if a is not None]
-        if not accs:
-            continue
-        ax.hist(np.concatenate(accs), bins=bins, alpha=0.5, label=_label(keys, group),
-                density=True)
-        drawn += 1
-    if not drawn:
-        plt.close(fig)
+        if accs:
+            data.append((label(group), np.clip(np.concatenate(accs), 0, 100), len(accs)))
+    if not data:
         return False
-    ax.set_xlabel("final test accuracy of a client (%)")
-    ax.set_ylabel("density of clients")
-    ax.legend(fontsize=8)
+    bins = np.linspace(0, 100, 21)
+    counts = [np.histogram(a, bins)[0] * 100 / len(a) for _, a, _ in data]
+    names = []
+    for i, (name, accs, n) in enumerate(data):
+        text = f"{name} ({len(accs) // n} clients, n={n})"
+        same = next((names[j] for j in range(i) if np.array_equal(counts[j], counts[i])), None)
+        names.append(text + (f" = {same.rsplit(' (', 1)[0]}" if same else ""))
+    panels = len(data) <= PANELS_UP_TO
+    fig, axes = plt.subplots(len(data) if panels else 1, 1, sharex=True, sharey=True,
+                             figsize=(7, 1.0 + 1.45 * len(data) if panels else 4.5),
+                             squeeze=False)
+    for i, (name, c) in enumerate(zip(names, counts)):
+        ax = axes[i, 0] if panels else axes[0, 0]
+        style = _styles(i)
+        if panels:
+            ax.stairs(c, bins, fill=True, color=style["color"], alpha=0.6)
+            ax.set_title(name, fontsize=8, loc="left", pad=3)
+        else:
+            ax.stairs(c, bins, color=style["color"], linestyle=style["linestyle"],
+                      linewidth=1.6, label=name)
+        ax.grid(alpha=0.3)
+        ax.set_xlim(0, 100)
+    axes[-1, 0].set_xlabel("final test accuracy of a client (%)")
+    fig.supylabel("clients (%)", fontsize=10)
+    if not panels:
+        axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
@@ -149,8 +265,10 @@ def _final_tasks(job: Job, pattern: str) -> list[float]:
     return vals
 
 
-def plot_radar(groups, keys, pattern: str, out: Path) -> bool:
-    """One closed polygon per configuration: the final per-task values (mean over seeds)."""
+def plot_radar(groups, label, pattern: str, out: Path) -> bool:
+    """The final per-task values (mean over seeds) of each configuration: one closed polygon per
+    configuration on a radar chart, or grouped bars when there are fewer than 3 tasks (a radar
+    of 2 axes is a line)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -160,19 +278,37 @@ def plot_radar(groups, keys, pattern: str, out: Path) -> bool:
     for group in groups:
         per_job = [v for v in (_final_tasks(j, pattern) for j in group.jobs) if v]
         if per_job and len({len(v) for v in per_job}) == 1:
-            series.append((_label(keys, group), np.mean(per_job, axis=0), group.jobs))
+            series.append((f"{label(group)} (n={len(per_job)})", np.mean(per_job, axis=0),
+                           group.jobs))
     if not series or len({len(m) for _, m, _ in series}) != 1:
         return False
     n = len(series[0][1])
     names = (series[0][2][0].summary or {}).get("tasks") or [f"task {s}" for s in range(n)]
-    angles = np.linspace(0, 2 * np.pi, n, endpoint=False)
-    fig, ax = plt.subplots(figsize=(6.5, 7.5), subplot_kw={"projection": "polar"})
-    for label, m, _ in series:
-        ax.plot(np.append(angles, angles[0]), np.append(m, m[0]), marker="o", label=label)
-    ax.set_xticks(angles)
-    ax.set_xticklabels(names[:n], fontsize=8 if n <= 10 else 6)
-    ax.set_title(pattern.format("{s}") + " (final round)", fontsize=9, pad=18)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=2)
+    what = pattern.replace("{}", "*")          # train/task*_loss_norm: one value per task
+    title = f"{what} at the final round, per task (mean over seeds)"
+    if n < 3:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        width = 0.8 / len(series)
+        for i, (name, m, _) in enumerate(series):
+            ax.bar(np.arange(n) + (i - (len(series) - 1) / 2) * width, m, width, label=name,
+                   color=f"C{i % 10}", hatch=["", "//", "..", "xx"][(i // 10) % 4])
+        ax.set_xticks(np.arange(n))
+        ax.set_xticklabels(names[:n])
+        ax.set_ylabel(what)
+        ax.grid(alpha=0.3, axis="y")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08),
+                  ncol=min(3, len(series)))
+    else:
+        angles = np.linspace(0, 2 * np.pi, n, endpoint=False)
+        fig, ax = plt.subplots(figsize=(6.5, 7.5), subplot_kw={"projection": "polar"})
+        for i, (name, m, _) in enumerate(series):
+            ax.plot(np.append(angles, angles[0]), np.append(m, m[0]), marker="o", markersize=3,
+                    label=name, **_styles(i))
+        ax.set_xticks(angles)
+        ax.set_xticklabels(names[:n], fontsize=8 if n <= 10 else 6)
+        ax.set_title(title, fontsize=9, pad=18)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=2)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
@@ -187,30 +323,35 @@ def main(argv: list[str]) -> int:
                    "test/acc_mean and test/acc_std, plus round/improved_frac when logged)")
     p.add_argument("--out", required=True, help="directory for the PNG files")
     p.add_argument("--logy", action="store_true", help="logarithmic y axis for the curves")
+    p.add_argument("--spec", help="table spec whose row labels name the curves, e.g. "
+                   "fmgda/multifashion_demo (default: the jobs' experiment, when it has one)")
     p.add_argument("--radar", nargs="?", const=RADAR_DEFAULT, metavar="PATTERN",
                    help="multi-task runs: radar chart of the final per-task values of PATTERN "
                    f"(a rounds.csv column with {{}} for the task index; default {RADAR_DEFAULT})")
     ns = p.parse_args(argv)
     jobs = find_jobs(ns.dirs)
     groups = group_jobs(jobs)
-    keys = label_keys(groups)
     check_jobs(jobs, groups)
+    from fedmoo.report.tables import load_spec
+
+    spec_name = ns.spec or default_spec(jobs)
+    label = labeller(groups, load_spec(spec_name) if spec_name else None)
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
     metrics = ns.metric or ["test/acc_mean", "test/acc_std", "round/improved_frac"]
     written = []
     for m in metrics:
         f = out / (m.replace("/", "_") + ".png")
-        if plot_metric(groups, keys, m, f, ns.logy):
+        if plot_metric(groups, label, m, f, ns.logy):
             written.append(f)
         elif ns.metric:
             raise UserError(f"--metric {m} is not a column of any rounds.csv under {ns.dirs}")
     f = out / "client_accuracy_hist.png"
-    if plot_client_hist(groups, keys, f):
+    if plot_client_hist(groups, label, f):
         written.append(f)
     if ns.radar:
         f = out / "radar.png"
-        if not plot_radar(groups, keys, ns.radar, f):
+        if not plot_radar(groups, label, ns.radar, f):
             raise UserError(f"--radar {ns.radar}: no rounds.csv under {ns.dirs} has the columns "
                             f"{ns.radar.format(0)}, {ns.radar.format(1)}, ... (multi-task runs)")
         written.append(f)

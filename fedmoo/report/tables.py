@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import io
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,10 @@ from fedmoo.report.jobs import Group, Job, as_text, find_jobs, group_jobs, label
 
 TABLE_DIR = Path(__file__).resolve().parents[1] / "conf" / "table"
 DEFAULT_METRICS = ["test/acc_mean", "test/acc_std", "test/acc_worst10", "test/acc_best10"]
+# Metrics that count something (rounds, tasks): whole numbers, printed without decimals.
+COUNT_METRIC = re.compile(r"(rounds_to_threshold|tasks_present|harmed)$")
+# ``{key}`` in a spec title: the configurations' value of a config key (``{rounds}``).
+TITLE_KEY = re.compile(r"\{([A-Za-z_][A-Za-z0-9_./]*)\}")
 
 
 def load_spec(name: str) -> dict[str, Any]:
@@ -114,6 +119,7 @@ def build_table(jobs: list[Job], spec: dict[str, Any]) -> tuple[list[dict[str, A
             vals = np.array([v for v in (j.metric(m) for j in done) if v is not None], dtype=float)
             rec[f"{m}/mean"] = float(vals.mean()) if len(vals) else math.nan
             rec[f"{m}/std"] = float(vals.std()) if len(vals) else math.nan
+            rec[f"{m}/n"] = len(vals)
             if paper is not None and i < len(paper) and paper[i] is not None:
                 rec[f"{m}/paper"] = float(paper[i])
         rec["n_seeds"] = len(done)
@@ -149,6 +155,7 @@ def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
                                       "_order": row_order, "n_seeds": r["n_seeds"], "_notes": []})
         c = r[col_key]
         rec[f"{c}/mean"], rec[f"{c}/std"] = r[f"{metric}/mean"], r[f"{metric}/std"]
+        rec[f"{c}/n"] = r.get(f"{metric}/n", r["n_seeds"])
         if not r["n_seeds"]:  # no completed job in this cell: say why (e.g. diverged)
             rec[f"{c}/note"] = "/".join(r.get("_statuses") or ["missing"])
         rec["n_seeds"] = max(rec["n_seeds"], r["n_seeds"])
@@ -164,8 +171,66 @@ def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
     return sorted(out.values(), key=lambda r: (r["_order"], r["_label"])), new_spec, row_keys
 
 
+def fill_title(title: str | None, groups: list[Group]) -> str | None:
+    """``{key}`` in a spec title -> the configurations' value of that config key: one value,
+    or the distinct values joined by "/" (``{rounds}`` -> ``40``, or ``20/40``)."""
+    if not title:
+        return title
+
+    def value(m: re.Match) -> str:
+        vals = sorted({g.value(m.group(1)) for g in groups} - {""}, key=_natural)
+        return "/".join(vals) if vals else m.group(0)
+
+    return TITLE_KEY.sub(value, title)
+
+
+def _natural(v: str):
+    try:
+        return (0, float(v), v)
+    except ValueError:
+        return (1, 0.0, v)
+
+
 def _fmt(x: float, decimals: int) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{decimals}f}"
+
+
+def _fmt_count(x: float) -> str:
+    """A count, or a mean of counts: ``8``, ``8.5``."""
+    if x is None or math.isnan(x):
+        return "—"
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
+
+
+def cell(r: dict[str, Any], m: dict[str, Any], dec: int, std: bool = True) -> str:
+    """``mean ± std`` of one metric of one record; one value (no ±) from a single seed; counts
+    (rounds to a threshold) without decimals; ``—`` when no counted job has the metric."""
+    k = m["key"]
+    mean, sd = r[f"{k}/mean"], r[f"{k}/std"]
+    n = r.get(f"{k}/n", r.get("n_seeds", 2))
+    count = "decimals" not in m and COUNT_METRIC.search(k) is not None
+    fmt = _fmt_count if count else (lambda x: _fmt(x, int(m.get("decimals", dec))))
+    text = fmt(mean)
+    if std and n != 1 and text != "—":
+        text += f" ± {fmt(sd)}"
+    return text
+
+
+def escape_md(text: str) -> str:
+    """A markdown table cell: ``|`` would end the cell."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                 "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                 "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
+                 "|": r"\textbar{}",
+                 "±": r"$\pm$", "Δ": r"$\Delta$", "—": "---", "≥": r"$\geq$", "≤": r"$\leq$"}
+
+
+def escape_latex(text: str) -> str:
+    """Text with LaTeX's special characters escaped (one pass, so escapes are not re-escaped)."""
+    return "".join(LATEX_SPECIAL.get(ch, ch) for ch in str(text))
 
 
 def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: list[str]) -> str:
@@ -197,28 +262,29 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
         cells = [r["_label"]]
         for m in metrics:
             k = m["key"]
-            cell = _fmt(r[f"{k}/mean"], dec)
-            if spec.get("std", True):
-                cell += f" ± {_fmt(r[f'{k}/std'], dec)}"
-            cell = r.get(f"{k}/note") or cell
+            text = r.get(f"{k}/note") or cell(r, m, dec, spec.get("std", True))
             if f"{k}/paper" in r:
                 p = r[f"{k}/paper"]
-                cell += f" (paper {_fmt(p, dec)}, Δ {r[f'{k}/mean'] - p:+.{dec}f})"
-            cells.append(cell)
+                text += f" (paper {_fmt(p, dec)}, Δ {r[f'{k}/mean'] - p:+.{dec}f})"
+            cells.append(text)
         cells.append(str(r["n_seeds"]))
         cells += ["; ".join(r.get("_notes") or [])] if notes else []
         lines.append(cells)
+    single = any(r["n_seeds"] == 1 for r in records) and spec.get("std", True)
+    footnote = "1 seed: the value of that one run (no ± spread)." if single else ""
+    title = spec.get("title")
     if fmt == "md":
-        out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        out += ["| " + " | ".join(c) + " |" for c in lines]
-        title = spec.get("title")
-        return (f"**{title}**\n\n" if title else "") + "\n".join(out) + "\n"
+        out = ["| " + " | ".join(escape_md(h) for h in header) + " |", "|" + "---|" * len(header)]
+        out += ["| " + " | ".join(escape_md(c) for c in cells) + " |" for cells in lines]
+        return ((f"**{title}**\n\n" if title else "") + "\n".join(out) + "\n"
+                + (f"\n{footnote}\n" if footnote else ""))
     if fmt == "latex":
-        esc = lambda s: s.replace("_", r"\_").replace("%", r"\%").replace("±", r"$\pm$").replace("Δ", r"$\Delta$")  # noqa: E731
-        out = [r"\begin{tabular}{l" + "c" * (len(header) - 1) + "}", r"\toprule",
-               " & ".join(esc(h) for h in header) + r" \\", r"\midrule"]
-        out += [" & ".join(esc(c) for c in cells) + r" \\" for cells in lines]
+        out = [f"% {title}"] if title else []
+        out += [r"\begin{tabular}{l" + "c" * (len(header) - 1) + "}", r"\toprule",
+                " & ".join(escape_latex(h) for h in header) + r" \\", r"\midrule"]
+        out += [" & ".join(escape_latex(c) for c in cells) + r" \\" for cells in lines]
         out += [r"\bottomrule", r"\end{tabular}"]
+        out += [f"% {footnote}"] if footnote else []
         return "\n".join(out) + "\n"
     raise UserError(f"--format {fmt!r} is not valid; choose csv, md or latex")
 
@@ -244,7 +310,9 @@ def main(argv: list[str]) -> int:
         raise UserError(f"nothing readable under {' '.join(ns.dirs)}: {len(jobs)} job(s), all "
                         f"corrupt or without a configuration ({jobs[0].path}: {jobs[0].reason})")
     records, problems = build_table(jobs, spec)
-    keys = table_keys(group_jobs(jobs), spec)[1]
+    groups = group_jobs(jobs)
+    keys = table_keys(groups, spec)[1]
+    spec = {**spec, "title": fill_title(spec.get("title"), groups)}
     if spec.get("pivot"):
         records, spec, keys = pivot(records, spec, keys)
     text = render(records, spec, ns.format, keys)

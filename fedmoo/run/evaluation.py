@@ -12,7 +12,8 @@ import numpy as np
 from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
-from fedmoo.engine.evaluate import ClientEval, evaluate_clients, improved_fraction
+from fedmoo.engine.evaluate import (ClientEval, evaluate_clients, improved_fraction,
+                                    objective_gradient)
 from fedmoo.report.metrics import accuracy_metrics, group_metrics, rounds_to_threshold, task_metrics
 
 
@@ -74,8 +75,10 @@ class RoundEvaluator:
         return accuracy_metrics(ev.acc, ev.correct, ev.count, ev.loss, prefix=prefix)
 
     def row(self, done: int, state, ids: Tensor, trained, cohort,
-            diag: dict[str, float]) -> dict[str, Any]:
-        """The rounds.csv row of round ``done`` (without its time columns)."""
+            diag: dict[str, float], w_start: Tensor | None = None) -> dict[str, Any]:
+        """The rounds.csv row of round ``done`` (without its time columns). ``w_start``: the
+        global model the round started from, where an algorithm's ``gradient_probe`` (e.g.
+        FMGDA's stationarity measure) is measured."""
         params = self.algo.eval_params(state)
         ev = evaluate_clients(self.model, self.data, self.split, params)
         row: dict[str, Any] = {"round": done, **self._metrics(ev, self.split)}
@@ -91,6 +94,11 @@ class RoundEvaluator:
         if self.track_improved and self.tasks is None:  # measured, not reported, losses
             row["round/improved_frac"] = improved_fraction(
                 self.model, self.data, state.w, ids, trained.loss_before)
+        probe = self.algo.gradient_probe(state)
+        if probe is not None and w_start is not None:
+            grad = objective_gradient(self.model, self.data, w_start, probe.task_weights,
+                                      probe.weighting)
+            row[probe.name] = float(grad.double().square().sum())
         row.update(diag)
         self.last = (done, ev)
         return row

@@ -93,8 +93,21 @@ def check_types(cfg: dict) -> None:
                 raise UserError(f"{prefix}{key}={value!r} must be a number; e.g. {prefix}{key}={ref}")
 
 
-def check_config(cfg: dict) -> tuple[int, int]:
-    """Validate the run knobs and the local optimiser; returns (num_clients, clients_per_round)."""
+def cohort_size(num_clients: int, clients_per_round: int | None) -> int:
+    """``clients_per_round`` against the number of clients (null = all of them)."""
+    k = num_clients if clients_per_round is None else clients_per_round
+    if k > num_clients:
+        raise UserError(f"clients_per_round={k} is larger than num_clients={num_clients}; "
+                        f"set clients_per_round<={num_clients} (or null for all)")
+    return k
+
+
+def check_config(cfg: dict) -> tuple[int | None, int | None]:
+    """Validate the run knobs and the local optimiser; returns (num_clients, clients_per_round).
+
+    ``num_clients: null`` means the dataset's own clients (partition=natural): it is then None
+    here, clients_per_round is returned as given, and the run checks both once the federation
+    tells the count (``cohort_size``)."""
     missing = [s for s in SECTIONS if not isinstance(cfg.get(s), dict)]
     if missing:
         raise UserError(f"the config has no {missing[0]} section (removed with ~{missing[0]}?); "
@@ -103,17 +116,18 @@ def check_config(cfg: dict) -> tuple[int, int]:
     if cfg.get("loss_threshold") is not None:
         _number(cfg, "loss_threshold", 0.0, False, example="0.01")
     _int(cfg, "rounds", 1, "a positive integer")
-    n = _int(cfg, "num_clients", 1, "a positive integer")
+    n = _int(cfg, "num_clients", 1, "a positive integer (null = the dataset's own clients)",
+             allow_null=True)
     _int(cfg, "eval_every", 1, "a positive integer (evaluate every this many rounds)")
     _int(cfg, "checkpoint_every", 0, "a non-negative integer (0 = no periodic checkpoint)")
     if cfg.get("log_clients_every") is not None:
         _int(cfg, "log_clients_every", 0, "a non-negative integer (0 = no clients_rounds.csv)")
     k = _int(cfg, "clients_per_round", 1, "a positive integer", allow_null=True)
-    if k is None:
-        k = n
-    if k > n:
-        raise UserError(f"clients_per_round={k} is larger than num_clients={n}; "
-                        f"set clients_per_round<={n} (or null for all)")
+    if n is not None:
+        k = cohort_size(n, k)
+    if cfg.get("sampling", "uniform") not in ("uniform", "weighted"):
+        raise UserError(f"sampling={cfg.get('sampling')!r} must be uniform or weighted "
+                        "(clients drawn with probability proportional to their training samples)")
     if cfg.get("eval_split", "test") not in ("test", "val"):
         raise UserError(f"eval_split={cfg.get('eval_split')!r} must be test or val")
     if cfg.get("diverge_norm") is not None:
@@ -135,18 +149,22 @@ def check_config(cfg: dict) -> tuple[int, int]:
     return n, k
 
 
-def check_diverged(w: torch.Tensor, losses: torch.Tensor | None, round_done: int,
-                   cfg: dict[str, Any]) -> None:
-    """Raise DivergenceError if the model or the clients' loss is not finite, or ``||w||``
-    exceeds ``diverge_norm``."""
+def check_diverged(w: torch.Tensor, losses, round_done: int,
+                   cfg: dict[str, Any], updates: torch.Tensor | None = None) -> None:
+    """Raise DivergenceError if the model, the clients' losses (a tensor, or a list of the
+    reported ones) or their ``updates`` are not finite, or ``||w||`` exceeds ``diverge_norm``.
+    The norm is taken in float64, so a float32 model past 1.8e19 is not read as infinite."""
     limit = cfg.get("diverge_norm")
-    norm = float(torch.linalg.vector_norm(w.double()))
+    norm = float(torch.linalg.vector_norm(w, dtype=torch.float64))
     fix = (f"lower client.lr (now {cfg['client']['lr']}) or the server step size, "
            f"or check the attack settings")
+    losses = [] if losses is None else [losses] if isinstance(losses, torch.Tensor) else losses
     if not np.isfinite(norm):
         what = "the global model is not finite"
-    elif losses is not None and not bool(torch.isfinite(losses).all()):
+    elif not all(bool(torch.isfinite(v).all()) for v in losses if v is not None):
         what = "the clients' training loss is not finite"
+    elif updates is not None and not bool(torch.isfinite(updates).all()):
+        what = "a client's update is not finite (it overflowed in local training)"
     elif limit is not None and norm > float(limit):
         what = f"the global model's norm {norm:.3g} exceeds diverge_norm={float(limit):g}"
     else:

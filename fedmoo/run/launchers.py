@@ -33,5 +33,6 @@ def check_launcher(args: list[str]) -> str | None:
         module, requirement, extra = PLUGINS[value]
         if not plugin_available(module):
             return (f"hydra/launcher={value} needs the {requirement} plugin, which is not "
-                    f"installed; pip install \"fedmoo[{extra}]\" (or {requirement})")
+                    f"installed; pip install -e \".[{extra}]\" in the fedmoo checkout (or pip "
+                    f"install {requirement})")
     return None

@@ -24,7 +24,7 @@ from fedmoo.engine.common import round_seed
 from fedmoo.errors import DivergenceError, UserError
 from fedmoo.params import get_flat, set_flat
 from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
-from fedmoo.run import loggers
+from fedmoo.run import checkpoint, loggers
 from fedmoo.run.evaluation import RoundEvaluator
 from fedmoo.run.guards import check_config, check_diverged
 from fedmoo.run.rundir import RunDir
@@ -69,13 +69,16 @@ def _run(cfg: dict[str, Any], rundir: RunDir, t_start: float) -> RunResult:
     seed, rounds = int(cfg["seed"]), int(cfg["rounds"])
     parts = build_parts(cfg, num_clients, per_round, rundir)
     algo, attack, engine, device = parts.algo, parts.attack, parts.engine, parts.device
+    num_clients, per_round = parts.num_clients, parts.per_round   # null: the data's own count
     state = algo.init(get_flat(parts.model), num_clients=num_clients)
     evaluator = RoundEvaluator(cfg, algo, parts.model, parts.federation, attack.groups(), state.w)
     state, rows, elapsed0 = rundir.resume(state, device) if cfg.get("resume") else (state, [], 0.)
     resumed_from = rundir.resumed_from
     rundir.accept()   # every check passed: from here on this run owns the directory's record
     rundir.info = parts.describe(cfg)
-    sampler = ClientSampler(num_clients, per_round, seed, forced=attack.forced_clients)
+    sampler = ClientSampler(num_clients, per_round, seed, forced=attack.forced_clients,
+                            scheme=cfg.get("sampling", "uniform"),
+                            sizes=parts.federation.train.sizes.cpu().numpy())
     writer = RoundsWriter(rundir.file("rounds.csv"), rows)
     every = _Every(cfg, rounds)
     clients_log = (ClientsRoundsWriter(rundir.file("clients_rounds.csv"), resumed_from)
@@ -88,7 +91,7 @@ def _run(cfg: dict[str, Any], rundir: RunDir, t_start: float) -> RunResult:
     def elapsed() -> float:  # compute time of the run, over all its attempts
         return elapsed0 + time.perf_counter() - t_start
 
-    tracker = loggers.build(cfg.get("logger"), rundir.path)
+    tracker = loggers.build(cfg.get("logger"), rundir.path, checkpoint.run_config(cfg))
     with StopSignals() as stop, bar, contextlib.closing(tracker):
         for t in range(resumed_from, rounds):
             if stop.signum is not None:
@@ -100,15 +103,16 @@ def _run(cfg: dict[str, Any], rundir: RunDir, t_start: float) -> RunResult:
             trained = engine.train(ids.to(device), state.w, spec, rs)                # train
             cohort = attack.apply(trained, rs)                                       # attack
             try:                                                                     # update
-                check_diverged(state.w, cohort.loss_before, t + 1, cfg)  # before a rule reads them
+                reported = [cohort.loss_before, cohort.loss_trained]
+                check_diverged(state.w, reported, t + 1, cfg, cohort.deltas)  # before a rule reads them
                 new_state, diag = algo.server_update(state, cohort)
                 check_diverged(new_state.w, cohort.loss_before, t + 1, cfg)
             except DivergenceError as e:
                 rundir.summary("diverged", state, final, elapsed(), str(e))
                 raise
-            state, done = new_state, t + 1
+            w_start, state, done = state.w, new_state, t + 1
             if every.evaluate(done):                                                 # evaluate
-                row = evaluator.row(done, state, ids.to(device), trained, cohort, diag)
+                row = evaluator.row(done, state, ids.to(device), trained, cohort, diag, w_start)
                 now = time.perf_counter()
                 row["time/round_s"] = (now - last_eval[0]) / (done - last_eval[1])
                 row["time/elapsed_s"] = elapsed()
@@ -123,11 +127,12 @@ def _run(cfg: dict[str, Any], rundir: RunDir, t_start: float) -> RunResult:
             if every.checkpoint(done):
                 rundir.save_checkpoint(state, writer.rows, elapsed())
             bar.update(1)
-    final = {**final, **evaluator.summary(writer.rows)}
-    wall = elapsed()
-    clients = evaluator.clients_rows(state)
-    set_flat(parts.model, state.w)   # model.pt holds the global model
-    rundir.complete(state, final, wall, clients, parts.model)
+        final = {**final, **evaluator.summary(writer.rows)}
+        wall = elapsed()
+        clients = evaluator.clients_rows(state)
+        set_flat(parts.model, state.w)   # model.pt holds the global model
+        rundir.complete(state, final, wall, clients, parts.model)
+        tracker.finish(final, rundir.path)
     return RunResult(run_dir=rundir.path, status="completed", final=final, rows=writer.rows,
                      wall_time_s=wall, resumed_from=resumed_from)
 

@@ -47,6 +47,7 @@ def test_fedprox_with_mu_zero_trains_exactly_like_fedavg(tmp_path):
             == rows_of(tmp_path / "prox" / "rounds.csv", TIME_COLS))
 
 
+@pytest.mark.slow
 def test_cli_lists_and_runs_algorithms(cli):
     r = cli("list", "algo")
     assert r.returncode == 0
@@ -59,6 +60,7 @@ def test_cli_lists_and_runs_algorithms(cli):
     assert "server/lambda_max" in rows_of(cli.cwd / "out" / "rounds.csv")[0]
 
 
+@pytest.mark.slow
 def test_cli_runs_ditto_and_rejects_afl_with_partial_participation(cli):
     r = cli("run", "algo=ditto", "rounds=2", *SMALL, "hydra.run.dir=ditto")
     assert r.returncode == 0, r.stderr

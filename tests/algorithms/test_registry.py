@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from fedmoo.algorithms import _MODULES, build, get, names
+from fedmoo.algorithms import build, get, names
 from fedmoo.errors import UserError
 
 CONF = Path(__file__).resolve().parents[2] / "fedmoo" / "conf" / "algo"
@@ -32,7 +32,7 @@ def test_yaml_matches_the_constructor(name):
     cls = get(name)
     text = (CONF / f"{name}.yaml").read_text().splitlines()
     assert text[0] == f"# {cls.description}"
-    assert cls.__module__.rsplit(".", 1)[1] in _MODULES
+    assert cls.__module__.startswith("fedmoo.algorithms.")   # one module per family
     cfg = yaml_algo(name)
     assert cfg.pop("name") == name
     params = inspect.signature(cls.__init__).parameters

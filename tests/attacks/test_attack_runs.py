@@ -140,6 +140,7 @@ def test_label_flip_gives_the_same_run_on_both_engines(tmp_path):
     assert seq.rows[-1]["test/loss_mean"] != clean.rows[-1]["test/loss_mean"]
 
 
+@pytest.mark.slow
 def test_bad_attack_config_is_a_one_line_cli_error(cli):
     r = cli("run", "attack=bias", "attack.malicious=nobody", "rounds=1", "num_clients=4",
             "data.num_users=4", "clients_per_round=null", "progress=false")

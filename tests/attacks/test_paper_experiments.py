@@ -61,6 +61,7 @@ def write_adult(root: Path) -> None:
         line.replace("K\n", "K.\n") for line in lines[100:]))
 
 
+@pytest.mark.slow
 def test_adult_bias_sweep_and_table_end_to_end(cli):
     write_adult(cli.cwd / "data")
     sweep = cli.cwd / "sweep"

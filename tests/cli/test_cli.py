@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
+
 REQUIRED = ["round", "test/acc_mean", "test/acc_std", "test/acc_worst10", "test/acc_best10",
             "train/loss_mean", "time/round_s"]
 
@@ -21,6 +23,7 @@ def test_help_and_version(cli):
     assert r.returncode == 0 and r.stdout.startswith("fedmoo ")
 
 
+@pytest.mark.slow
 def test_default_run_writes_results(cli):
     r = cli("run", "rounds=3", "hydra.run.dir=out")
     assert r.returncode == 0, r.stderr
@@ -40,6 +43,7 @@ def test_default_run_writes_results(cli):
     assert "test accuracy (%): mean" in r.stdout and "worst10%" in r.stdout
 
 
+@pytest.mark.slow
 def test_overrides_change_the_run(cli):
     r = cli("run", "rounds=2", "clients_per_round=5", "seed=3", "client.lr=0.05",
             "hydra.run.dir=out")
@@ -54,6 +58,7 @@ def test_cfg_job_prints_config(cli):
     assert "algo:" in r.stdout and "name: fedavg" in r.stdout and "rounds: 100" in r.stdout
 
 
+@pytest.mark.slow
 def test_multirun_one_directory_per_job(cli):
     r = cli("run", "-m", "seed=0,1", "rounds=2", "hydra.sweep.dir=sweep")
     assert r.returncode == 0, r.stderr

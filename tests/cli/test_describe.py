@@ -10,6 +10,7 @@ from fedmoo.cli.config import compose
 from fedmoo.cli.describe import describe
 
 
+@pytest.mark.slow
 def test_describe_json_schema_on_digits(cli):
     r = cli("describe", "data=digits", "num_clients=5", "partition=dirichlet", "--json")
     assert r.returncode == 0, r.stderr
@@ -24,6 +25,7 @@ def test_describe_json_schema_on_digits(cli):
     assert sum(c["test"] for c in info["clients"]) == 450
 
 
+@pytest.mark.slow
 def test_describe_text_and_plot(cli):
     r = cli("describe", "data=digits", "--plot", "labels.png")
     assert r.returncode == 0, r.stderr
@@ -31,6 +33,7 @@ def test_describe_text_and_plot(cli):
     assert (cli.cwd / "labels.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_model_only_prints_paper_counts_without_data(cli):
     r = cli("describe", "data=cifar10", "--model-only")
     assert r.returncode == 0, r.stderr
@@ -42,6 +45,7 @@ def test_model_only_prints_paper_counts_without_data(cli):
     assert three["num_params"] == 784 * 3 + 3          # 3 classes after compact_labels
 
 
+@pytest.mark.slow
 def test_missing_dataset_is_exit_2_one_line(cli):
     r = cli("describe", "data=cifar10", "data.download=false")
     assert r.returncode == 2
@@ -79,6 +83,7 @@ def test_dataset_configs_compose(overrides, want):
         assert flat[key] == value, key
 
 
+@pytest.mark.slow
 def test_every_dataset_config_builds_its_default_model():
     from fedmoo.cli.groups import group_options
 
@@ -87,6 +92,7 @@ def test_every_dataset_config_builds_its_default_model():
         assert info["num_params"] > 0, data
 
 
+@pytest.mark.slow
 def test_digits_end_to_end_run(cli):
     r = cli("run", "data=digits", "rounds=3", "progress=false", "hydra.run.dir=out")
     assert r.returncode == 0, r.stderr

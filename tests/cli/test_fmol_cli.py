@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
+
 from tests.data.conftest import write_mnist_family
 
 ARGS = ("data=multimnist", "num_clients=2", "rounds=3", "algo.local_steps=2", "progress=false",
@@ -17,6 +19,7 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_fmgda_and_fsmgda_run_from_the_cli_and_tabulate(cli):
     write_mnist_family(cli.cwd / "data" / "MNIST" / "raw", n_train=(4,) * 10, n_test=(1,) * 10)
     for algo, engine in (("fmgda", "sequential"), ("fsmgda", "batched")):
@@ -44,6 +47,7 @@ def test_fmgda_and_fsmgda_run_from_the_cli_and_tabulate(cli):
     assert r.returncode == 2 and "--radar test/acc_client{}" in r.stderr
 
 
+@pytest.mark.slow
 def test_multitask_model_on_single_task_data_is_a_user_error(cli):
     r = cli("run", "model=multi_lenet", "data=synthetic", "rounds=1", "progress=false",
             "hydra.run.dir=x")

@@ -88,6 +88,7 @@ def test_missing_files_without_download_is_one_line(tmp_path):
 @pytest.mark.skipif(not DEBIAN_FMNIST.is_dir(),
                     reason="Debian's dataset-fashion-mnist is not installed "
                            "(apt-get install dataset-fashion-mnist)")
+@pytest.mark.slow
 def test_real_fmnist_from_debian_package(tmp_path):
     src = mnist.load_fmnist(tmp_path, download=False)
     assert tuple(src.x.shape) == (70000, 1, 28, 28)

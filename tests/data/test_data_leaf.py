@@ -112,3 +112,16 @@ def test_shakespeare_wrong_types_and_empty_test_user(tmp_path, fmt):
     with pytest.raises(UserError, match="user R1: ValueError: Shakespeare inputs and targets "
                                         "must be strings"):
         leaf.load_shakespeare(tmp_path)
+
+
+def test_natural_partition_takes_the_writers_in_the_files(tmp_path, fmt):
+    """num_clients: null (data=femnist's default): a LEAF folder sampled with any --sf gives as
+    many clients as it has writers, without a hand-set count."""
+    from fedmoo.data import federate
+
+    _femnist(tmp_path, fmt)
+    fed = federate(leaf.load_femnist(tmp_path), {"name": "natural", "seed": 0}, None)
+    assert fed.num_clients == 2 and fed.client_names == ["f0000_14", "f0001_02"]
+    assert fed.train.sizes.tolist() == [1, 2] and fed.test.sizes.tolist() == [1, 1]
+    with pytest.raises(UserError, match="num_clients=3 but this dataset has 2 natural clients"):
+        federate(leaf.load_femnist(tmp_path), {"name": "natural", "seed": 0}, 3)

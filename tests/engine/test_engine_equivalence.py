@@ -6,14 +6,16 @@ import pytest
 import torch
 
 from fedmoo.models.linear import MLP, LogReg
-from fedmoo.params import get_flat
+from fedmoo.engine.common import forward_stats
+from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec
 from tests.engine.helpers import SmallCNN, TinyLSTM, both, federation, rel
 
 TOL = 1e-10          # float64: only reduction order differs
 SIZES = [7, 13, 4, 10, 9]   # unequal clients; with batch 4: short last batches, 1 to 4 steps
 PROGRAMS = ("lockstep", "vmap")   # the batched engine's two programs (engine.program)
-FIELDS = ("deltas", "num_samples", "loss_before", "loss_after", "acc_before", "personal")
+FIELDS = ("deltas", "num_samples", "loss_before", "loss_after", "acc_before", "personal",
+          "loss_trained", "acc_trained")
 
 
 def assert_same_cohort(a, b, tol=TOL):
@@ -138,6 +140,35 @@ def test_label_map_agrees_and_matters():
     pred = seq.model(data.x[idx]).argmax(1)
     want = 100.0 * float((pred == 2 - data.y[idx]).double().mean())
     assert abs(float(a.acc_before[1]) - want) < 1e-9 and abs(float(b.acc_before[1]) - want) < 1e-9
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_post_training_loss_agrees_and_is_the_trained_models(program):
+    """ClientSpec.eval_trained (q-FedAvg loss_at=after, FedFA acc_at=after): both engines report
+    the loss and accuracy of each trained local model on its whole training set, against the
+    labels the client trains on (a relabelled client's too)."""
+    torch.manual_seed(8)
+    data = federation(SIZES, (2, 3), 3)
+    ids = [3, 1, 4]
+    label_map = torch.tensor([[0, 1, 2], [2, 1, 0], [0, 1, 2]])
+    spec = ClientSpec(eval_trained=True, label_map=label_map)
+    net = MLP((2, 3), 3, hidden=(6,))
+    a, b = run_pair(net, data, ids, spec, program=program, batch_size=3, epochs=2, momentum=0.5)
+    assert_same_cohort(a, b)
+    seq, _ = both(net, data)
+    w = get_flat(seq.model)
+    for i, k in enumerate(ids):          # by hand: w_k = w_t - g_k on client k's training set
+        set_flat(seq.model, w - a.deltas[i])
+        idx = data.train.of(k)
+        loss, correct = forward_stats(seq.model, data.x, data.y, idx, data.task,
+                                      targets=label_map[i][data.y[idx]])
+        assert abs(float(a.loss_trained[i] - loss.mean())) < 1e-12
+        assert abs(float(a.acc_trained[i] - 100.0 * correct.mean())) < 1e-9
+    assert bool((a.loss_trained < a.loss_before).all())      # training lowered every client's loss
+    plain, _ = run_pair(net, data, ids, ClientSpec(label_map=label_map), program=program,
+                        batch_size=3, epochs=2, momentum=0.5)
+    assert plain.loss_trained is None and plain.acc_trained is None
+    assert torch.equal(plain.deltas, a.deltas)                # measuring does not change training
 
 
 def test_fedmgda_plus_inputs_agree():

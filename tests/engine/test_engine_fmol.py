@@ -125,3 +125,47 @@ def test_single_task_data_is_one_task_held_by_every_client():
                          lr=0.1, batch_size=4)
     assert a.deltas.shape[1] == 1 and a.task_mask.all()
     assert_same(a, b)
+
+
+def test_post_training_stats_are_refused_with_per_task_training():
+    data = multitask_federation()
+    seq, bat = both(model(), data)
+    w = get_flat(seq.model)
+    spec = ClientSpec(task_training=TaskTraining(2, True), eval_trained=True)
+    for engine in (seq, bat):
+        with pytest.raises(ValueError, match="eval_trained is not available with task_training"):
+            engine.train(torch.tensor([0, 1]), w, spec, 0)
+
+
+class _TwoTaskLine(torch.nn.Module):
+    """``out[:, s] = w_s x``: one weight per task (regression)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(2, dtype=torch.float64))
+
+    def forward(self, x):
+        return x * self.w
+
+
+@pytest.mark.parametrize("weighting,expected", [("uniform", (1.0, -1.125)), ("samples", (1.0, -0.5))])
+def test_objective_gradient_by_hand(weighting, expected):
+    """FMGDA's stationarity measure ||lam^T grad F(x_t)||^2 with F's f_s averaged over the
+    clients holding task s. Client 0 (x = 1, 2; y = (1, 0), (0, 2)) holds both tasks, client 1
+    (x = 1; y = (5, 3)) only task 1; w = (1, 1), lam = (0.25, 0.75).
+    f_00 = mean((1-1)^2, (2-0)^2): grad 4. Task 1: client 0 grad mean(2*1*1, 2*2*0) = 1,
+    client 1 grad 2*1*(1-3) = -4: uniform (1 - 4)/2 = -1.5, by samples (2 - 4)/3 = -2/3."""
+    from fedmoo.engine.evaluate import objective_gradient
+
+    x = torch.tensor([[1.0], [2.0], [1.0], [0.0]], dtype=torch.float64)
+    y = torch.tensor([[1.0, 0.0], [0.0, 2.0], [5.0, 3.0], [0.0, 0.0]], dtype=torch.float64)
+    data = FederatedData(x=x, y=y, train=ClientSplit.from_lists([np.array([0, 1]), np.array([2])]),
+                         test=ClientSplit.from_lists([np.array([3]), np.array([3])]), val=None,
+                         num_classes=1, input_shape=(1,), task="multitask_regression",
+                         task_mask=torch.tensor([[True, True], [False, True]]))
+    net = _TwoTaskLine()
+    lam = torch.tensor([0.25, 0.75], dtype=torch.float64)
+    grad = objective_gradient(net, data, torch.ones(2, dtype=torch.float64), lam, weighting)
+    # lam_0 * 4 = 1; lam_1 * (-1.5) = -1.125 (uniform) or lam_1 * (-2/3) = -0.5 (samples)
+    torch.testing.assert_close(grad, torch.tensor(expected, dtype=torch.float64))
+    assert net.w.grad is None                      # the model's own gradients are left alone

@@ -124,6 +124,7 @@ def _reference(run_dir, out):
     return run(dict(cfg, resume=False, progress=False), out)
 
 
+@pytest.mark.slow
 def test_terminated_then_killed_cli_run_resumes_exactly(cli):
     """SIGTERM (clean stop) at round >= 4, resume, SIGKILL at round >= 10, resume to the end:
     the same rows and model as one uninterrupted run."""

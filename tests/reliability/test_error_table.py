@@ -42,6 +42,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,needles", CASES)
 def test_user_error_is_one_line_exit_2(cli, args, needles):
     other_data = any(a.startswith("data=") for a in args)  # synthetic's keys would not fit
@@ -67,6 +68,7 @@ def test_unwritable_output_directory(cli):
     assert "hydra.run.dir" in lines[0]
 
 
+@pytest.mark.slow
 def test_debug_true_shows_the_traceback(cli):
     r = cli("run", *SMALL, "hydra.run.dir=out", "rounds=abc", "debug=true", env=ONE_THREAD)
     assert r.returncode == 2

@@ -13,6 +13,7 @@ from fedmoo.run import callbacks, loop
 from tests.reliability.helpers import ONE_THREAD, SMALL, summary
 
 
+@pytest.mark.slow
 def test_sweep_goes_on_and_lists_failed_jobs(cli):
     args = ["run", "-m", *SMALL, "rounds=2", "client.lr=0.05,1e6,abc", "hydra.sweep.dir=sw"]
     r = cli(*args, env=ONE_THREAD)
@@ -49,6 +50,7 @@ def in_process_hydra(monkeypatch, tmp_path):
     root.setLevel(level)
 
 
+@pytest.mark.slow
 def test_a_crashing_job_is_recorded_and_the_sweep_continues(tmp_path, monkeypatch,
                                                              in_process_hydra):
     real_run = loop.run

@@ -81,6 +81,7 @@ def test_groups_by_varying_overrides_and_aggregates_seeds(sweep):
     assert r"\begin{tabular}" in render(recs, spec, "latex", keys)
 
 
+@pytest.mark.slow
 def test_cli_table_and_plot(sweep, cli):
     for name, seed, acc in (("0", 0, [10, 20]), ("1", 1, [12, 22])):
         with open(sweep / name / "rounds.csv", "w") as f:
@@ -100,3 +101,49 @@ def test_table_errors_are_one_line(cli, tmp_path):
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "no such directory" in r.stderr
     r = cli("table", str(tmp_path), "--spec", "nope/nope")
     assert r.returncode == 2
+
+
+def _records(tmp_path, finals, rounds=40):
+    """One configuration per entry of ``finals`` (label -> one final dict per seed)."""
+    for i, (algo, per_seed) in enumerate(finals.items()):
+        for seed, final in enumerate(per_seed):
+            cfg = {"seed": seed, "rounds": rounds, "algo": {"name": algo}}
+            _job(tmp_path, f"{i}_{seed}", [f"algo={algo}"], seed, final, config=cfg)
+    jobs = find_jobs([tmp_path])
+    return jobs, config_keys(jobs)
+
+
+def test_cells_counts_single_seeds_and_escapes(tmp_path):
+    jobs, keys = _records(tmp_path, {
+        "fedavg": [{"n/rounds_to_threshold": 8.0, "server/d_norm_sq": 1.0},
+                   {"n/rounds_to_threshold": 9.0, "server/d_norm_sq": 3.0}],
+        "fedfv": [{"n/rounds_to_threshold": 8.0, "server/d_norm_sq": 2.0}]})
+    spec = {"title": "A & B, round {rounds}", "decimals": 3,
+            "metrics": [{"key": "n/rounds_to_threshold", "label": "rounds"},
+                        {"key": "server/d_norm_sq", "label": "||d||^2 (50%)"}],
+            "rows": {"fedavg": {"label": "Fed_Avg #1"}, "fedfv": {"label": "FedFV"}}}
+    from fedmoo.report.jobs import group_jobs
+    from fedmoo.report.tables import fill_title
+
+    spec["title"] = fill_title(spec["title"], group_jobs(jobs))
+    assert spec["title"] == "A & B, round 40"
+    recs, _ = build_table(jobs, spec)
+    md = render(recs, spec, "md", keys)
+    assert "| configuration | rounds | \\|\\|d\\|\\|^2 (50%) | seeds |" in md
+    assert "| Fed_Avg #1 | 8.5 ± 0.5 | 2.000 ± 1.000 | 2 |" in md       # counts: no decimals
+    assert "| FedFV | 8 | 2.000 | 1 |" in md                                # one seed: no ±
+    assert "1 seed: the value of that one run (no ± spread)." in md
+    tex = render(recs, spec, "latex", keys)
+    assert r"% A \& B, round 40" not in tex and "% A & B, round 40" in tex   # a comment line
+    assert r"\textbar{}\textbar{}d\textbar{}\textbar{}\textasciicircum{}2 (50\%)" in tex
+    assert r"Fed\_Avg \#1 & 8.5 $\pm$ 0.5 & 2.000 $\pm$ 1.000 & 2 \\" in tex
+
+
+def test_title_lists_every_value_of_a_key(tmp_path):
+    from fedmoo.report.jobs import group_jobs
+    from fedmoo.report.tables import fill_title
+
+    _job(tmp_path, "a", ["rounds=20"], 0, {"test/acc_mean": 1.0}, config={"seed": 0, "rounds": 20})
+    _job(tmp_path, "b", ["rounds=100"], 0, {"test/acc_mean": 1.0}, config={"seed": 0, "rounds": 100})
+    groups = group_jobs(find_jobs([tmp_path]))
+    assert fill_title("after {rounds} rounds ({nope})", groups) == "after 20/100 rounds ({nope})"

@@ -26,6 +26,7 @@ def test_a_second_rundir_on_a_held_directory_is_refused(tmp_path):
         pass
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_run_directory(cli, tmp_path):
     """A second `fedmoo run` on a directory a live run holds exits 2 naming the holder and
     writes nothing there; once the holder is killed (-9), a later run is not blocked."""
@@ -55,6 +56,7 @@ def test_two_processes_on_one_run_directory(cli, tmp_path):
     assert third.returncode == 0, third.stderr
 
 
+@pytest.mark.slow
 def test_refused_rerun_keeps_the_record(cli, tmp_path):
     assert cli("run", *FAST, "rounds=2", "hydra.run.dir=r").returncode == 0
     hydra = tmp_path / "r" / ".hydra"
@@ -71,6 +73,7 @@ def test_refused_rerun_keeps_the_record(cli, tmp_path):
     assert (hydra / "overrides.yaml").read_text() == overrides
 
 
+@pytest.mark.slow
 def test_sweep_with_refused_jobs_fails(cli):
     assert cli("run", "-m", *FAST, "rounds=1", "seed=0,1", "hydra.sweep.dir=sw").returncode == 0
     again = cli("run", "-m", *FAST, "rounds=2", "seed=0,1", "hydra.sweep.dir=sw")

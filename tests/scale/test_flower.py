@@ -186,15 +186,36 @@ def test_local_trainer_matches_sequential_engine():
                          test=ClientSplit.from_lists([np.arange(n)]), val=None, num_classes=3,
                          input_shape=(4,), task="classification")
     engine = SequentialEngine(torch.nn.Linear(4, 3), data, lr=LR, batch_size=5, epochs=2)
-    cohort = engine.train(torch.tensor([0]), w, ClientSpec(prox_mu=0.3), seed=11)
+    cohort = engine.train(torch.tensor([0]), w, ClientSpec(prox_mu=0.3, eval_trained=True), seed=11)
     shapes = [(3, 4), (3,)]
     arrays = [w[:12].reshape(shapes[0]).numpy(), w[12:].numpy()]
-    new, num, m = trainer.train(arrays, prox_mu=0.3, generator_seed=11)
+    new, num, m = trainer.train(arrays, prox_mu=0.3, generator_seed=11, eval_trained=True)
     assert num == n and m["client_id"] == 0 and m["lr"] == LR
     torch.testing.assert_close(w - _flat(new), cohort.deltas[0])
     assert m["loss_before"] == pytest.approx(float(cohort.loss_before[0]))
     assert m["loss_after"] == pytest.approx(float(cohort.loss_after[0]))
     assert m["acc_before"] == pytest.approx(float(cohort.acc_before[0]))
+    assert m["loss_trained"] == pytest.approx(float(cohort.loss_trained[0]))
+    assert m["acc_trained"] == pytest.approx(float(cohort.acc_trained[0]))
+    assert "loss_trained" not in trainer.train(arrays, generator_seed=11)[2]   # only when asked
+
+
+def test_post_training_loss_reaches_the_rule_through_flower():
+    """q-FedAvg with loss_at=after asks the clients for loss_trained (round config) and reads it."""
+    rng = np.random.default_rng(2)
+    w0 = [rng.normal(0, 1, s).astype(np.float32) for s in SHAPES]
+    algo = {"name": "qfedavg", "loss_at": "after"}
+    strategy = FedmooStrategy(algo, w0, num_clients=N, clients_per_round=N)
+    assert strategy.rule.client_config()["eval_trained"] == 1.0
+    inputs = _round_inputs(rng, w0)
+    for _, _, m in inputs:
+        m["loss_trained"], m["acc_trained"] = float(rng.uniform(0.1, 1.0)), 50.0
+    arrays, _ = strategy.aggregate_train(1, [_reply(*inputs[k], node=100 + k) for k in range(N)])
+    ref = algorithms.build(dict(algo))
+    cohort = _reference_cohort(_flat(w0), inputs).replace(
+        loss_trained=torch.tensor([m["loss_trained"] for _, _, m in inputs]))
+    state, _ = ref.server_update(ref.init(_flat(w0), N), cohort)
+    torch.testing.assert_close(_flat(arrays.to_numpy_ndarrays()), state.w, rtol=0, atol=0)
 
 
 class LocalProxy(ClientProxy):

@@ -106,6 +106,7 @@ def test_all_busy_times_out_with_user_error(tmp_path):
         pass
 
 
+@pytest.mark.slow
 def test_parallel_processes_get_different_gpus(tmp_path):
     """Four processes race for three GPUs: three distinct GPUs at once; the fourth waits for a
     release and then gets a GPU."""

@@ -40,7 +40,7 @@ def _jobs(sweep_dir):
 
 
 @pytest.mark.skipif(not plugin_available("hydra_plugins.hydra_joblib_launcher"),
-                    reason="hydra-joblib-launcher is not installed (fedmoo[launchers])")
+                    reason="hydra-joblib-launcher is not installed (pip install -e '.[launchers]')")
 def test_local_gpus_config(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
     launcher = _hydra_cfg("hydra/launcher=local_gpus").hydra.launcher
@@ -51,7 +51,8 @@ def test_local_gpus_config(monkeypatch):
 
 
 @pytest.mark.skipif(not plugin_available("hydra_plugins.hydra_joblib_launcher"),
-                    reason="hydra-joblib-launcher is not installed (fedmoo[launchers])")
+                    reason="hydra-joblib-launcher is not installed (pip install -e '.[launchers]')")
+@pytest.mark.slow
 def test_joblib_sweep_of_four_jobs(cli):
     r = cli("run", "-m", "hydra/launcher=local_gpus", "hydra.launcher.n_jobs=2", "seed=0,1,2,3",
             *TINY, "hydra.sweep.dir=sweep")
@@ -65,7 +66,7 @@ def test_joblib_sweep_of_four_jobs(cli):
 
 
 @pytest.mark.skipif(not plugin_available("hydra_plugins.hydra_submitit_launcher"),
-                    reason="hydra-submitit-launcher is not installed (fedmoo[launchers])")
+                    reason="hydra-submitit-launcher is not installed (pip install -e '.[launchers]')")
 def test_slurm_config_requeues_one_gpu_jobs():
     launcher = _hydra_cfg("hydra/launcher=slurm").hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
@@ -74,7 +75,8 @@ def test_slurm_config_requeues_one_gpu_jobs():
 
 
 @pytest.mark.skipif(not plugin_available("hydra_plugins.hydra_submitit_launcher"),
-                    reason="hydra-submitit-launcher is not installed (fedmoo[launchers])")
+                    reason="hydra-submitit-launcher is not installed (pip install -e '.[launchers]')")
+@pytest.mark.slow
 def test_submitit_local_sweep(cli):
     """submitit's local executor runs the job in its own process, as on a Slurm node."""
     r = cli("run", "-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5",
@@ -95,7 +97,7 @@ def test_ray_config_composes():
 
 
 @pytest.mark.skipif(not RAY, reason="ray / hydra-ray-launcher are not installed here; "
-                                    "pip install \"fedmoo[ray]\" to run this test")
+                                    "pip install -e '.[ray]' to run this test")
 def test_ray_local_sweep(cli):
     r = cli("run", "-m", "hydra/launcher=ray", "hydra.launcher.ray.remote.num_gpus=0",
             "+hydra.launcher.ray.init.num_cpus=2", "seed=0,1", *TINY, "hydra.sweep.dir=sweep")
@@ -109,6 +111,6 @@ def test_missing_ray_plugin_is_one_line_error(cli):
     r = cli("run", "-m", "hydra/launcher=ray", "seed=0,1", "hydra.sweep.dir=sweep")
     assert r.returncode == 2
     assert r.stderr.strip() == ("fedmoo: error: hydra/launcher=ray needs the hydra-ray-launcher "
-                                "plugin, which is not installed; pip install \"fedmoo[ray]\" "
-                                "(or hydra-ray-launcher)")
+                                "plugin, which is not installed; pip install -e \".[ray]\" in the "
+                                "fedmoo checkout (or pip install hydra-ray-launcher)")
     assert not (cli.cwd / "sweep").exists()

@@ -43,6 +43,7 @@ def test_datasets_are_deduplicated():
     assert [p[0]["max_samples"] for p in pairs] == [50, 60]
 
 
+@pytest.mark.slow
 def test_prepare_downloads_each_dataset_once(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(fdata.SOURCES, "fake", f"{__name__}:fake_load")
     monkeypatch.setenv("FEDMOO_DATA", str(tmp_path / "data"))
@@ -61,6 +62,7 @@ def test_prepare_downloads_each_dataset_once(tmp_path, monkeypatch, capsys):
     assert [c[0] for c in CALLS] == ["load", "load"]
 
 
+@pytest.mark.slow
 def test_prepare_cli(cli):
     r = cli("prepare", "-m", "data.max_samples=50,60", "seed=0,1")
     assert r.returncode == 0, r.stderr

@@ -10,7 +10,7 @@ from fedmoo.errors import UserError
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
 
-pytest.importorskip("tensorboard", reason="tensorboard is not installed (fedmoo[tensorboard])")
+pytest.importorskip("tensorboard", reason="tensorboard is not installed (pip install -e '.[tensorboard]')")
 
 
 def _scalars(log_dir):
@@ -43,6 +43,6 @@ def test_tensorboard_events_match_rounds_csv(tmp_path):
 def test_logger_none_writes_no_events_and_bad_logger_is_user_error(tmp_path):
     run(small_cfg(logger="none", rounds=1), tmp_path / "a")
     assert not (tmp_path / "a" / "tensorboard").exists()
-    with pytest.raises(UserError, match="logger='wandb' is not valid; choose one of: none, "
-                                        "tensorboard"):
-        run(small_cfg(logger="wandb", rounds=1), tmp_path / "b")
+    with pytest.raises(UserError, match="logger='comet' is not valid; choose one or a list "
+                                        "of: none, tensorboard"):
+        run(small_cfg(logger="comet", rounds=1), tmp_path / "b")

@@ -1,0 +1,122 @@
+"""``fedmoo run --help``: fedmoo's own help (Hydra's generic one stays behind ``--hydra-help``).
+
+The groups, their options and the run knobs are read from the config tree each time (plain text,
+no Hydra or torch import), so the help cannot fall behind ``fedmoo/conf``.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
+
+WIDTH = 100
+HELP_FLAGS = ("-h", "--help")
+
+USAGE = """\
+usage: fedmoo run [OVERRIDES...] [-m] [--cfg job] [--hydra-help]
+
+Train one configuration, or with -m a sweep (one run directory per job). OVERRIDES pick an
+option of a config group (GROUP=OPTION) and set any key (KEY=VALUE); a comma list after -m
+sweeps it (seed=0,1,2). Results: outputs/runs/<date>/<time>_<algo>_<data>/ (rounds.csv,
+clients.csv, summary.json); run the same command in the same directory again to resume."""
+
+EXAMPLES = """\
+examples:
+  fedmoo run                                    FedAvg on Synthetic(1,1): 100 rounds in seconds
+  fedmoo run algo=fedfv algo.alpha=0.2 rounds=50 seed=3
+  fedmoo run data=digits partition=dirichlet partition.beta=0.5 client.lr=0.05
+  fedmoo run -m seed=0,1,2 algo=fedavg,fedfv    6 jobs, one directory each under outputs/multirun/
+  fedmoo run -m experiment=fmgda/multifashion_demo   a paper-style sweep that runs offline
+  fedmoo run hydra.run.dir=outputs/mine         choose the run directory (re-running resumes)"""
+
+MORE = """\
+more help:
+  fedmoo run --cfg job [OVERRIDES]   the composed config: every key you can set, with its value
+  fedmoo list [GROUP]                every option of a group with a one-line description
+  fedmoo describe [OVERRIDES]        the federation and the model, without training
+  fedmoo run --hydra-help            Hydra's own flags (--multirun, --cfg, --package, --info, ...)
+  README.md, docs/algorithms.md, docs/datasets.md, docs/experiments.md, docs/troubleshooting.md"""
+
+# Each group's line: what choosing it does (the options come from the config tree).
+GROUP_HELP = {
+    "algo": "the server rule; its hyperparameters are algo.<key>=...",
+    "data": "the dataset, with its paper's model, partition and client setup",
+    "partition": "how samples are split among clients; partition.<key>=...",
+    "model": "the network (input shape and classes come from the dataset)",
+    "client": "local training: client.lr, client.batch_size, client.epochs, client.local_steps",
+    "attack": "attacks on chosen clients: attack.malicious=..., attack.<key>=...",
+    "experiment": "a paper's table or figure as a sweep: run with -m, e.g. -m experiment=fedfv/table3",
+    "debug": "shortcuts for debugging",
+}
+
+
+def _defaults() -> dict[str, str]:
+    """``group -> option`` of config.yaml's defaults list."""
+    out = {}
+    for line in (CONF_DIR / "config.yaml").read_text().splitlines():
+        m = re.match(r"\s*-\s*([a-z_]+)\s*:\s*([A-Za-z0-9_./]+)", line)
+        if m and m.group(1) in GROUPS:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def run_knobs() -> list[tuple[str, str, str]]:
+    """(key, default, comment) of config.yaml's top-level keys, in file order."""
+    knobs = []
+    for line in (CONF_DIR / "config.yaml").read_text().splitlines():
+        m = re.match(r"([a-z_]+):\s*([^#]*?)\s*(?:#\s*(.*))?$", line)
+        if not m or m.group(1) in ("defaults", "hydra"):
+            continue
+        knobs.append((m.group(1), m.group(2), (m.group(3) or "").strip()))
+    return knobs
+
+
+def _item(head: str, text: str, col: int) -> str:
+    """``head`` then ``text`` wrapped at WIDTH, continuation lines indented to ``col``."""
+    pad = " " * col
+    if not text:
+        return head
+    if len(head) >= col:                      # a long head gets the text on the next line
+        return head + "\n" + textwrap.fill(text, WIDTH, initial_indent=pad, subsequent_indent=pad)
+    body = textwrap.fill(text, WIDTH, initial_indent=pad, subsequent_indent=pad,
+                         break_on_hyphens=False)
+    return head.ljust(col) + body[col:]
+
+
+def _items(items: list[str], col: int) -> str:
+    """``items`` joined by ", " in lines of at most WIDTH, indented to ``col``; an item is
+    never split."""
+    lines, line = [], ""
+    for i, item in enumerate(items):
+        text = item + ("," if i < len(items) - 1 else "")
+        if line and col + len(line) + 1 + len(text) > WIDTH:
+            lines.append(line)
+            line = ""
+        line = f"{line} {text}" if line else text
+    lines.append(line)
+    return "\n".join(" " * col + x for x in lines)
+
+
+def _options(group: str, default: str | None) -> list[str]:
+    options = list(group_options(group))
+    if group == "experiment":                 # 50-odd files: one entry per paper folder
+        papers: dict[str, int] = {}
+        for name in options:
+            papers[name.split("/")[0]] = papers.get(name.split("/")[0], 0) + 1
+        return [f"{p}/<name> ({n} file{'s' if n > 1 else ''})" for p, n in papers.items()]
+    return [f"{o} (default)" if o == default else o for o in options]
+
+
+def run_help() -> str:
+    defaults = _defaults()
+    parts = [USAGE, "", "config groups (GROUP=OPTION; `fedmoo list GROUP` describes each option):"]
+    for group in GROUPS:
+        parts.append(_item(f"  {group}=", GROUP_HELP.get(group, ""), 14))
+        parts.append(_items(_options(group, defaults.get(group)), 14))
+    parts += ["", "run knobs (KEY=VALUE, shown with the default; `fedmoo run --cfg job` shows all):"]
+    for key, value, comment in run_knobs():
+        parts.append(_item(f"  {key}={value}", comment, 30))
+    parts += ["", EXAMPLES, "", MORE]
+    return "\n".join(parts) + "\n"

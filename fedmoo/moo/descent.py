@@ -1,0 +1,63 @@
+"""Common-descent diagnostics: does the server's move descend for every client's update?
+
+A server direction ``d`` (descent sign: ``w_{t+1} = w_t - d``) is a common descent direction for
+the cohort when ``<g_k, d> > 0`` for every client update ``g_k``. The cosines below say how far a
+rule is from that: a client with ``cos(g_k, d) < 0`` is moved against its own update (harmed).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+# A cosine below -HARM_TOL counts as harm. Rules that project an update off d (FedFV) or leave
+# d orthogonal to a client make cosines that are 0 in exact arithmetic and +-1e-16 (float64) or
+# +-1e-7 (float32 updates) after rounding; those are not harm.
+HARM_TOL = 1e-6
+
+
+def descent_cosines(x: Tensor, d: Tensor, only: Tensor | None = None) -> Tensor:
+    """``cos_k = <x_k, d> / (||x_k|| ||d||)`` for every row of ``x [K, d]`` (``[K, S, d]`` gives
+    ``[K * S]``, row-major), ``[R]`` float64 on the CPU; 0 where ``x_k`` or ``d`` is zero, and
+    for the rows that ``only [R]`` (bool) leaves out.
+
+    Dot products and norms are taken in float64 one row at a time (no float64 copy of the whole
+    cohort), so float32 updates whose norms pass ``sqrt(float32 max) ~ 1.8e19`` are still exact
+    rather than infinite.
+    """
+    rows = x.reshape(-1, x.shape[-1])
+    d64 = d.reshape(-1).to(torch.float64)
+    dots = torch.zeros(rows.shape[0], dtype=torch.float64, device=x.device)
+    norms = torch.zeros_like(dots)
+    picked = range(rows.shape[0]) if only is None else only.reshape(-1).nonzero().flatten().tolist()
+    for k in picked:
+        r = rows[k].to(torch.float64)
+        dots[k] = r @ d64
+        norms[k] = torch.linalg.vector_norm(r)
+    denom = (norms * torch.linalg.vector_norm(d64)).cpu()
+    dots = dots.cpu()
+    cos = torch.where(denom > 0, dots / denom.clamp_min(torch.finfo(torch.float64).tiny),
+                      torch.zeros_like(dots))
+    return cos.clamp(-1.0, 1.0)
+
+
+def common_descent(x: Tensor, d: Tensor, mask: Tensor | None = None,
+                   tol: float = HARM_TOL) -> tuple[float, int]:
+    """``(min_cos, harmed)`` of the server direction ``d [d]`` against the updates ``x``.
+
+    ``x [K, d]``: ``min_cos`` is the smallest cosine between an update and ``d``, ``harmed`` the
+    number of clients with a cosine below ``-tol``. ``x [K, S, d]`` (per-task updates, FMOL):
+    every (client, task) row that ``mask [K, S]`` marks as held counts; ``min_cos`` is the
+    smallest over those rows and ``harmed`` the number of clients with at least one harmed task.
+    No rows gives ``(0.0, 0)``. A zero update or a zero ``d`` has cosine 0 (not harmed).
+    """
+    k = x.shape[0]
+    s = x.shape[1] if x.dim() == 3 else 1
+    held = (torch.ones(k, s, dtype=torch.bool) if mask is None or x.dim() != 3
+            else mask.to(torch.bool).cpu().reshape(k, s))
+    cos = descent_cosines(x, d, held).view(k, s)
+    if not bool(held.any()):
+        return 0.0, 0
+    min_cos = float(cos[held].min())
+    harmed = int(((cos < -tol) & held).any(1).sum())
+    return min_cos, harmed

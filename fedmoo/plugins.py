@@ -1,0 +1,80 @@
+"""Plugins: a researcher's own algorithms, models, attacks, data sources and config files, kept in
+their own package and used through the normal CLI (docs/plugins.md).
+
+A plugin is an importable Python package. fedmoo finds plugins in two places:
+
+- the ``fedmoo.plugins`` entry-point group of installed distributions
+  (``[project.entry-points."fedmoo.plugins"] myproj = "myproj"`` in the plugin's pyproject.toml);
+- the ``FEDMOO_PLUGINS`` environment variable: comma-separated package names (handy for a
+  project that is on ``PYTHONPATH`` but not installed).
+
+Importing a plugin package registers its components (``fedmoo.algorithms.register``,
+``fedmoo.models.register``, ``fedmoo.attacks.register``, ``fedmoo.data.register_source``); its
+``conf/`` folder, if any, joins fedmoo's config search path, so ``algo=myavg`` finds
+``myproj/conf/algo/myavg.yaml`` and ``experiment=myproj/demo`` finds an experiment file. The
+plugin's modules are also the only foreign ``_target_`` prefixes Hydra may instantiate.
+
+This module imports only fedmoo.errors: every layer may ask it which plugins exist.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from fedmoo.errors import UserError
+
+ENV = "FEDMOO_PLUGINS"
+GROUP = "fedmoo.plugins"
+
+
+def names() -> list[str]:
+    """Declared plugin packages, entry points first, without duplicates."""
+    from importlib.metadata import entry_points
+
+    found = [ep.value.split(":")[0].strip() for ep in entry_points(group=GROUP)]
+    found += [n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()]
+    return list(dict.fromkeys(found))
+
+
+def conf_dir(name: str) -> Path | None:
+    """``<package>/conf`` of plugin ``name`` when it has one (found without importing it)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise UserError(f"plugin {name!r} (from {ENV} or a {GROUP} entry point) is not "
+                          "importable; install it or put its folder on PYTHONPATH")
+    for base in spec.submodule_search_locations or []:
+        if (Path(base) / "conf").is_dir():
+            return Path(base) / "conf"
+    return None
+
+
+def conf_dirs() -> list[tuple[str, Path]]:
+    """(plugin, conf folder) of every declared plugin that has one."""
+    return [(n, d) for n in names() if (d := conf_dir(n)) is not None]
+
+
+def search_path() -> list[str]:
+    """Hydra search-path entries of the plugins' conf folders."""
+    return [d.resolve().as_uri() for _, d in conf_dirs()]
+
+
+@lru_cache(maxsize=None)
+def _import(name: str) -> None:
+    try:
+        importlib.import_module(name)
+    except ImportError as e:
+        raise UserError(f"plugin {name!r} cannot be imported ({e}); install it or put its "
+                          "folder on PYTHONPATH") from None
+
+
+def load_all() -> None:
+    """Import every declared plugin (each registers its components once)."""
+    for name in names():
+        _import(name)

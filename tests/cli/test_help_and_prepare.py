@@ -1,0 +1,101 @@
+"""fedmoo's own `run --help`, `list experiment`'s descriptions, Hydra's job name, and `fedmoo
+prepare` / the Fashion-MNIST loader saying where the data really is (or how to get it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedmoo.cli.groups import GROUPS, group_options
+from fedmoo.cli.main import main
+from fedmoo.errors import UserError
+from tests.data.conftest import write_mnist_family
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_run_help_is_fedmoos_own(capsys, flag):
+    assert main(["run", "algo=fedfv", flag]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: fedmoo run [OVERRIDES...] [-m] [--cfg job] [--hydra-help]\n")
+    assert "powered by Hydra" not in out and "row/" not in out
+    for needle in ("config groups", "  algo=", "fedavg (default)", "synthetic (default)",
+                   "  rounds=100", "  seed=0", "fedmoo run --cfg job", "fedmoo list [GROUP]",
+                   "--hydra-help", "fedmoo run -m experiment=fmgda/multifashion_demo"):
+        assert needle in out, needle
+    assert max(len(line) for line in out.splitlines()) <= 100
+    for group in GROUPS:
+        if group != "experiment":             # experiments are counted per paper
+            for option in group_options(group):
+                assert option in out, (group, option)
+
+
+@pytest.mark.slow
+def test_hydra_help_stays_hydras(cli):
+    r = cli("run", "--hydra-help")
+    assert r.returncode == 0 and "Hydra (1." in r.stdout, r.stderr
+
+
+def test_hydra_job_name_is_fedmoo():
+    """Hydra names its log file after the job: <run dir>/fedmoo.log."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
+            cfg = compose(config_name="config", return_hydra_config=True)
+        assert cfg.hydra.job.name == "fedmoo"
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def test_list_experiment_shows_what_each_reproduces(capsys):
+    assert main(["list", "experiment"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("experiment:  (run one: fedmoo run -m experiment=NAME)\n")
+    line = next(x for x in out.splitlines() if x.strip().startswith("fedfv/table3 "))
+    assert "fedmoo run" not in line and "FedFV" in line
+
+
+def test_prepare_says_where_the_data_is(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    system = tmp_path / "system"                       # a stand-in for Debian's folder
+    write_mnist_family(system, n_train=(3,) * 10, n_test=(1,) * 10, gz=True)
+    data_dir = tmp_path / "data"
+    assert main(["prepare", "data=fmnist", f"data_dir={data_dir}",
+                 f"data.system_dir={system}", "data.download=false"]) == 0
+    out = capsys.readouterr().out
+    assert f"ready: data=fmnist in {system} (not in data_dir {data_dir}): 30 train + 10 test" in out
+    assert main(["prepare", "data=synthetic"]) == 0
+    assert "ready: data=synthetic in memory (generated, no files):" in capsys.readouterr().out
+
+
+def test_missing_fashion_mnist_names_debians_package(tmp_path, monkeypatch):
+    from fedmoo.data import mnist
+
+    system = tmp_path / "usr-share"
+    monkeypatch.setattr(mnist, "FMNIST_SYSTEM_DIR", str(system))
+    monkeypatch.setattr(mnist.shutil, "which", lambda name: f"/usr/bin/{name}")
+    with pytest.raises(UserError) as e:
+        mnist.load_fmnist(tmp_path / "data", download=False, system_dir=str(system))
+    msg = str(e.value)
+    assert msg.startswith(f"data=fmnist: files not found at {tmp_path / 'data'}/FashionMNIST/raw")
+    assert msg.endswith(f"; or install Debian's copy into {system}: "
+                        "sudo apt-get install dataset-fashion-mnist")
+    monkeypatch.setattr(mnist.shutil, "which", lambda name: None)      # no apt-get here
+    with pytest.raises(UserError) as e:
+        mnist.load_fmnist(tmp_path / "data", download=False, system_dir=str(system))
+    assert "apt-get" not in str(e.value)
+    with pytest.raises(UserError) as e:                               # another folder: no hint
+        mnist.load_fmnist(tmp_path / "data", download=False, system_dir=str(tmp_path))
+    assert "apt-get" not in str(e.value)
+
+
+def test_where_reads_data_dir_relative_paths_as_inside(tmp_path):
+    from fedmoo.cli.prepare import _where
+
+    assert _where(None, "./data") == "./data"
+    assert _where(str(tmp_path / "d" / "FashionMNIST" / "raw"), str(tmp_path / "d")) == \
+        str(Path(tmp_path / "d" / "FashionMNIST" / "raw"))
+    assert _where("/elsewhere", str(tmp_path)) == f"/elsewhere (not in data_dir {tmp_path})"

@@ -1,0 +1,60 @@
+"""Cosines between the updates and the server direction (server/min_cos, server/harmed)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from fedmoo.moo.descent import HARM_TOL, common_descent, descent_cosines
+from fedmoo.moo.gram import combine, sq_norms
+
+
+def test_cosines_by_hand():
+    x = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [3.0, 4.0], [0.0, 0.0]], dtype=torch.float64)
+    cos = descent_cosines(x, torch.tensor([1.0, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(cos, torch.tensor([1.0, -1.0, 0.6, 0.0], dtype=torch.float64))
+    assert common_descent(x, torch.tensor([1.0, 0.0])) == (-1.0, 1)
+
+
+def test_zero_direction_harms_nobody():
+    x = torch.tensor([[1.0, 0.0], [-1.0, 0.0]])
+    assert common_descent(x, torch.zeros(2)) == (0.0, 0)
+
+
+def test_rounding_on_an_orthogonal_direction_is_not_harm():
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    d = torch.tensor([-1e-12, 1.0], dtype=torch.float64)     # cos with client 0 = -1e-12
+    min_cos, harmed = common_descent(x, d)
+    assert -HARM_TOL < min_cos < 0 and harmed == 0
+
+
+def test_per_task_rows_count_clients_once():
+    # client 0 holds both tasks, client 1 only task 0 (its task-1 row is zero and not held)
+    x = torch.tensor([[[1.0, 0.0], [0.0, -1.0]], [[-1.0, 0.0], [0.0, 0.0]]], dtype=torch.float64)
+    mask = torch.tensor([[True, True], [True, False]])
+    d = torch.tensor([1.0, 1.0], dtype=torch.float64)
+    cos = descent_cosines(x, d)
+    s = 1 / math.sqrt(2)
+    torch.testing.assert_close(cos, torch.tensor([s, -s, -s, 0.0], dtype=torch.float64))
+    assert common_descent(x, d, mask) == (-s, 2)                      # both clients harmed
+    assert common_descent(x, torch.tensor([1.0, -1.0]), mask) == (-s, 1)  # only client 1
+
+
+def test_float32_updates_past_1e19_keep_exact_cosines_and_norms():
+    x = torch.tensor([[3e20, 4e20], [-1e20, 0.0]], dtype=torch.float32)
+    cos = descent_cosines(x, torch.tensor([1e20, 0.0], dtype=torch.float32))
+    torch.testing.assert_close(cos, torch.tensor([0.6, -1.0], dtype=torch.float64))
+    torch.testing.assert_close(sq_norms(x), torch.tensor([25e40, 1e40], dtype=torch.float64),
+                               rtol=1e-6, atol=0)
+
+
+def test_combine_keeps_coefficients_below_float32_range():
+    x = torch.tensor([[1e20, 0.0], [0.0, 1e20]], dtype=torch.float32)
+    coef = torch.tensor([2e-42, 1e-45], dtype=torch.float64)          # subnormal / zero in float32
+    out = combine(coef, x)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, torch.tensor([2e-22, 1e-25]), rtol=1e-6, atol=0)
+    # in range: the plain float32 product, bit for bit
+    c = torch.tensor([0.25, 0.5], dtype=torch.float64)
+    assert torch.equal(combine(c, x), c.float() @ x)

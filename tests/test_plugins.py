@@ -1,0 +1,66 @@
+"""A researcher's own project (examples/plugin) used through the normal CLI, without forking."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import ROOT
+
+PLUGIN = ROOT / "examples" / "plugin"
+SMALL = ["progress=false", "num_clients=6", "clients_per_round=3", "data.max_samples=100"]
+
+
+@pytest.fixture
+def with_plugin(cli):
+    env = {"FEDMOO_PLUGINS": "myproj", "PYTHONPATH": f"{ROOT}:{PLUGIN}"}
+
+    def run(*args: str):
+        return cli(*args, env=env)
+
+    run.cwd = cli.cwd
+    return run
+
+
+def test_list_run_and_sweep_a_plugin_rule(with_plugin):
+    listed = with_plugin("list", "algo")
+    assert "lossavg" in listed.stdout and "[plugin myproj]" in listed.stdout
+    r = with_plugin("run", *SMALL, "algo=lossavg", "algo.power=2", "rounds=2", "hydra.run.dir=a")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((with_plugin.cwd / "a" / "summary.json").read_text())
+    assert summary["algo"] == "lossavg" and summary["hparams"] == {"power": 2, "eta": 1.0}
+    sweep = with_plugin("run", "-m", "experiment=myproj/compare", *SMALL, "rounds=1", "seed=0",
+                        "hydra.sweep.dir=sw")
+    assert sweep.returncode == 0, sweep.stderr
+    algos = sorted(json.loads((with_plugin.cwd / "sw" / j / "summary.json").read_text())["algo"]
+                   for j in "012")
+    assert algos == ["fedavg", "lossavg", "qfedavg"]
+
+
+def test_checks_work_for_plugins(with_plugin, cli):
+    bad = with_plugin("run", *SMALL, "algo=lossavg", "algo.powr=2")
+    assert bad.returncode == 2
+    assert "did you mean algo.power? valid keys of algo: eta, name, power" in bad.stderr
+    neg = with_plugin("run", *SMALL, "algo=lossavg", "algo.power=-1", "hydra.run.dir=n")
+    assert neg.returncode == 2 and "power" in neg.stderr
+    # without the plugin declared, the rule does not exist
+    absent = cli("run", *SMALL, "algo=lossavg")
+    assert absent.returncode == 2 and "unknown algo 'lossavg'" in absent.stderr
+
+
+def test_plugin_targets_are_allowed_others_not(monkeypatch):
+    from fedmoo.cli.overrides import target_allowed
+
+    monkeypatch.setenv("FEDMOO_PLUGINS", "myproj")
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    assert target_allowed("myproj.callbacks.Notify")
+    assert not target_allowed("myprojx.Evil") and not target_allowed("os.system")
+
+
+def test_a_missing_plugin_is_one_line(cli):
+    r = cli("run", "rounds=1", env={"FEDMOO_PLUGINS": "nosuchproj"})
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "fedmoo: error: plugin 'nosuchproj' (from FEDMOO_PLUGINS or a fedmoo.plugins entry "
+        "point) is not importable; install it or put its folder on PYTHONPATH"]
