@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fedmoo.errors import UserError
+from fedmoo.report.jobs import flatten
 
 CHOICES = ("none", "tensorboard", "mlflow", "wandb")
 
@@ -33,16 +34,6 @@ CHOICES = ("none", "tensorboard", "mlflow", "wandb")
 def _numbers(row: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in row.items() if k != "round" and not isinstance(v, bool)
             and isinstance(v, (int, float)) and math.isfinite(v)}
-
-
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 def _need(module: str, name: str):
@@ -92,7 +83,7 @@ class MLflowLogger(NullLogger):
         exp_id = exp.experiment_id if exp else self.client.create_experiment(
             name, artifact_location=(Path(run_dir) / "mlartifacts").resolve().as_uri())
         self.run_id = self.client.create_run(exp_id, run_name=Path(run_dir).name).info.run_id
-        for key, value in _flat(cfg).items():
+        for key, value in flatten(cfg).items():
             self.client.log_param(self.run_id, key, str(value)[:500])
 
     def log(self, row: dict[str, Any]) -> None:
