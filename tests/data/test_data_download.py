@@ -124,14 +124,20 @@ def test_tar_members_escaping_the_target_are_refused(tmp_path, name):
     assert not (tmp_path / "evil.txt").exists()
 
 
-def test_tar_symlink_is_refused(tmp_path):
+def _link_tar(path, kind, target: str):
+    """A tar holding one link member of ``kind`` (tarfile.SYMTYPE or LNKTYPE) to ``target``."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
         info = tarfile.TarInfo("link")
-        info.type = tarfile.SYMTYPE
-        info.linkname = "/etc/passwd"
+        info.type = kind
+        info.linkname = target
         tf.addfile(info)
-    (tmp_path / "l.tar").write_bytes(buf.getvalue())
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def test_tar_symlink_is_refused(tmp_path):
+    _link_tar(tmp_path / "l.tar", tarfile.SYMTYPE, "/etc/passwd")
     with pytest.raises(ValueError, match="link"):
         download.extract(tmp_path / "l.tar", tmp_path / "out")
 
@@ -274,13 +280,7 @@ def test_member_count_limit(tmp_path, monkeypatch):
 
 
 def test_tar_hard_link_and_zip_symlink_are_refused(tmp_path):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tf:
-        info = tarfile.TarInfo("hard")
-        info.type = tarfile.LNKTYPE
-        info.linkname = "../../etc/passwd"
-        tf.addfile(info)
-    (tmp_path / "h.tar").write_bytes(buf.getvalue())
+    _link_tar(tmp_path / "h.tar", tarfile.LNKTYPE, "../../etc/passwd")
     with pytest.raises(ValueError, match="is a link or special file"):
         download.extract(tmp_path / "h.tar", tmp_path / "out")
     with zipfile.ZipFile(tmp_path / "s.zip", "w") as zf:
