@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import traceback as tb
+from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
@@ -42,57 +43,128 @@ def _report(result) -> None:
     print(f"results: {result.run_dir}")
 
 
-@hydra.main(config_path="pkg://fedmoo.conf", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> float | None:
+@dataclass
+class Job:
+    """A job of ``fedmoo run``, prepared under Hydra: its resolved config and directory."""
+
+    cfg: dict
+    run_dir: Path
+    record: dict[str, str]
+    multirun: bool
+    traceback: bool
+
+
+def prepare(cfg: DictConfig) -> tuple[Job, Exception | None]:
+    """The job Hydra is running (HydraConfig set), and the error that stops it before it runs
+    (an invalid configuration), if any."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from fedmoo.errors import UserError
+
+    hc = HydraConfig.get()
+    job = Job(cfg={}, run_dir=Path(hc.runtime.output_dir), record={},
+              multirun=hc.mode == RunMode.MULTIRUN, traceback=bool(cfg.get("traceback", False)))
+    try:
+        job.cfg = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as e:
+        return job, UserError(f"invalid configuration: {str(e).splitlines()[0]}")
+    job.record = {"config.yaml": OmegaConf.to_yaml(cfg),
+                  "overrides.yaml": OmegaConf.to_yaml(hc.overrides.task)}
+    return job, None
+
+
+def finish(job: Job, outcome) -> float | None:
+    """What a job's outcome (its RunResult, or the exception that ended it) means for the user:
+    the report, the failure records and the exit status (see the module docstring). Returns
+    the sweep's value of a job that goes on."""
     from fedmoo.errors import DivergenceError, RunInterrupted, UserError
     from fedmoo.run.callbacks import note_job_failure
     from fedmoo.run.rundir import RunDirBusy, record_failure, restore_record  # imports torch
 
-    hc = HydraConfig.get()
-    run_dir = Path(hc.runtime.output_dir)
-    multirun = hc.mode == RunMode.MULTIRUN
-    traceback = bool(cfg.get("traceback", False))
-    try:
-        try:
-            container = OmegaConf.to_container(cfg, resolve=True)
-        except OmegaConfBaseException as e:
-            raise UserError(f"invalid configuration: {str(e).splitlines()[0]}") from None
-        from fedmoo.run import loop
-
-        record = {"config.yaml": OmegaConf.to_yaml(cfg),
-                  "overrides.yaml": OmegaConf.to_yaml(hc.overrides.task)}
-        with lease_device(container.get("device", "auto")) as device:
-            result = loop.run({**container, "device": device}, run_dir, record)
-    except RunInterrupted as e:
+    run_dir = job.run_dir
+    if isinstance(outcome, RunInterrupted):
         # Stop the whole sweep too: re-running the command resumes every job.
-        print(f"fedmoo: {e}", file=sys.stderr)
-        sys.exit(128 + e.signum)
-    except (UserError, DivergenceError) as e:
-        if traceback:
-            raise
-        user = isinstance(e, UserError)
-        print(f"fedmoo: error: {e}", file=sys.stderr)
+        print(f"fedmoo: {outcome}", file=sys.stderr)
+        sys.exit(128 + outcome.signum)
+    if isinstance(outcome, (UserError, DivergenceError)):
+        if job.traceback:
+            raise outcome
+        user = isinstance(outcome, UserError)
+        print(f"fedmoo: error: {outcome}", file=sys.stderr)
         if user:
             restore_record(run_dir)   # Hydra's files of a refused run must not relabel a result
-        if user and not isinstance(e, RunDirBusy):  # a diverged run has written its summary
-            record_failure(run_dir, str(e), "user")
-        if multirun:
+        if user and not isinstance(outcome, RunDirBusy):  # a diverged run has written its summary
+            record_failure(run_dir, str(outcome), "user")
+        if job.multirun:
             if user:
-                note_job_failure(run_dir, str(e))
+                note_job_failure(run_dir, str(outcome))
             return None
         sys.exit(2 if user else 3)
-    except Exception as e:  # a bug: record it, keep a sweep going, show the traceback
-        trace = tb.format_exc()
-        record_failure(run_dir, f"{type(e).__name__}: {e}", "internal", trace)
-        if multirun:
-            note_job_failure(run_dir, f"{type(e).__name__}: {e}")
-        if not multirun or traceback:
-            raise
-        print(f"fedmoo: error: job failed with {type(e).__name__}: {e} "
-              f"(traceback in {run_dir / 'summary.json'})", file=sys.stderr)
+    if isinstance(outcome, BaseException):  # a bug: record it, keep a sweep going, show it
+        what = f"{type(outcome).__name__}: {outcome}"
+        record_failure(run_dir, what, "internal", "".join(tb.format_exception(outcome)))
+        if job.multirun:
+            note_job_failure(run_dir, what)
+        if not job.multirun or job.traceback:
+            raise outcome
+        print(f"fedmoo: error: job failed with {what} (traceback in {run_dir / 'summary.json'})",
+              file=sys.stderr)
         return None
-    _report(result)
-    return result.final.get("test/acc_mean")
+    _report(outcome)
+    return outcome.final.get("test/acc_mean")
+
+
+@hydra.main(config_path="pkg://fedmoo.conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> float | None:
+    job, outcome = prepare(cfg)
+    if outcome is None:
+        try:
+            from fedmoo.run import loop
+
+            with lease_device(job.cfg.get("device", "auto")) as device:
+                outcome = loop.run({**job.cfg, "device": device}, job.run_dir, job.record)
+        except Exception as e:  # noqa: BLE001 - finish() reports every kind of failure
+            outcome = e
+    return finish(job, outcome)
+
+
+def collect(cfg: DictConfig) -> Job | None:
+    """``hydra/launcher=lockstep``, first pass: the prepared job (None when it cannot run;
+    reported as ``main`` reports it)."""
+    job, error = prepare(cfg)
+    if error is not None:
+        finish(job, error)
+        return None
+    return job
+
+
+def run_together(jobs: list[Job | None], max_rows: int) -> list[float | None]:
+    """``hydra/launcher=lockstep``, second pass: run the collected jobs together
+    (fedmoo.run.group), then report each as ``main`` would; the sweep's values in job order."""
+    from fedmoo.errors import RunInterrupted
+    from fedmoo.run import group
+
+    todo = [j for j in jobs if j is not None]
+    try:
+        with lease_device("auto") as leased:
+            outcomes = group.run_jobs(
+                [group.Job({**j.cfg, "device": leased if j.cfg.get("device", "auto") == "auto"
+                            else j.cfg["device"]}, j.run_dir, j.record) for j in todo],
+                max_rows, on_plan=lambda plan: _say_plan(plan, todo, max_rows))
+    except RunInterrupted as e:
+        finish(todo[0], e)
+    done = dict(zip(map(id, todo), outcomes))
+    return [None if j is None else finish(j, done[id(j)]) for j in jobs]
+
+
+def _say_plan(plan, jobs: list[Job], max_rows: int) -> None:
+    sizes = sorted((len(g) for g in plan.groups if len(g) > 1), reverse=True)
+    other = plan.total - plan.grouped - plan.single
+    print(f"fedmoo: lockstep: {plan.grouped} of {plan.total} jobs train together in "
+          f"{len(sizes)} group(s) of {', '.join(map(str, sizes)) or '-'} runs "
+          f"(max_rows={max_rows}); {plan.single} alone"
+          + (f"; {other} done already or stopped before training" if other else ""),
+          file=sys.stderr)
+    for i, why in plan.alone:
+        print(f"fedmoo:   alone: {jobs[i].run_dir.name} ({why})", file=sys.stderr)

@@ -32,7 +32,8 @@ from fedmoo.engine.common import LocalTraining, forward_stats, gather, objective
 from fedmoo.engine.layout import ParamLayout
 from fedmoo.engine.lockstep import LockstepProgram
 from fedmoo.engine.plan import make_plan
-from fedmoo.engine.rowsgd import Rows, RowSGD, add_tensor
+from fedmoo.engine.rowsgd import RowSGD, add_tensor
+from fedmoo.engine.stacked import Member, train_rows
 from fedmoo.engine.tasks import TaskRows, check_task_spec, task_cohort
 from fedmoo.errors import UserError
 from fedmoo.params import set_flat
@@ -216,60 +217,18 @@ class BatchedEngine(LocalTraining):
                            acc_before, loss_after, num_samples)
 
     def train(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
-        if spec.task_training is not None:
-            return self._train_tasks(client_ids, w, spec, seed)
-        data, layout = self.data, self.layout
-        layout.numel_check(w.numel())
-        ids = client_ids.tolist()
-        k, dev, dtype = len(ids), w.device, w.dtype
-        plan = make_plan(ids, self._offsets, self._sizes, self.batch_size, self.epochs,
-                         self.local_steps, torch.Generator().manual_seed(seed), data.train.index,
-                         dtype)
-        label_map = None if spec.label_map is None else spec.label_map.to(data.y.device)
-        loss_before, acc_before, num_samples = self._before(ids, w, label_map)
-        if loss_before.dim() == 2:                     # multi-task data: mean over the tasks
-            loss_before, acc_before = loss_before.mean(1), acc_before.mean(1)
+        return self.train_many([Member(self, client_ids, w, spec, seed)])[0]
 
-        ditto = spec.personal is not None
-        rows = 2 * k if ditto else k
-        views = layout.pack(w, layout.empty(rows, w), slice(0, k))
-        if ditto:
-            layout.pack(spec.personal.to(device=dev, dtype=dtype), views, slice(k, rows))
-        anchor = layout.pack(w, layout.empty(1, w))
-
-        def per_row(global_value: float, personal_value: float) -> Rows:
-            if not ditto:
-                return global_value
-            return torch.tensor([global_value] * k + [personal_value] * k, dtype=dtype).to(dev)
-
-        lr_plan = self.lr * (plan.active.repeat(2, 1) if ditto else plan.active)
-        use_prox = bool(spec.prox_mu) or (ditto and bool(spec.personal_lam))
-        mu = per_row(float(spec.prox_mu), float(spec.personal_lam)) if use_prox else None
-        momentum = per_row(self.momentum, 0.0) if self.momentum else None
-        bufs = [torch.zeros_like(v) for v in views] if self.momentum else None
-        scale = None
-        if spec.loss_scale is not None:
-            scale = spec.loss_scale.to(device=dev, dtype=dtype).reshape(k)
-            scale = scale.repeat(2) if ditto else scale
-
-        loss_after = torch.zeros(k, dtype=dtype, device=dev)
-        self.model.train()
-        for s in range(plan.steps):
-            idx, weight = plan.index[:, s], plan.weight[:, s]
-            x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
-            if ditto:
-                x, y, weight = torch.cat([x, x]), torch.cat([y, y]), torch.cat([weight, weight])
-            lr = self.lr if plan.full[s] else lr_plan[:, s]
-            rule = RowSGD(views, bufs, anchor, lr, mu, momentum, self.weight_decay)
-            losses = self._step(rule, x, y, weight, scale)
-            loss_after += losses[:k] * plan.last[:, s]
-
-        trained = (self._trained(ids, layout.unpack(views, slice(0, k)), label_map)
-                   if spec.eval_trained else (None, None))
-        return Cohort(
-            client_ids=client_ids, deltas=layout.deltas(w, views, slice(0, k)),
-            num_samples=num_samples, loss_before=loss_before, loss_after=loss_after,
-            acc_before=acc_before, local_lr=self.lr,
-            personal=layout.unpack(views, slice(k, rows)) if ditto else None,
-            loss_trained=trained[0], acc_trained=trained[1],
-        )
+    def train_many(self, members: list[Member]) -> list[Cohort]:
+        """Train the cohorts of several runs in one program (fedmoo.engine.stacked): each
+        member brings its run's engine, which must share this engine's model architecture and
+        sample tensors. Per-task training (FMGDA, FSMGDA) trains each such member on its own."""
+        out: list[Cohort | None] = [None] * len(members)
+        rows = [i for i, m in enumerate(members) if m.spec.task_training is None]
+        for i, m in enumerate(members):
+            if m.spec.task_training is not None:
+                out[i] = m.engine._train_tasks(m.ids, m.w, m.spec, m.seed)
+        if rows:
+            for i, c in zip(rows, train_rows(self, [members[i] for i in rows])):
+                out[i] = c
+        return out

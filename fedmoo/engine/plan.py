@@ -72,3 +72,32 @@ def make_plan(client_ids: list[int], offsets: Tensor, sizes: Tensor, batch_size:
         last=torch.from_numpy(last).to(device=dev, dtype=dtype),
         full=(active > 0).all(axis=0).tolist(),
     )
+
+
+def stack_plans(plans: list[RoundPlan]) -> RoundPlan:
+    """One plan whose rows are the rows of ``plans`` in order (several runs trained together,
+    or Ditto's personal rows). Shorter plans are padded to the most steps and the widest batch
+    as ``make_plan`` pads a client: the row's first sample at weight 0, steps with ``active`` 0."""
+    if len(plans) == 1:
+        return plans[0]
+    steps = max(p.steps for p in plans)
+    width = max(int(p.index.shape[2]) for p in plans)
+    index, weight, active, last = [], [], [], []
+    for p in plans:
+        k, s, b = p.index.shape
+        idx = p.index[:, :1, :1].expand(k, steps, width).clone()
+        idx[:, :s, :b] = p.index
+        index.append(idx)
+        weight.append(_pad(p.weight, (k, steps, width)))
+        active.append(_pad(p.active, (k, steps)))
+        last.append(_pad(p.last, (k, steps)))
+    full = [all(s < p.steps and p.full[s] for p in plans) for s in range(steps)]
+    return RoundPlan(index=torch.cat(index), weight=torch.cat(weight), active=torch.cat(active),
+                     last=torch.cat(last), full=full)
+
+
+def _pad(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``t`` in the corner of a zero tensor of ``shape``."""
+    out = t.new_zeros(shape)
+    out[tuple(slice(0, n) for n in t.shape)] = t
+    return out

@@ -2,8 +2,9 @@
 
 Per row r and parameter p: ``g = dL_r + mu_r (p - anchor) + wd p``; ``buf = m_r buf + g`` (the
 buffer starts at the first g, as in torch.optim.SGD); ``p -= lr_r buf`` (``p -= lr_r g`` without
-momentum). ``lr``, ``mu`` and ``momentum`` are numbers when all rows share them and ``[R]`` tensors
-otherwise (Ditto's personal rows, padded steps with learning rate 0).
+momentum). ``lr``, ``mu``, ``momentum`` and ``weight_decay`` are numbers when all rows share them and
+``[R]`` tensors otherwise (Ditto's personal rows, padded steps with learning rate 0, rows of
+several runs trained together).
 
 The loss gradient reaches ``apply`` as a function ``add_grad(y, alpha)`` that adds ``alpha * dL``
 into ``y`` in place. For a materialised gradient that is one axpy; for a client-batched linear
@@ -37,6 +38,11 @@ def scale(y: Tensor, a: Rows) -> Tensor:
     return y.mul_(a if isinstance(a, float) else per_row(a, y))
 
 
+def is_zero(a: Rows | None) -> bool:
+    """True for an absent or zero hyperparameter shared by all rows."""
+    return a is None or (isinstance(a, float) and a == 0.0)
+
+
 def add_tensor(g: Tensor) -> AddGrad:
     """``add_grad`` of a materialised gradient ``g``."""
     return lambda y, a: axpy(y, a, g)
@@ -61,18 +67,19 @@ class RowSGD:
 
     views: list[Tensor]
     bufs: list[Tensor] | None       # momentum buffers, like views (None without momentum)
-    anchor: list[Tensor]            # the round's global model, views ``[1, ...]``
+    anchor: list[Tensor] | None     # each row's global model, views ``[1 or R, ...]`` (with mu)
     lr: Rows
     mu: Rows | None                 # proximal weight (FedProx mu, Ditto lambda), None = off
     momentum: Rows | None
-    weight_decay: float
+    weight_decay: Rows
 
     def _decay(self, i: int, p: Tensor) -> Tensor | None:
         """``mu (p - anchor) + wd p``, or None when both are off."""
+        wd = self.weight_decay
         if self.mu is None:
-            return p * self.weight_decay if self.weight_decay else None
+            return None if is_zero(wd) else scale(p.clone(), wd)
         e = scale(p - self.anchor[i], self.mu)
-        return e.add_(p, alpha=self.weight_decay) if self.weight_decay else e
+        return e if is_zero(wd) else axpy(e, wd, p)
 
     def __post_init__(self) -> None:
         self.neg_lr: Rows = -self.lr if isinstance(self.lr, float) else self.lr.neg()

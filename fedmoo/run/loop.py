@@ -6,6 +6,11 @@ Reliability (docs/troubleshooting.md): a run checkpoints every ``checkpoint_ever
 on SIGTERM/SIGINT, continues from ``checkpoint.pt`` when started again in the same run
 directory, skips a run directory that already holds this run's finished result, and stops with
 ``status: diverged`` when the model stops being finite or its norm explodes.
+
+A ``Session`` is one run's life in its directory, split at the engine: ``begin`` a round
+(sample, the algorithm's client spec), train, ``end`` it (attack, update, evaluate, record,
+checkpoint). ``run`` drives one session with its own engine; fedmoo.run.group drives the
+sessions of a sweep together, training all their rounds in one program.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import contextlib
 import errno
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +27,7 @@ from typing import Any
 import torch
 
 from fedmoo.engine.common import round_seed
+from fedmoo.engine.stacked import Member
 from fedmoo.errors import DivergenceError, UserError
 from fedmoo.params import get_flat, set_flat
 from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
@@ -29,7 +36,7 @@ from fedmoo.run.evaluation import RoundEvaluator
 from fedmoo.run.guards import check_config, check_diverged
 from fedmoo.run.rundir import RunDir
 from fedmoo.run.sampler import ClientSampler
-from fedmoo.run.setup import build_parts
+from fedmoo.run.setup import Parts, build_parts
 from fedmoo.run.signals import StopSignals
 
 
@@ -48,93 +55,232 @@ def run(cfg: dict[str, Any], run_dir: str | Path, record: dict[str, str] | None 
     """Run one federated training job described by a resolved config mapping in ``run_dir``,
     holding the directory's lock for the whole run. ``record``: the job's Hydra files (name ->
     text), written to ``.hydra/`` once the run is accepted (see run.rundir)."""
-    t_start = time.perf_counter()
-    with RunDir(run_dir, cfg, record) as rundir:
+    with Session(cfg, run_dir, record) as session:
+        done = session.start()
+        if done is not None:
+            return done
+        failures = drive([session], lambda members: [m.engine.train(m.ids, m.w, m.spec, m.seed)
+                                                     for m in members])
+        if failures:
+            raise failures[session]
+        return session.complete()
+
+
+def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
+          progress: Any = None) -> dict[Session, Exception]:
+    """Run the started ``sessions`` round by round until each has done its rounds, training
+    every round's cohorts with one ``train`` call; a session joins at the round it resumes
+    from. A session that fails (diverges, runs out of disk, a bug) is written up and dropped,
+    the others go on; returns the failures. SIGTERM / SIGINT checkpoints every live session
+    and raises RunInterrupted. ``progress``: a tqdm bar over the rounds (else each session's
+    own)."""
+    failures: dict[Session, Exception] = {}
+    live = list(sessions)
+    first = min(s.next_round for s in sessions)
+    last = max(s.rounds for s in sessions)
+    with StopSignals() as stop:
+        for t in range(first, last):
+            if stop.signum is not None:
+                _interrupt_all(live, stop)
+            active = [s for s in live if s.next_round <= t < s.rounds]
+            members = []
+            for s in active:
+                members.append(s.guard(failures, s.begin, t))
+            started = [(s, m) for s, m in zip(active, members) if s not in failures]
+            cohorts = train([m for _, m in started]) if started else []
+            for (s, _), cohort in zip(started, cohorts):
+                s.guard(failures, s.end, t, cohort)
+            live = [s for s in live if s not in failures]
+            if progress is not None:
+                progress.update(1)
+    return failures
+
+
+def _interrupt_all(sessions: list[Session], stop) -> None:
+    """Checkpoint every session and raise the last RunInterrupted (they all say the same)."""
+    from fedmoo.errors import RunInterrupted
+
+    raised = None
+    for s in sessions:
         try:
-            return _run(cfg, rundir, t_start)
+            s.interrupt(stop)
+        except RunInterrupted as e:
+            raised = e
+    if raised is not None:
+        raise raised
+
+
+class Session:
+    """One run in its directory (a context manager holding the directory's lock)."""
+
+    def __init__(self, cfg: dict[str, Any], run_dir: str | Path,
+                 record: dict[str, str] | None = None, progress: bool | None = None):
+        self.cfg = cfg
+        self.t_start = time.perf_counter()
+        self.rundir = RunDir(run_dir, cfg, record)
+        self.show_progress = cfg.get("progress", True) if progress is None else progress
+        self.parts: Parts | None = None
+        self._stack = contextlib.ExitStack()
+
+    # -- the directory ---------------------------------------------------------------------
+    def __enter__(self) -> Session:
+        self._stack.enter_context(self.rundir)
+        return self
+
+    def __exit__(self, *exc) -> bool | None:
+        return self._stack.__exit__(*exc)
+
+    def guard(self, failures: dict, fn, *args):
+        """``fn(*args)``; an exception is recorded in ``failures`` under this session (a full
+        disk becomes a UserError saying what to do)."""
+        try:
+            return self._disk(fn, *args)
+        except Exception as e:  # noqa: BLE001 - the caller reports each session's failure
+            failures[self] = e
+            return None
+
+    def _disk(self, fn, *args):
+        try:
+            return fn(*args)
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
-            raise UserError(f"no space left on the device of {e.filename or rundir.path} while "
-                            "writing it; free some space and run the same command again (it "
-                            "continues from the last checkpoint)") from None
+            raise UserError(f"no space left on the device of {e.filename or self.rundir.path} "
+                            "while writing it; free some space and run the same command again "
+                            "(it continues from the last checkpoint)") from None
+
+    @property
+    def path(self) -> Path:
+        return self.rundir.path
+
+    # -- life --------------------------------------------------------------------------------
+    def start(self) -> RunResult | None:
+        """Check, build and resume the run; its completed result when the directory already
+        holds it (nothing left to do), else None."""
+        return self._disk(self._start)
+
+    def _start(self) -> RunResult | None:
+        cfg, rundir = self.cfg, self.rundir
+        num_clients, per_round = check_config(cfg)
+        done = rundir.open(resume=bool(cfg.get("resume", False)))
+        if done is not None:
+            return RunResult(run_dir=rundir.path, status="completed", final=done.get("final") or {},
+                             wall_time_s=float(done.get("wall_time_s") or 0.0), skipped=True)
+        self.seed, self.rounds = int(cfg["seed"]), int(cfg["rounds"])
+        parts = self.parts = build_parts(cfg, num_clients, per_round, rundir)
+        algo, attack, device = parts.algo, parts.attack, parts.device
+        state = algo.init(get_flat(parts.model), num_clients=parts.num_clients)
+        self.evaluator = RoundEvaluator(cfg, algo, parts.model, parts.federation, attack.groups(),
+                                        state.w)
+        state, rows, self.elapsed0 = (rundir.resume(state, device) if cfg.get("resume")
+                                      else (state, [], 0.0))
+        self.state = state
+        self.next_round = rundir.resumed_from
+        rundir.accept()   # every check passed: from here on this run owns the directory's record
+        rundir.info = parts.describe(cfg)
+        self.sampler = ClientSampler(parts.num_clients, parts.per_round, self.seed,
+                                     forced=attack.forced_clients,
+                                     scheme=cfg.get("sampling", "uniform"),
+                                     sizes=parts.federation.train.sizes.cpu().numpy())
+        self.writer = RoundsWriter(rundir.file("rounds.csv"), rows)
+        self.every = _Every(cfg, self.rounds)
+        self.clients_log = (ClientsRoundsWriter(rundir.file("clients_rounds.csv"),
+                                                rundir.resumed_from)
+                            if self.every.log_clients else None)
+        self.final = rows[-1] if rows else {}
+        self.last_eval = (time.perf_counter(), rundir.resumed_from)
+        self.bar = self._stack.enter_context(_progress(
+            self.rounds, rundir.resumed_from, f"{algo.name} on {cfg['data']['name']}",
+            self.show_progress))
+        self.tracker = self._stack.enter_context(contextlib.closing(
+            loggers.build(cfg.get("logger"), rundir.path, checkpoint.run_config(cfg))))
+        return None
+
+    def clock(self) -> None:
+        """Training starts now: the next row's ``time/round_s`` counts from here (a group
+        starts after all its runs are built)."""
+        self.last_eval = (time.perf_counter(), self.next_round)
+
+    def elapsed(self) -> float:
+        """Compute time of the run, over all its attempts."""
+        return self.elapsed0 + time.perf_counter() - self.t_start
+
+    def begin(self, t: int) -> Member:
+        """Round ``t`` up to local training: the cohort and what the algorithm asks of it."""
+        parts, state = self.parts, self.state
+        rs = round_seed(self.seed, t)
+        torch.manual_seed(rs)
+        ids = self.sampler.sample(t)                                                # sample
+        spec = parts.attack.client_spec(parts.algo.client_spec(state, ids), ids)
+        # what follows training draws from the RNG state the round had before it, so a run
+        # gives the same numbers alone and trained together with others (fedmoo.run.group)
+        self._round = (t, rs, ids, _rng_state(parts.device))
+        return Member(parts.engine, ids.to(parts.device), state.w, spec, rs)
+
+    def end(self, t: int, trained) -> None:
+        """Round ``t`` after local training: attack, server update, evaluation, record."""
+        t_begun, rs, ids, rng = self._round
+        assert t_begun == t, "end() must follow begin() of the same round"
+        parts, state, cfg = self.parts, self.state, self.cfg
+        _set_rng_state(rng)
+        cohort = parts.attack.apply(trained, rs)                                     # attack
+        try:                                                                         # update
+            reported = [cohort.loss_before, cohort.loss_trained]
+            check_diverged(state.w, reported, t + 1, cfg, cohort.deltas)  # before a rule reads them
+            new_state, diag = parts.algo.server_update(state, cohort)
+            check_diverged(new_state.w, cohort.loss_before, t + 1, cfg)
+        except DivergenceError as e:
+            self.rundir.summary("diverged", state, self.final, self.elapsed(), str(e))
+            raise
+        w_start, self.state, done = state.w, new_state, t + 1
+        self.next_round = done
+        dev_ids = ids.to(parts.device)
+        if self.every.evaluate(done):                                                # evaluate
+            row = self.evaluator.row(done, self.state, dev_ids, trained, cohort, diag, w_start)
+            now = time.perf_counter()
+            row["time/round_s"] = (now - self.last_eval[0]) / (done - self.last_eval[1])
+            row["time/elapsed_s"] = self.elapsed()
+            self.last_eval = (now, done)
+            self.writer.log(row)                                                     # record
+            self.tracker.log(row)
+            self.final = row
+            self.bar.set_postfix_str(f"acc {row.get('test/acc_mean', float('nan')):.2f} "
+                                     f"std {row.get('test/acc_std', float('nan')):.2f}")
+        if self.clients_log is not None and self.every.clients(done):
+            self.evaluator.log_clients(self.clients_log, done, self.state)
+        if self.every.checkpoint(done):
+            self.rundir.save_checkpoint(self.state, self.writer.rows, self.elapsed())
+        self.bar.update(1)
+
+    def interrupt(self, stop) -> None:
+        """Checkpoint, record ``status: interrupted`` and raise RunInterrupted."""
+        self.rundir.interrupted(stop, self.state, self.writer.rows, self.final, self.elapsed())
+
+    def complete(self) -> RunResult:
+        return self._disk(self._complete)
+
+    def _complete(self) -> RunResult:
+        final = {**self.final, **self.evaluator.summary(self.writer.rows)}
+        wall = self.elapsed()
+        clients = self.evaluator.clients_rows(self.state)
+        set_flat(self.parts.model, self.state.w)   # model.pt holds the global model
+        self.rundir.complete(self.state, final, wall, clients, self.parts.model)
+        self.tracker.finish(final, self.rundir.path)
+        return RunResult(run_dir=self.rundir.path, status="completed", final=final,
+                         rows=self.writer.rows, wall_time_s=wall,
+                         resumed_from=self.rundir.resumed_from)
 
 
-def _run(cfg: dict[str, Any], rundir: RunDir, t_start: float) -> RunResult:
-    num_clients, per_round = check_config(cfg)
-    done = rundir.open(resume=bool(cfg.get("resume", False)))
-    if done is not None:
-        return RunResult(run_dir=rundir.path, status="completed", final=done.get("final") or {},
-                         wall_time_s=float(done.get("wall_time_s") or 0.0), skipped=True)
-    seed, rounds = int(cfg["seed"]), int(cfg["rounds"])
-    parts = build_parts(cfg, num_clients, per_round, rundir)
-    algo, attack, engine, device = parts.algo, parts.attack, parts.engine, parts.device
-    num_clients, per_round = parts.num_clients, parts.per_round   # null: the data's own count
-    state = algo.init(get_flat(parts.model), num_clients=num_clients)
-    evaluator = RoundEvaluator(cfg, algo, parts.model, parts.federation, attack.groups(), state.w)
-    state, rows, elapsed0 = rundir.resume(state, device) if cfg.get("resume") else (state, [], 0.)
-    resumed_from = rundir.resumed_from
-    rundir.accept()   # every check passed: from here on this run owns the directory's record
-    rundir.info = parts.describe(cfg)
-    sampler = ClientSampler(num_clients, per_round, seed, forced=attack.forced_clients,
-                            scheme=cfg.get("sampling", "uniform"),
-                            sizes=parts.federation.train.sizes.cpu().numpy())
-    writer = RoundsWriter(rundir.file("rounds.csv"), rows)
-    every = _Every(cfg, rounds)
-    clients_log = (ClientsRoundsWriter(rundir.file("clients_rounds.csv"), resumed_from)
-                   if every.log_clients else None)
-    final = rows[-1] if rows else {}
-    last_eval = (time.perf_counter(), resumed_from)
-    bar = _progress(rounds, resumed_from, f"{algo.name} on {cfg['data']['name']}",
-                    cfg.get("progress", True))
+def _rng_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return torch.get_rng_state(), (device, cuda)
 
-    def elapsed() -> float:  # compute time of the run, over all its attempts
-        return elapsed0 + time.perf_counter() - t_start
 
-    tracker = loggers.build(cfg.get("logger"), rundir.path, checkpoint.run_config(cfg))
-    with StopSignals() as stop, bar, contextlib.closing(tracker):
-        for t in range(resumed_from, rounds):
-            if stop.signum is not None:
-                rundir.interrupted(stop, state, writer.rows, final, elapsed())
-            rs = round_seed(seed, t)
-            torch.manual_seed(rs)
-            ids = sampler.sample(t)                                                  # sample
-            spec = attack.client_spec(algo.client_spec(state, ids), ids)
-            trained = engine.train(ids.to(device), state.w, spec, rs)                # train
-            cohort = attack.apply(trained, rs)                                       # attack
-            try:                                                                     # update
-                reported = [cohort.loss_before, cohort.loss_trained]
-                check_diverged(state.w, reported, t + 1, cfg, cohort.deltas)  # before a rule reads them
-                new_state, diag = algo.server_update(state, cohort)
-                check_diverged(new_state.w, cohort.loss_before, t + 1, cfg)
-            except DivergenceError as e:
-                rundir.summary("diverged", state, final, elapsed(), str(e))
-                raise
-            w_start, state, done = state.w, new_state, t + 1
-            if every.evaluate(done):                                                 # evaluate
-                row = evaluator.row(done, state, ids.to(device), trained, cohort, diag, w_start)
-                now = time.perf_counter()
-                row["time/round_s"] = (now - last_eval[0]) / (done - last_eval[1])
-                row["time/elapsed_s"] = elapsed()
-                last_eval = (now, done)
-                writer.log(row)                                                      # record
-                tracker.log(row)
-                final = row
-                bar.set_postfix_str(f"acc {row.get('test/acc_mean', float('nan')):.2f} "
-                                    f"std {row.get('test/acc_std', float('nan')):.2f}")
-            if clients_log is not None and every.clients(done):
-                evaluator.log_clients(clients_log, done, state)
-            if every.checkpoint(done):
-                rundir.save_checkpoint(state, writer.rows, elapsed())
-            bar.update(1)
-        final = {**final, **evaluator.summary(writer.rows)}
-        wall = elapsed()
-        clients = evaluator.clients_rows(state)
-        set_flat(parts.model, state.w)   # model.pt holds the global model
-        rundir.complete(state, final, wall, clients, parts.model)
-        tracker.finish(final, rundir.path)
-    return RunResult(run_dir=rundir.path, status="completed", final=final, rows=writer.rows,
-                     wall_time_s=wall, resumed_from=resumed_from)
+def _set_rng_state(state) -> None:
+    cpu, (device, cuda) = state
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state(cuda, device)
 
 
 class _Every:

@@ -1,0 +1,188 @@
+"""A sweep's jobs trained together: the runs of a group advance round by round in one program.
+
+``run_jobs`` starts every job's session (its run directory, lock, checks, parts, resume: all as
+``fedmoo run`` alone), then groups the sessions that can share one program and drives each group
+with fedmoo.run.loop.drive: every round, each run samples its own cohort and its algorithm says
+what the clients do; the rows of all the group's cohorts (run x client) train in one call of the
+batched engine (fedmoo.engine.stacked); then each run's attack, server rule, evaluation,
+checkpoints and files go on exactly as alone.
+
+The grouping rule (docs/scaling.md): two runs share a group when
+- both train with the batched engine (``engine=batched``, or ``engine=auto`` choosing it:
+  on CUDA every batchable model, on a CPU linear models), uncompiled, with the same program;
+- their models have the same architecture (module types and parameter shapes), dtype and device;
+- their sample tensors are equal (same dataset and preprocessing; the partition, seed and client
+  settings may differ, so do learning rates, batch sizes, epochs, local steps, algorithms and
+  attacks): the group keeps one copy of the samples;
+and a group holds at most ``max_rows`` clients per round in all (Ditto adds a personal row per
+client); a larger set of compatible runs is split into several groups. A run that fits no group
+trains alone, in the same process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedmoo.engine.batched import BatchedEngine
+from fedmoo.run.loop import RunResult, Session, _progress, drive
+
+
+@dataclass
+class Job:
+    cfg: dict[str, Any]
+    run_dir: Path
+    record: dict[str, str] | None = None
+
+
+@dataclass
+class Plan:
+    """How a sweep was split: lists of job indices trained together, and jobs that ran alone
+    with the reason."""
+
+    groups: list[list[int]]
+    alone: list[tuple[int, str]]
+    total: int = 0          # jobs of the sweep, including those done already or refused
+
+    @property
+    def grouped(self) -> int:
+        return sum(len(g) for g in self.groups if len(g) > 1)
+
+    @property
+    def single(self) -> int:
+        """Started jobs that train on their own."""
+        return len(self.alone) + sum(1 for g in self.groups if len(g) == 1)
+
+
+def run_jobs(jobs: list[Job], max_rows: int = 4096,
+             on_plan=None) -> list[RunResult | Exception]:
+    """Run ``jobs``, grouping those that can train together; one outcome per job, in order:
+    its RunResult, or the exception that ended it (as ``fedmoo.run.loop.run`` would raise it).
+    A RunInterrupted (SIGTERM / SIGINT) is raised after every running job has checkpointed.
+    ``on_plan(plan)`` is told the grouping before training starts."""
+    if max_rows < 1:
+        raise ValueError("max_rows must be at least 1")
+    outcomes: list[RunResult | Exception | None] = [None] * len(jobs)
+    with contextlib.ExitStack() as held:   # every started run's directory, until the sweep ends
+        sessions: dict[int, Session] = {}
+        for i, job in enumerate(jobs):
+            session = Session(job.cfg, job.run_dir, job.record, progress=False)
+            try:
+                session.__enter__()
+            except Exception as e:  # noqa: BLE001 - reported per job by the caller
+                outcomes[i] = e
+                continue
+            try:
+                done = session.start()
+            except Exception as e:  # noqa: BLE001
+                session.__exit__(type(e), e, e.__traceback__)   # a refused run: record put back
+                outcomes[i] = e
+                continue
+            held.push(session)
+            if done is not None:
+                outcomes[i] = done
+            else:
+                sessions[i] = session
+        plan = plan_groups(sessions, max_rows)
+        plan.total = len(jobs)
+        for g in (g for g in plan.groups if len(g) > 1):
+            for i in g:
+                sessions[i].rundir.info["trained_with"] = f"lockstep group of {len(g)} runs"
+        if on_plan is not None:
+            on_plan(plan)
+        for indices in plan.groups + [[i] for i, _ in plan.alone]:
+            _run_group([sessions[i] for i in indices], indices, outcomes)
+    return outcomes   # type: ignore[return-value]
+
+
+def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None:
+    if len(group) == 1:
+        def train(members):
+            return [m.engine.train(m.ids, m.w, m.spec, m.seed) for m in members]
+    else:
+        train = group[0].parts.engine.train_many
+    show = any(s.cfg.get("progress", True) for s in group)
+    desc = (f"{len(group)} runs together" if len(group) > 1
+            else f"{group[0].parts.algo.name} on {group[0].cfg['data']['name']}")
+    first = min(s.next_round for s in group)
+    with _progress(max(s.rounds for s in group), first, desc, show) as bar:
+        for s in group:
+            s.clock()
+        failures = drive(group, train, bar)
+    for i, s in zip(indices, group):
+        if s in failures:
+            outcomes[i] = failures[s]
+            continue
+        failure: dict = {}
+        result = s.guard(failure, s.complete)
+        outcomes[i] = failure.get(s, result)
+
+
+def plan_groups(sessions: dict[int, Session], max_rows: int) -> Plan:
+    """Split the started sessions into groups (see the module docstring)."""
+    classes: list[tuple[tuple, Session, list[int]]] = []   # (signature, representative, jobs)
+    alone: list[tuple[int, str]] = []
+    for i, s in sessions.items():
+        why = _why_alone(s)
+        if why is not None:
+            alone.append((i, why))
+            continue
+        sig = _signature(s)
+        for key, rep, members in classes:
+            if key == sig and _same_samples(rep, s):
+                _share_samples(rep, s)
+                members.append(i)
+                break
+        else:
+            classes.append((sig, s, [i]))
+    groups: list[list[int]] = []
+    for _, _, members in classes:
+        current: list[int] = []
+        rows = 0
+        for i in members:
+            n = _rows(sessions[i])
+            if current and rows + n > max_rows:
+                groups.append(current)
+                current, rows = [], 0
+            current.append(i)
+            rows += n
+        groups.append(current)
+    return Plan(groups=groups, alone=alone)
+
+
+def _why_alone(s: Session) -> str | None:
+    engine = s.parts.engine
+    if not isinstance(engine, BatchedEngine):
+        return f"engine: {getattr(engine, 'choice', None) or engine.name}"
+    if engine.compiled:
+        return "engine.compile=true"
+    return None
+
+
+def _signature(s: Session) -> tuple:
+    """What must be equal for two runs to share a program (the samples are compared apart)."""
+    parts = s.parts
+    model, data, engine = parts.model, parts.federation, parts.engine
+    params = tuple((n, tuple(p.shape), p.dtype, p.requires_grad) for n, p in model.named_parameters())
+    modules = tuple((n, type(m).__module__, type(m).__qualname__) for n, m in model.named_modules())
+    return (str(parts.device), params, modules, repr(model), engine.name, data.task,
+            tuple(data.x.shape), data.x.dtype, tuple(data.y.shape), data.y.dtype)
+
+
+def _same_samples(a: Session, b: Session) -> bool:
+    da, db = a.parts.federation, b.parts.federation
+    return (da.x is db.x and da.y is db.y) or (torch.equal(da.x, db.x) and torch.equal(da.y, db.y))
+
+
+def _share_samples(rep: Session, s: Session) -> None:
+    """Point ``s`` at the representative's sample tensors (one copy per group)."""
+    s.parts.federation.x = rep.parts.federation.x
+    s.parts.federation.y = rep.parts.federation.y
+
+
+def _rows(s: Session) -> int:
+    return int(s.parts.per_round)

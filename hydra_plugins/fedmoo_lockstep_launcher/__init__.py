@@ -1,0 +1,1 @@
+"""fedmoo's Hydra launcher that trains a sweep's compatible jobs together (fedmoo.run.group)."""
