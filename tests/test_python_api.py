@@ -9,6 +9,7 @@ import pytest
 
 import fedmoo.api as fm
 from fedmoo.errors import UserError
+from tests.inprocess import cli_in
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "python.md"
 SMALL = ["rounds=2", "num_clients=6", "clients_per_round=3", "data.max_samples=100",
@@ -24,7 +25,8 @@ def test_the_documented_example_runs(tmp_path, monkeypatch, capsys):
     assert out.count(" completed ") == 6 and "fedfv" in out and "test/acc_worst10" in out
 
 
-def test_run_writes_what_the_cli_writes_and_load_reads_it(tmp_path, cli):
+def test_run_writes_what_the_cli_writes_and_load_reads_it(tmp_path):
+    cli = cli_in(tmp_path)   # in-process (tests.inprocess)
     a = fm.run(SMALL, run_dir=tmp_path / "py")
     assert a.status == "completed" and (tmp_path / "py" / ".hydra" / "overrides.yaml").exists()
     assert cli("run", *SMALL, "seed=1", f"hydra.run.dir={tmp_path / 'cli'}").returncode == 0

@@ -12,6 +12,7 @@ from fedmoo.algorithms import names
 from fedmoo.run.loop import run
 from tests.algorithms.test_registry import yaml_algo
 from tests.conftest import small_cfg
+from tests.inprocess import cli_in
 
 TIME_COLS = ("time/round_s", "time/elapsed_s")
 SMALL = ("num_clients=8", "clients_per_round=4", "data.max_samples=100", "progress=false")
@@ -48,7 +49,8 @@ def test_fedprox_with_mu_zero_trains_exactly_like_fedavg(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_lists_and_runs_algorithms(cli):
+def test_cli_lists_and_runs_algorithms(tmp_path):
+    cli = cli_in(tmp_path)   # in-process (tests.inprocess)
     r = cli("list", "algo")
     assert r.returncode == 0
     for name in names():
@@ -61,7 +63,8 @@ def test_cli_lists_and_runs_algorithms(cli):
 
 
 @pytest.mark.slow
-def test_cli_runs_ditto_and_rejects_afl_with_partial_participation(cli):
+def test_cli_runs_ditto_and_rejects_afl_with_partial_participation(tmp_path):
+    cli = cli_in(tmp_path)   # in-process (tests.inprocess)
     r = cli("run", "algo=ditto", "rounds=2", *SMALL, "hydra.run.dir=ditto")
     assert r.returncode == 0, r.stderr
     assert "global/acc_mean" in rows_of(cli.cwd / "ditto" / "rounds.csv")[0]

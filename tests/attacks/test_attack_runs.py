@@ -12,6 +12,7 @@ from fedmoo.errors import DivergenceError
 from fedmoo.run.loop import run
 from tests.algorithms.test_registry import yaml_algo
 from tests.conftest import small_cfg
+from tests.inprocess import cli_in
 
 FAST = {"client.batch_size": None}  # one full-batch step per client: keeps 150+ runs quick
 
@@ -141,7 +142,8 @@ def test_label_flip_gives_the_same_run_on_both_engines(tmp_path):
 
 
 @pytest.mark.slow
-def test_bad_attack_config_is_a_one_line_cli_error(cli):
+def test_bad_attack_config_is_a_one_line_cli_error(tmp_path):
+    cli = cli_in(tmp_path)   # in-process (tests.inprocess)
     r = cli("run", "attack=bias", "attack.malicious=nobody", "rounds=1", "num_clients=4",
             "data.num_users=4", "clients_per_round=null", "progress=false")
     assert r.returncode == 2, r.stderr

@@ -11,6 +11,7 @@ import pytest
 
 from fedmoo.cli.config import compose
 from fedmoo.report.tables import load_spec
+from tests.inprocess import cli_in
 
 CONF = Path(__file__).resolve().parents[2] / "fedmoo" / "conf"
 EXPERIMENTS = ["fedmgda_plus/adult_bias", "fedmgda_plus/cifar10_scaling", "robustness/matrix"]
@@ -62,7 +63,8 @@ def write_adult(root: Path) -> None:
 
 
 @pytest.mark.slow
-def test_adult_bias_sweep_and_table_end_to_end(cli):
+def test_adult_bias_sweep_and_table_end_to_end(tmp_path):
+    cli = cli_in(tmp_path)   # in-process (tests.inprocess)
     write_adult(cli.cwd / "data")
     sweep = cli.cwd / "sweep"
     r = cli("run", "-m", "experiment=fedmgda_plus/adult_bias",

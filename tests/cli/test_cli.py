@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from tests.inprocess import cli_in
+
 REQUIRED = ["round", "test/acc_mean", "test/acc_std", "test/acc_worst10", "test/acc_best10",
             "train/loss_mean", "time/round_s"]
 
@@ -44,7 +46,8 @@ def test_default_run_writes_results(cli):
 
 
 @pytest.mark.slow
-def test_overrides_change_the_run(cli):
+def test_overrides_change_the_run(tmp_path):
+    cli = cli_in(tmp_path)   # in-process (tests.inprocess)
     r = cli("run", "rounds=2", "clients_per_round=5", "seed=3", "client.lr=0.05",
             "hydra.run.dir=out")
     assert r.returncode == 0, r.stderr
@@ -59,7 +62,8 @@ def test_cfg_job_prints_config(cli):
 
 
 @pytest.mark.slow
-def test_multirun_one_directory_per_job(cli):
+def test_multirun_one_directory_per_job(tmp_path):
+    cli = cli_in(tmp_path)   # in-process (tests.inprocess)
     r = cli("run", "-m", "seed=0,1", "rounds=2", "hydra.sweep.dir=sweep")
     assert r.returncode == 0, r.stderr
     jobs = sorted(p.name for p in (cli.cwd / "sweep").iterdir() if p.is_dir())

@@ -1,4 +1,5 @@
-"""`fedmoo describe` and the composition of the dataset configs."""
+"""`fedmoo describe` and the composition of the dataset configs. The commands run in-process
+(tests.inprocess) but for test_bad_override_is_exit_2, a real `python -m fedmoo` process."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import pytest
 
 from fedmoo.cli.config import compose
 from fedmoo.cli.describe import describe
+from tests.inprocess import cli_in
 
 
 @pytest.mark.slow
-def test_describe_json_schema_on_digits(cli):
+def test_describe_json_schema_on_digits(tmp_path):
+    cli = cli_in(tmp_path)
     r = cli("describe", "data=digits", "num_clients=5", "partition=dirichlet", "--json")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
@@ -26,7 +29,8 @@ def test_describe_json_schema_on_digits(cli):
 
 
 @pytest.mark.slow
-def test_describe_text_and_plot(cli):
+def test_describe_text_and_plot(tmp_path):
+    cli = cli_in(tmp_path)
     r = cli("describe", "data=digits", "--plot", "labels.png")
     assert r.returncode == 0, r.stderr
     assert "55,210 parameters" in r.stdout and "20 clients" in r.stdout
@@ -34,7 +38,8 @@ def test_describe_text_and_plot(cli):
 
 
 @pytest.mark.slow
-def test_model_only_prints_paper_counts_without_data(cli):
+def test_model_only_prints_paper_counts_without_data(tmp_path):
+    cli = cli_in(tmp_path)
     r = cli("describe", "data=cifar10", "--model-only")
     assert r.returncode == 0, r.stderr
     assert "797,962 parameters" in r.stdout and not (cli.cwd / "data").exists()
@@ -46,7 +51,8 @@ def test_model_only_prints_paper_counts_without_data(cli):
 
 
 @pytest.mark.slow
-def test_missing_dataset_is_exit_2_one_line(cli):
+def test_missing_dataset_is_exit_2_one_line(tmp_path):
+    cli = cli_in(tmp_path)
     r = cli("describe", "data=cifar10", "data.download=false")
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
@@ -93,7 +99,8 @@ def test_every_dataset_config_builds_its_default_model():
 
 
 @pytest.mark.slow
-def test_digits_end_to_end_run(cli):
+def test_digits_end_to_end_run(tmp_path):
+    cli = cli_in(tmp_path)
     r = cli("run", "data=digits", "rounds=3", "progress=false", "hydra.run.dir=out")
     assert r.returncode == 0, r.stderr
     summary = json.loads((cli.cwd / "out" / "summary.json").read_text())

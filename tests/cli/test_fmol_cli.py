@@ -1,5 +1,6 @@
 """FMOL end to end from the CLI: MultiMNIST built from IDX fixtures, FMGDA and FSMGDA on both
-engines, per-task columns, rounds to threshold, the table spec and the radar chart."""
+engines, per-task columns, rounds to threshold, the table spec and the radar chart. The commands
+run in-process (tests.inprocess): the CLI's process behaviour is tested elsewhere."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import pytest
 
 from tests.data.conftest import write_mnist_family
+from tests.inprocess import cli_in
 
 ARGS = ("data=multimnist", "num_clients=2", "rounds=3", "algo.local_steps=2", "progress=false",
         "partition.shards_per_client=1", "client.batch_size=8", "loss_threshold=100")
@@ -20,7 +22,8 @@ def rows(path):
 
 
 @pytest.mark.slow
-def test_fmgda_and_fsmgda_run_from_the_cli_and_tabulate(cli):
+def test_fmgda_and_fsmgda_run_from_the_cli_and_tabulate(tmp_path):
+    cli = cli_in(tmp_path)
     write_mnist_family(cli.cwd / "data" / "MNIST" / "raw", n_train=(4,) * 10, n_test=(1,) * 10)
     for algo, engine in (("fmgda", "sequential"), ("fsmgda", "batched")):
         r = cli("run", f"algo={algo}", f"engine={engine}", *ARGS, f"hydra.run.dir=sweep/{algo}")
@@ -48,7 +51,8 @@ def test_fmgda_and_fsmgda_run_from_the_cli_and_tabulate(cli):
 
 
 @pytest.mark.slow
-def test_multitask_model_on_single_task_data_is_a_user_error(cli):
+def test_multitask_model_on_single_task_data_is_a_user_error(tmp_path):
+    cli = cli_in(tmp_path)
     r = cli("run", "model=multi_lenet", "data=synthetic", "rounds=1", "progress=false",
             "hydra.run.dir=x")
     assert r.returncode == 2

@@ -20,6 +20,7 @@ from fedmoo import engine as fengine
 from fedmoo.run.loop import run
 from fedmoo.state import ServerState
 from tests.conftest import ROOT, small_cfg
+from tests.inprocess import run_main
 from tests.reliability.helpers import ONE_THREAD, SMALL, rows_without_time, summary
 
 
@@ -127,7 +128,8 @@ def _reference(run_dir, out):
 @pytest.mark.slow
 def test_terminated_then_killed_cli_run_resumes_exactly(cli):
     """SIGTERM (clean stop) at round >= 4, resume, SIGKILL at round >= 10, resume to the end:
-    the same rows and model as one uninterrupted run."""
+    the same rows and model as one uninterrupted run. The two runs that are stopped are real
+    processes; the last resume runs the same command in this one."""
     args = ["rounds=30", "checkpoint_every=1", "hydra.run.dir=run"]
     run_dir = cli.cwd / "run"
 
@@ -149,7 +151,7 @@ def test_terminated_then_killed_cli_run_resumes_exactly(cli):
     second = checkpoint.load(run_dir, torch.device("cpu"))["round"]
     assert 9 <= second < 30  # the row of a round is written just before its checkpoint
 
-    r = cli("run", *SMALL, *args, env=ONE_THREAD)  # the same command once more
+    r = run_main(["run", *SMALL, *args], cli.cwd)  # the same command once more (in-process)
     assert r.returncode == 0, r.stderr
     assert f"resumed after round {second}" in r.stdout
     ref = _reference(run_dir, cli.cwd / "ref")

@@ -12,6 +12,7 @@ from fedmoo.errors import DivergenceError
 from fedmoo.run.guards import check_diverged
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
+from tests.inprocess import cli_in
 from tests.reliability.helpers import ONE_THREAD, SMALL, rows_without_time, summary
 
 
@@ -60,7 +61,8 @@ def test_divergence_rules(w, losses, limit, needle):
 
 
 @pytest.mark.slow
-def test_huge_learning_rate_from_the_cli(cli):
+def test_huge_learning_rate_from_the_cli(tmp_path):
+    cli = cli_in(tmp_path)   # in-process (tests.inprocess)
     r = cli("run", *SMALL, "rounds=4", "client.lr=1e6", "hydra.run.dir=out", env=ONE_THREAD)
     assert r.returncode == 3
     lines = r.stderr.strip().splitlines()

@@ -1,10 +1,14 @@
-"""Every user mistake ends with exit status 2, one `fedmoo: error:` line, and no fake result."""
+"""Every user mistake ends with exit status 2, one `fedmoo: error:` line, and no fake result.
+
+The table runs ``fedmoo.cli.main.main`` in-process (tests.inprocess: no interpreter and torch
+start-up per case); test_unwritable_output_directory checks the real process's exit status."""
 
 from __future__ import annotations
 
 import pytest
 
 from fedmoo.cli.groups import group_options
+from tests.inprocess import cli_in
 from tests.reliability.helpers import ONE_THREAD, SMALL, assert_no_result
 
 
@@ -42,9 +46,9 @@ CASES = [
 ]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("args,needles", CASES)
-def test_user_error_is_one_line_exit_2(cli, args, needles):
+def test_user_error_is_one_line_exit_2(tmp_path, args, needles):
+    cli = cli_in(tmp_path)
     other_data = any(a.startswith("data=") for a in args)  # synthetic's keys would not fit
     base = [a for a in SMALL if not (other_data and a.startswith("data."))]
     r = cli("run", *base, "rounds=2", "hydra.run.dir=out", *args,
@@ -59,7 +63,7 @@ def test_user_error_is_one_line_exit_2(cli, args, needles):
     assert_no_result(cli.cwd)
 
 
-def test_unwritable_output_directory(cli):
+def test_unwritable_output_directory(cli):   # a real `python -m fedmoo` process
     (cli.cwd / "afile").write_text("")  # a file where a directory should be (works as root too)
     r = cli("run", *SMALL, "rounds=2", "hydra.run.dir=afile/run", env=ONE_THREAD)
     assert r.returncode == 2
@@ -68,8 +72,8 @@ def test_unwritable_output_directory(cli):
     assert "hydra.run.dir" in lines[0]
 
 
-@pytest.mark.slow
-def test_debug_true_shows_the_traceback(cli):
+def test_debug_true_shows_the_traceback(tmp_path):
+    cli = cli_in(tmp_path)
     r = cli("run", *SMALL, "hydra.run.dir=out", "rounds=abc", "debug=true", env=ONE_THREAD)
     assert r.returncode == 2
     assert "Traceback" in r.stderr and r.stderr.strip().splitlines()[-1].startswith(

@@ -10,13 +10,15 @@ import pytest
 
 from fedmoo import cli as fcli
 from fedmoo.run import callbacks, loop
-from tests.reliability.helpers import ONE_THREAD, SMALL, summary
+from tests.inprocess import cli_in
+from tests.reliability.helpers import SMALL, summary
 
 
 @pytest.mark.slow
-def test_sweep_goes_on_and_lists_failed_jobs(cli):
+def test_sweep_goes_on_and_lists_failed_jobs(tmp_path):
+    cli = cli_in(tmp_path)      # in-process: the CLI's main, its exit status and stderr
     args = ["run", "-m", *SMALL, "rounds=2", "client.lr=0.05,1e6,abc", "hydra.sweep.dir=sw"]
-    r = cli(*args, env=ONE_THREAD)
+    r = cli(*args)
     assert r.returncode == 1, r.stderr
     sw = cli.cwd / "sw"
     assert [summary(sw / j)["status"] for j in "012"] == ["completed", "diverged", "failed"]
@@ -27,7 +29,7 @@ def test_sweep_goes_on_and_lists_failed_jobs(cli):
     assert "failed job 2 (" in err and "client.lr=abc): client.lr='abc'" in err
 
     done = (sw / "0" / "rounds.csv").stat().st_mtime_ns
-    r = cli(*args, env=ONE_THREAD)  # the same sweep again: job 0 is not run a second time
+    r = cli(*args)  # the same sweep again: job 0 is not run a second time
     assert r.returncode == 1
     assert r.stdout.count("already completed") == 1
     assert (sw / "0" / "rounds.csv").stat().st_mtime_ns == done

@@ -11,6 +11,7 @@ import yaml
 
 from fedmoo.report.jobs import config_keys, find_jobs
 from fedmoo.report.tables import build_table, render
+from tests.inprocess import cli_in
 
 
 def config_of(overrides, seed):
@@ -82,7 +83,8 @@ def test_groups_by_varying_overrides_and_aggregates_seeds(sweep):
 
 
 @pytest.mark.slow
-def test_cli_table_and_plot(sweep, cli):
+def test_cli_table_and_plot(sweep, tmp_path):
+    cli = cli_in(tmp_path)   # in-process (tests.inprocess)
     for name, seed, acc in (("0", 0, [10, 20]), ("1", 1, [12, 22])):
         with open(sweep / name / "rounds.csv", "w") as f:
             f.write("round,test/acc_mean\n1,%d\n2,%d\n" % tuple(acc))

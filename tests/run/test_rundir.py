@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import yaml
 
 from fedmoo.run.rundir import RunDir, RunDirBusy
 from tests.conftest import ROOT, small_cfg
+from tests.inprocess import cli_in, run_main
 
 FAST = ["progress=false", "num_clients=6", "clients_per_round=3", "data.num_users=6",
         "data.max_samples=100"]
@@ -29,7 +31,8 @@ def test_a_second_rundir_on_a_held_directory_is_refused(tmp_path):
 @pytest.mark.slow
 def test_two_processes_on_one_run_directory(cli, tmp_path):
     """A second `fedmoo run` on a directory a live run holds exits 2 naming the holder and
-    writes nothing there; once the holder is killed (-9), a later run is not blocked."""
+    writes nothing there; once the holder is killed (-9), a later run is not blocked. The holder
+    is a real process (the lock is between processes); the other two run in this one."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FEDMOO_DATA": str(tmp_path / "data"),
            "OMP_NUM_THREADS": "1"}
     first = subprocess.Popen([sys.executable, "-m", "fedmoo", "run", *FAST, "rounds=1000000",
@@ -42,7 +45,7 @@ def test_two_processes_on_one_run_directory(cli, tmp_path):
             time.sleep(0.2)
         assert rows.exists()
         before = sorted(p.name for p in (tmp_path / "r").iterdir())
-        second = cli("run", *FAST, "rounds=2", "seed=7", "hydra.run.dir=r")
+        second = run_main(["run", *FAST, "rounds=2", "seed=7", "hydra.run.dir=r"], tmp_path)
         assert second.returncode == 2
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1 and f"in use by another fedmoo run (pid {first.pid} on host" in lines[0]
@@ -52,12 +55,14 @@ def test_two_processes_on_one_run_directory(cli, tmp_path):
     finally:
         first.kill()
         first.wait(timeout=30)
-    third = cli("run", *FAST, "rounds=2", "resume=false", "hydra.run.dir=r")
+    third = run_main(["run", *FAST, "rounds=2", "resume=false", "hydra.run.dir=r"], tmp_path)
     assert third.returncode == 0, third.stderr
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["status"] == "completed"
 
 
 @pytest.mark.slow
-def test_refused_rerun_keeps_the_record(cli, tmp_path):
+def test_refused_rerun_keeps_the_record(tmp_path):
+    cli = cli_in(tmp_path)
     assert cli("run", *FAST, "rounds=2", "hydra.run.dir=r").returncode == 0
     hydra = tmp_path / "r" / ".hydra"
     config, overrides = (hydra / "config.yaml").read_text(), (hydra / "overrides.yaml").read_text()
@@ -74,7 +79,8 @@ def test_refused_rerun_keeps_the_record(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_sweep_with_refused_jobs_fails(cli):
+def test_sweep_with_refused_jobs_fails(tmp_path):
+    cli = cli_in(tmp_path)
     assert cli("run", "-m", *FAST, "rounds=1", "seed=0,1", "hydra.sweep.dir=sw").returncode == 0
     again = cli("run", "-m", *FAST, "rounds=2", "seed=0,1", "hydra.sweep.dir=sw")
     assert again.returncode == 1

@@ -8,6 +8,7 @@ from fedmoo import data as fdata
 from fedmoo.cli import prepare
 from fedmoo.data.synthetic import generate
 from fedmoo.errors import UserError
+from tests.inprocess import cli_in
 
 CALLS: list[tuple[str, int, int | None]] = []
 
@@ -63,7 +64,8 @@ def test_prepare_downloads_each_dataset_once(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.slow
-def test_prepare_cli(cli):
+def test_prepare_cli(tmp_path):
+    cli = cli_in(tmp_path)   # in-process (tests.inprocess)
     r = cli("prepare", "-m", "data.max_samples=50,60", "seed=0,1")
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("ready: data=synthetic") == 2
