@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +51,33 @@ def register_source(name: str, loader) -> None:
     SOURCES[name] = loader
 
 
+_shared: dict[str, Source] | None = None   # sources kept while ``sharing_sources`` is on
+
+
+@contextlib.contextmanager
+def sharing_sources() -> Iterator[None]:
+    """Within the block, loading the same data config from the same folder again returns the
+    source already loaded (one process running many runs of one dataset: a lockstep sweep).
+    Sources are never modified in place, so sharing them is safe."""
+    global _shared
+    outer = _shared
+    _shared = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _shared = outer
+
+
 def load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
+    if _shared is None:
+        return _load_source(data_cfg, data_dir)
+    key = json.dumps([data_cfg, str(Path(data_dir).resolve())], sort_keys=True, default=str)
+    if key not in _shared:
+        _shared[key] = _load_source(data_cfg, data_dir)
+    return _shared[key]
+
+
+def _load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
     name = data_cfg.get("name")
     if name not in SOURCES:
         from fedmoo import plugins

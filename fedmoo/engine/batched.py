@@ -30,6 +30,7 @@ from torch.func import functional_call
 from fedmoo.data.federated import FederatedData
 from fedmoo.engine.common import LocalTraining, forward_stats, gather, objective_losses, relabel
 from fedmoo.engine.layout import ParamLayout
+from fedmoo.engine.linear_head import LinearHead
 from fedmoo.engine.lockstep import LockstepProgram
 from fedmoo.engine.plan import make_plan
 from fedmoo.engine.rowsgd import RowSGD, add_tensor
@@ -89,13 +90,20 @@ class BatchedEngine(LocalTraining):
             if self.program is None and program == "lockstep":
                 raise UserError("engine.program=lockstep: torch.fx cannot trace this model (or "
                                 "its traced program differs from the model); use engine.program=auto")
-        if self.program is not None:
+        self.head = None
+        if self.program is not None and program == "auto":
+            self.head = LinearHead.match(self.program, data.task)
+        if self.head is not None:
+            self._step = self.head.step
+        elif self.program is not None:
             self._step = self._lockstep_step
         else:
             self._step = torch.compile(self._vmap_step, dynamic=False) if compile else self._vmap_step
 
     @property
     def name(self) -> str:
+        if self.head is not None:
+            return "batched (closed-form softmax regression)"
         if self.program is not None:
             return "batched (lockstep program)"
         return "batched (vmap program" + (", compiled)" if self.compiled else ")")

@@ -107,26 +107,38 @@ def relabel(label_map: Tensor | None, y: Tensor) -> Tensor:
     return label_map[y] if label_map.dim() == 1 else label_map.gather(1, y)
 
 
-def client_batches(n: int, batch_size: int | None, epochs: int, local_steps: int | None,
-                   gen: torch.Generator) -> list[tuple[int, Tensor]]:
-    """The local minibatches of one client as (epoch, positions into its sample list).
+def batch_layout(n: int, batch_size: int | None, epochs: int, local_steps: int | None,
+                 gen: torch.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The local minibatches of one client as arrays: (positions into its sample list, all
+    batches one after the other; the length of each batch; the epoch of each batch).
 
     Each epoch is a fresh permutation from ``gen`` cut into batches of ``batch_size`` (the last
     one may be short; ``None`` = full batch). With ``local_steps`` the client takes exactly that
-    many steps, running as many epochs as needed.
+    many steps, running as many epochs as needed (only those permutations are drawn).
     """
     b = n if not batch_size or batch_size <= 0 or batch_size > n else int(batch_size)
-    out: list[tuple[int, Tensor]] = []
-    ep = 0
-    while True:
-        perm = torch.randperm(n, generator=gen)
-        for s in range(0, n, b):
-            out.append((ep, perm[s : s + b]))
-            if local_steps is not None and len(out) >= local_steps:
-                return out
-        ep += 1
-        if local_steps is None and ep >= epochs:
-            return out
+    per_epoch = -(-n // b)
+    if local_steps is None:
+        n_epochs = max(1, int(epochs))
+        steps = per_epoch * n_epochs
+    else:
+        steps = max(1, int(local_steps))
+        n_epochs = -(-steps // per_epoch)
+    perms = np.concatenate([torch.randperm(n, generator=gen).numpy() for _ in range(n_epochs)])
+    one_epoch = np.full(per_epoch, b, dtype=np.int64)
+    one_epoch[-1] = n - b * (per_epoch - 1)
+    lens = np.tile(one_epoch, n_epochs)[:steps]
+    epoch = np.repeat(np.arange(n_epochs), per_epoch)[:steps]
+    return perms[: int(lens.sum())], lens, epoch
+
+
+def client_batches(n: int, batch_size: int | None, epochs: int, local_steps: int | None,
+                   gen: torch.Generator) -> list[tuple[int, Tensor]]:
+    """``batch_layout`` as a list of (epoch, positions of the batch)."""
+    pos, lens, epoch = batch_layout(n, batch_size, epochs, local_steps, gen)
+    pos = torch.from_numpy(pos)
+    ends = np.cumsum(lens)
+    return [(int(e), pos[end - size: end]) for e, size, end in zip(epoch, lens, ends)]
 
 
 def param_views(model: nn.Module, flat: Tensor) -> list[Tensor]:

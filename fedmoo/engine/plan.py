@@ -1,6 +1,6 @@
 """The minibatch plan of one round for the whole cohort, as fixed-shape tensors.
 
-The batches are exactly the sequential engine's: ``client_batches`` with one generator, clients
+The batches are exactly the sequential engine's: ``batch_layout`` with one generator, clients
 drawn in cohort order. They are laid out as ``[K, S, B]`` (S = most steps of any client, B = the
 largest batch), padded with the client's first sample at weight 0, so the batched engine runs S
 identical steps with no data-dependent control flow.
@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from fedmoo.engine.common import client_batches
+from fedmoo.engine.common import batch_layout
 
 
 @dataclass
@@ -40,10 +40,8 @@ def make_plan(client_ids: list[int], offsets: Tensor, sizes: Tensor, batch_size:
     """
     per_client = []
     for k in client_ids:
-        batches = client_batches(int(sizes[k]), batch_size, epochs, local_steps, gen)
-        lens = np.array([p.numel() for _, p in batches])
-        epoch = np.array([e for e, _ in batches])
-        per_client.append((k, lens, epoch, torch.cat([p for _, p in batches]).numpy()))
+        pos, lens, epoch = batch_layout(int(sizes[k]), batch_size, epochs, local_steps, gen)
+        per_client.append((k, lens, epoch, pos))
     n_clients = len(per_client)
     n_steps = max(lens.size for _, lens, _, _ in per_client)
     width = max(int(lens.max()) for _, lens, _, _ in per_client)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 Rows = float | Tensor  # a hyperparameter shared by all rows, or one value per row ``[R]``
@@ -48,10 +49,20 @@ def add_tensor(g: Tensor) -> AddGrad:
     return lambda y, a: axpy(y, a, g)
 
 
+# On a CPU, a layer with at most this many outputs gets its weight gradient as ``(d^T h)^T``:
+# ``baddbmm`` with the transposed operand ``h^T`` takes a slow path there, 2-8x slower for
+# narrow layers (logistic regression heads: [39, 4800, 784] x [39, 4800, 3] 1068 ms vs 131 ms;
+# [200, 10, 99] x [200, 10, 2] 0.65 vs 0.38 ms), while wide layers (out 200) are 4x faster fused.
+NARROW_OUT = 16
+
+
 def add_product(h: Tensor, d: Tensor) -> AddGrad:
     """``add_grad`` of the gradient ``h^T d`` (``h [R, N, in]``, ``d [R, N, out]``) of a weight
-    stored ``[R, in, out]``: one fused ``baddbmm`` into ``y``."""
+    stored ``[R, in, out]``: one fused ``baddbmm`` into ``y`` (narrow layers on a CPU: one
+    ``bmm`` and an axpy, see NARROW_OUT)."""
     ht = h.transpose(1, 2)
+    if d.shape[-1] <= NARROW_OUT and h.device.type == "cpu":
+        return lambda y, a: axpy(y, a, torch.bmm(d.transpose(1, 2), h).transpose(1, 2))
 
     def add(y: Tensor, a: Rows) -> Tensor:
         if isinstance(a, float):

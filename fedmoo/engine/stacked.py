@@ -15,13 +15,14 @@ rows. All members must share the model architecture and the sample tensors (the 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from fedmoo.engine.common import gather, relabel
-from fedmoo.engine.plan import make_plan, stack_plans
+from fedmoo.engine.plan import RoundPlan, make_plan, stack_plans
 from fedmoo.engine.rowsgd import Rows, RowSGD
 from fedmoo.state import ClientSpec, Cohort
 
@@ -68,6 +69,17 @@ def _rows(values: list[tuple[float, int]], like: Tensor) -> Rows:
     return torch.tensor([v for v, n in values for _ in range(n)], dtype=like.dtype).to(like.device)
 
 
+def _partition_key(engine) -> bytes:
+    """A digest of the engine's training split (computed once per engine): two runs whose
+    splits have the same digest draw the same minibatches from the same seed."""
+    key = getattr(engine, "_partition_digest", None)
+    if key is None:
+        h = hashlib.sha256(engine._offsets.numpy().tobytes())
+        h.update(engine.data.train.index.cpu().numpy().tobytes())
+        key = engine._partition_digest = h.digest()
+    return key
+
+
 def _rows_or_none(values: list[tuple[float, int]], like: Tensor) -> Rows | None:
     """``_rows``, or None when every row's value is 0 (the term is off)."""
     return None if all(v == 0 for v, _ in values) else _rows(values, like)
@@ -79,13 +91,18 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
     w0 = members[0].w
     dev, dtype = w0.device, w0.dtype
     blocks, plans, start = [], [], 0
+    made: dict[tuple, RoundPlan] = {}   # runs of one seed and partition share their plans
     for m in members:
         layout.numel_check(m.w.numel())
         e = m.engine
         block = _Block(start, len(m.ids), m.spec.personal is not None)
-        plan = make_plan(m.ids.tolist(), e._offsets, e._sizes, e.batch_size, e.epochs,
-                         e.local_steps, torch.Generator().manual_seed(m.seed), e.data.train.index,
-                         dtype)
+        key = (_partition_key(e), tuple(m.ids.tolist()), m.seed, e.batch_size, e.epochs,
+               e.local_steps)
+        if key not in made:
+            made[key] = make_plan(list(key[1]), e._offsets, e._sizes, e.batch_size, e.epochs,
+                                  e.local_steps, torch.Generator().manual_seed(m.seed),
+                                  e.data.train.index, dtype)
+        plan = made[key]
         plans += [plan, plan] if block.ditto else [plan]   # personal rows: the same minibatches
         blocks.append(block)
         start += block.size

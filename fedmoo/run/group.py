@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from fedmoo import data as fdata
 from fedmoo.engine.batched import BatchedEngine
 from fedmoo.run.loop import RunResult, Session, _progress, drive
 
@@ -68,7 +69,9 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
         raise ValueError("max_rows must be at least 1")
     outcomes: list[RunResult | Exception | None] = [None] * len(jobs)
     with contextlib.ExitStack() as held:   # every started run's directory, until the sweep ends
+        held.enter_context(fdata.sharing_sources())   # each dataset is read once
         sessions: dict[int, Session] = {}
+        planner = Planner(max_rows)
         for i, job in enumerate(jobs):
             session = Session(job.cfg, job.run_dir, job.record, progress=False)
             try:
@@ -87,7 +90,8 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
                 outcomes[i] = done
             else:
                 sessions[i] = session
-        plan = plan_groups(sessions, max_rows)
+                planner.add(i, session)
+        plan = planner.plan()
         plan.total = len(jobs)
         for g in (g for g in plan.groups if len(g) > 1):
             for i in g:
@@ -122,36 +126,42 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
         outcomes[i] = failure.get(s, result)
 
 
-def plan_groups(sessions: dict[int, Session], max_rows: int) -> Plan:
-    """Split the started sessions into groups (see the module docstring)."""
-    classes: list[tuple[tuple, Session, list[int]]] = []   # (signature, representative, jobs)
-    alone: list[tuple[int, str]] = []
-    for i, s in sessions.items():
+class Planner:
+    """Sorts started sessions into classes of compatible runs as they come (so each run's copy
+    of the samples is dropped at once for its class's), then cuts the classes into groups."""
+
+    def __init__(self, max_rows: int):
+        self.max_rows = max_rows
+        self.classes: list[tuple[tuple, Session, list[tuple[int, Session]]]] = []
+        self.alone: list[tuple[int, str]] = []
+
+    def add(self, i: int, s: Session) -> None:
         why = _why_alone(s)
         if why is not None:
-            alone.append((i, why))
-            continue
+            self.alone.append((i, why))
+            return
         sig = _signature(s)
-        for key, rep, members in classes:
+        for key, rep, members in self.classes:
             if key == sig and _same_samples(rep, s):
                 _share_samples(rep, s)
-                members.append(i)
-                break
-        else:
-            classes.append((sig, s, [i]))
-    groups: list[list[int]] = []
-    for _, _, members in classes:
-        current: list[int] = []
-        rows = 0
-        for i in members:
-            n = _rows(sessions[i])
-            if current and rows + n > max_rows:
-                groups.append(current)
-                current, rows = [], 0
-            current.append(i)
-            rows += n
-        groups.append(current)
-    return Plan(groups=groups, alone=alone)
+                members.append((i, s))
+                return
+        self.classes.append((sig, s, [(i, s)]))
+
+    def plan(self) -> Plan:
+        groups: list[list[int]] = []
+        for _, _, members in self.classes:
+            current: list[int] = []
+            rows = 0
+            for i, s in members:
+                n = int(s.parts.per_round)
+                if current and rows + n > self.max_rows:
+                    groups.append(current)
+                    current, rows = [], 0
+                current.append(i)
+                rows += n
+            groups.append(current)
+        return Plan(groups=groups, alone=self.alone)
 
 
 def _why_alone(s: Session) -> str | None:
@@ -184,5 +194,3 @@ def _share_samples(rep: Session, s: Session) -> None:
     s.parts.federation.y = rep.parts.federation.y
 
 
-def _rows(s: Session) -> int:
-    return int(s.parts.per_round)

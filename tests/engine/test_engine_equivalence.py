@@ -231,3 +231,45 @@ def test_compiled_vmap_program_agrees():
     assert bat.program is None and bat.name == "batched (vmap program, compiled)"
     spec, ids, w = ClientSpec(prox_mu=0.3), torch.tensor([3, 1, 4, 0, 2]), get_flat(model)
     assert_same_cohort(seq.train(ids, w, spec, 5), bat.train(ids, w, spec, 5))
+
+
+@pytest.mark.parametrize("softmax_output", [False, True])
+@pytest.mark.parametrize("spec, client", [
+    ({}, {"batch_size": 4, "epochs": 2}),
+    ({"prox_mu": 0.3, "loss_scale": [1.0, -2.0, 0.5]}, {"batch_size": None, "momentum": 0.9,
+                                                         "weight_decay": 0.01}),
+    ({"personal": True, "personal_lam": 0.5, "label_map": True}, {"batch_size": 3,
+                                                                  "local_steps": 4}),
+])
+def test_closed_form_softmax_regression_agrees(softmax_output, spec, client):
+    """LogReg trains without autograd (fedmoo.engine.linear_head), as the sequential engine."""
+    torch.manual_seed(6)
+    data = federation(SIZES, (2, 3), 4)
+    model = LogReg((2, 3), 4, softmax_output=softmax_output)
+    d = sum(p.numel() for p in model.parameters())
+    kw = dict(spec)
+    if "loss_scale" in kw:
+        kw["loss_scale"] = torch.tensor(kw["loss_scale"], dtype=torch.float64)
+    if kw.get("personal"):
+        kw["personal"] = torch.randn(3, d, dtype=torch.float64) * 0.3
+    if kw.get("label_map"):
+        kw["label_map"] = torch.tensor([[3, 2, 1, 0], [0, 1, 2, 3], [1, 2, 3, 0]])
+    seq, bat = both(model, data, "auto", lr=0.3, **client)
+    assert bat.head is not None and bat.head.softmax_output is softmax_output
+    assert bat.name == "batched (closed-form softmax regression)"
+    w = get_flat(seq.model)
+    a = seq.train(torch.tensor([4, 0, 2]), w, ClientSpec(**kw), 7)
+    b = bat.train(torch.tensor([4, 0, 2]), w, ClientSpec(**kw), 7)
+    assert_same_cohort(a, b)
+
+
+def test_closed_form_only_for_softmax_regression():
+    from fedmoo.engine.linear_head import LinearHead
+
+    data = federation([3, 4], (6,), 3)
+    assert both(LogReg((6,), 3), data)[1].head is not None
+    assert both(LogReg((6,), 3), data, "lockstep")[1].head is None      # the generic program
+    assert both(MLP((6,), 3, hidden=(4,)), data)[1].head is None
+    lock = both(MLP((6,), 3, hidden=(4,)), data)[1].program
+    assert LinearHead.match(lock, "classification") is None
+    assert LinearHead.match(both(LogReg((6,), 3), data)[1].program, "regression") is None

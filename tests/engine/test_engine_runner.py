@@ -1,7 +1,7 @@
 """Whole runs through ``fedmoo.run.loop.run``: engine=batched gives the sequential engine's models.
 
-The run is made float64 by wrapping the model and data builders (the runner itself is unchanged);
-every round's global model, the last cohort and the logged metrics must agree.
+The runs are float64 (``precision=float64``); every round's global model, the last cohort and the
+logged metrics must agree.
 """
 
 from __future__ import annotations
@@ -20,15 +20,7 @@ TOL = 1e-10
 
 def _recording_run(monkeypatch, tmp_path, cfg):
     """Run ``cfg`` in float64; return the global model at the start of every round and the rows."""
-    build_model, load = setup.models.build, setup.fdata.load_federated
-    monkeypatch.setattr(setup.models, "build", lambda *a, **k: build_model(*a, **k).double())
-
-    def load64(*a, **k):
-        fed = load(*a, **k)
-        fed.x = fed.x.double()
-        return fed
-
-    monkeypatch.setattr(setup.fdata, "load_federated", load64)
+    cfg = {**cfg, "precision": "float64"}
     build_engine, seen = setup.fengine.build, []
 
     def build(*a, **k):
@@ -127,7 +119,7 @@ def test_engine_auto_picks_the_faster_engine_for_the_model_and_device(tmp_path):
 
     loop.run(small_cfg(engine="auto", rounds=1), tmp_path)     # logreg on the CPU
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["engine"] == "batched (lockstep program)"
+    assert summary["engine"] == "batched (closed-form softmax regression)"
     assert summary["engine_choice"] == ("auto: on a CPU, linear layers train several times "
                                         "faster batched")
     assert resolve_auto(MLP((4,), 3), "cpu")[0] == "batched"
@@ -147,8 +139,13 @@ def test_engine_auto_picks_the_faster_engine_for_the_model_and_device(tmp_path):
 def test_summary_names_the_batched_program(tmp_path):
     import json
 
-    loop.run(small_cfg(engine="batched", rounds=1), tmp_path)
-    assert json.loads((tmp_path / "summary.json").read_text())["engine"] == "batched (lockstep program)"
+    loop.run(small_cfg(engine="batched", rounds=1), tmp_path)            # logreg
+    assert json.loads((tmp_path / "summary.json").read_text())["engine"] == \
+        "batched (closed-form softmax regression)"
+    loop.run(small_cfg(engine={"name": "batched", "program": "lockstep"}, rounds=1),
+             tmp_path / "generic")
+    assert json.loads((tmp_path / "generic" / "summary.json").read_text())["engine"] == \
+        "batched (lockstep program)"
 
 
 def test_engine_names():
