@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -34,6 +35,18 @@ def pytest_collection_modifyitems(config, items):
     # pytest-xdist hands tests out in this order: the slow ones first (a stable sort), so the
     # workers' last tests are short ones and they finish together.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(autouse=True)
+def _fedmoo_logger():
+    """Undo what the CLI (fedmoo.logs.setup) or an in-process Hydra job does to the ``fedmoo``
+    logger (stderr handler, no propagation), so caplog sees fedmoo's records in every test."""
+    log = logging.getLogger("fedmoo")
+    handlers, level, propagate = log.handlers[:], log.level, log.propagate
+    yield
+    log.handlers[:] = handlers
+    log.setLevel(level)
+    log.propagate = propagate
 
 
 def run_cli(args: list[str], cwd: Path, timeout: int = 300, env: dict | None = None):

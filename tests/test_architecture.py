@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "fedmoo"
-CONTRACTS = {"state", "params", "errors", "plugins"}
+CONTRACTS = {"state", "params", "errors", "plugins", "logs"}
 # unit -> the units it may import (besides itself and the root ``fedmoo`` for __version__)
 MAY_IMPORT = {
     "cli": {"run", "report", "engine", "algorithms", "attacks", "data", "models", "moo"} | CONTRACTS,
@@ -20,7 +20,7 @@ MAY_IMPORT = {
     "models": CONTRACTS,
     "report": CONTRACTS,
     "moo": set(),
-    "state": set(), "params": set(), "errors": set(),
+    "state": set(), "params": set(), "errors": set(), "logs": set(),
     "plugins": {"errors"},
     "__main__": {"cli"},
     "api": {"cli", "run", "report", "engine", "algorithms", "attacks", "data", "models", "moo"}

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import logging
 from typing import Any
 
 from fedmoo.cli.config import compose
 from fedmoo.cli.overrides import check_overrides
 from fedmoo.errors import UserError
+
+log = logging.getLogger(__name__)
 
 USAGE = "fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]"
 
@@ -145,7 +147,7 @@ def main(args: list[str]) -> int:
         if ns.plot:
             plot(info, ns.plot)
     except UserError as e:
-        print(f"fedmoo: error: {e}", file=sys.stderr)
+        log.error("%s", e)
         return 2
     if ns.json:
         print(json.dumps({k: v for k, v in info.items() if not k.startswith("_")}))

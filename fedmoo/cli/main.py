@@ -6,14 +6,20 @@ Torch is imported lazily so ``fedmoo --help`` and ``fedmoo list`` are instant.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import shlex
 import sys
 import traceback
 
+from fedmoo import logs
 from fedmoo.cli.groups import GROUPS, group_options, with_plugins
 from fedmoo.errors import UserError
 
-HELP = """usage: fedmoo <command> [args]
+log = logging.getLogger(__name__)
+VERBOSITY = {"-q": "error", "--quiet": "error", "-v": "debug", "--verbose": "debug"}
+
+HELP = """usage: fedmoo [-q | -v] <command> [args]
 
 fedmoo runs fair and robust federated learning experiments from Hydra configs.
 
@@ -33,6 +39,12 @@ commands:
   pareto DIR... [--x M] [--y M] [--minimize-y] [--ref X Y] [--out FILE.png]
                          the accuracy-fairness trade-off: configurations, Pareto front, hypervolume
 
+options (before the command):
+  -q, --quiet            print errors only (no warnings or notes); FEDMOO_LOG_LEVEL=error
+  -v, --verbose          also print debug lines; FEDMOO_LOG_LEVEL=debug
+                         (FEDMOO_LOG_LEVEL=debug|info|warning|error sets the level too; the run's
+                         <run dir>/fedmoo.log gets every message whatever the level)
+
 Results go to outputs/runs/<date>/<time>_<algo>_<data>/ (rounds.csv, clients.csv, summary.json).
 Exit status: 0 done, 1 a sweep job failed, 2 bad input, 3 training diverged, 128+N stopped by
 signal N after a checkpoint (run the same command again to resume; docs/troubleshooting.md).
@@ -41,7 +53,7 @@ Run `fedmoo <command> --help` for the options of a command.
 
 
 def _fail(msg: str) -> int:
-    print(f"fedmoo: error: {msg}", file=sys.stderr)
+    log.error("%s", msg)
     return 2
 
 
@@ -71,12 +83,13 @@ def cmd_run(args: list[str]) -> int:
     # so they become one line and exit status 2 here.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     sys.argv = ["fedmoo run", *with_plugins(overrides.normalize(args, GROUPS))]
+    log.debug("Hydra arguments: %s", shlex.join(sys.argv[1:]))
     callbacks.failed_jobs.clear()
     try:
         app.main()
     except (UserError, DivergenceError) as e:  # re-raised by the job only with debug=true
         traceback.print_exc()
-        print(f"fedmoo: error: {e}", file=sys.stderr)
+        log.error("%s", e)
         return 2 if isinstance(e, UserError) else 3
     except (HydraException, OmegaConfBaseException, OSError, ValueError) as e:
         if trace or not overrides.from_hydra(e):
@@ -137,6 +150,13 @@ COMMANDS = {"run": cmd_run, "prepare": cmd_prepare, "list": cmd_list, "describe"
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    while argv and argv[0] in VERBOSITY:      # the Hydra jobs (any launcher) read the variable
+        os.environ[logs.ENV] = VERBOSITY[argv.pop(0)]
+    try:
+        logs.setup(logs.parse_level(os.environ.get(logs.ENV) or "info"))
+    except ValueError as e:
+        logs.setup(logging.INFO)
+        return _fail(str(e))
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(HELP)
         return 0
@@ -153,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         return _fail(str(e))
     except KeyboardInterrupt:
-        print("fedmoo: interrupted", file=sys.stderr)
+        log.warning("interrupted")
         return 130
     except BrokenPipeError:   # `fedmoo list | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -96,6 +96,7 @@ def _save(src: Source, name: str, folders: list[Path]) -> None:
     for folder in folders:
         try:
             _write(folder, name, fields)
+            log.debug("data cache: wrote %s", folder / name)
             return
         except (OSError, RuntimeError) as e:      # torch raises some as RuntimeError
             failures.append(f"{folder}: {reason(e)}")
@@ -109,6 +110,7 @@ def cached(data_dir: Path, name: str, options: dict, files: list[Path],
     folders = cache_dirs(data_dir)
     for folder in folders:
         if (folder / entry).is_file() and (src := _load(folder / entry)) is not None:
+            log.debug("data cache: read %s", folder / entry)
             return src
     src = build()
     _save(src, entry, folders)

@@ -12,13 +12,15 @@ y of all configurations; ``--ref X Y`` to fix it, so numbers compare across plot
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from pathlib import Path
 
 import numpy as np
 
 from fedmoo.errors import UserError
 from fedmoo.report.jobs import find_jobs, group_jobs, label_keys
+
+log = logging.getLogger(__name__)
 
 USAGE = ("fedmoo pareto DIR... [--x METRIC] [--y METRIC] [--minimize-y] [--ref X Y] "
          "[--out FILE.png]")
@@ -64,8 +66,8 @@ def points(dirs: list[str], x: str, y: str) -> list[dict]:
                  and np.isfinite(a) and np.isfinite(b)]
         label = " ".join(f"{k}={g.value(k)}" for k in keys) or "(one configuration)"
         if not pairs:
-            print(f"fedmoo pareto: {label}: no completed seed reports {x} and {y}; left out",
-                  file=sys.stderr)
+            log.warning("%s: no completed seed reports %s and %s; left out", label, x, y,
+                        extra={"prefix": "fedmoo pareto: "})
             continue
         a = np.array(pairs)
         out.append({"label": label, "x": a[:, 0].mean(), "x_std": a[:, 0].std(),

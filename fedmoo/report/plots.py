@@ -13,14 +13,16 @@ rounds.csv cut short is plotted up to its last whole row.
 from __future__ import annotations
 
 import argparse
+import logging
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from fedmoo.errors import UserError
 from fedmoo.report.jobs import Group, Job, as_text, find_jobs, group_jobs, label_keys
+
+log = logging.getLogger(__name__)
 
 MARKERS_UP_TO = 30          # rounds on a curve up to which every point gets a marker
 # (pattern, low, high) of a metric's possible values; the first match wins.
@@ -34,7 +36,7 @@ RANGES = [(r"improved_frac$", 0.0, 1.0),
 
 
 def _warn(msg: str) -> None:
-    print(f"fedmoo plot: {msg}", file=sys.stderr)
+    log.warning("%s", msg, extra={"prefix": "fedmoo plot: "})
 
 
 def _label(keys, g: Group) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
 import math
 import re
 import sys
@@ -27,6 +28,8 @@ import yaml
 
 from fedmoo.errors import UserError
 from fedmoo.report.jobs import Group, Job, as_text, find_jobs, group_jobs, label_keys, override_keys
+
+log = logging.getLogger(__name__)
 
 TABLE_DIR = Path(__file__).resolve().parents[1] / "conf" / "table"
 DEFAULT_METRICS = ["test/acc_mean", "test/acc_std", "test/acc_worst10", "test/acc_best10"]
@@ -323,5 +326,5 @@ def main(argv: list[str]) -> int:
     else:
         sys.stdout.write(text)
     for prob in problems:
-        print(f"fedmoo table: not included: {prob}", file=sys.stderr)
+        log.warning("not included: %s", prob, extra={"prefix": "fedmoo table: "})
     return 0

@@ -14,8 +14,8 @@ not change the exit status.
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from fedmoo import logs
 from fedmoo.report.results import read_summary
 
 # Job directories of the last sweep of this process that failed or left no result; the CLI
@@ -30,6 +31,8 @@ from fedmoo.report.results import read_summary
 failed_jobs: list[Path] = []
 
 
+log = logging.getLogger(__name__)
+PLAIN = {"prefix": "fedmoo: "}   # the report's lines are errors without "error: " (fedmoo/logs.py)
 TOKEN = "FEDMOO_SWEEP_TOKEN"
 NOTE = Path(".fedmoo") / "sweep-failure.json"
 
@@ -86,6 +89,7 @@ class SweepReport(Callback):
         os.environ[TOKEN] = uuid.uuid4().hex
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        logs.setup()    # stderr only from here: the last job's run log is not the sweep's
         sweep_dir = Path(str(config.hydra.sweep.dir))
         outcomes = job_outcomes(sweep_dir)
         counts: dict[str, int] = {}
@@ -95,11 +99,13 @@ class SweepReport(Callback):
         failed_jobs[:] = [job for job, status, _ in bad if status != "diverged"]
         if not bad:
             return
+        level = logging.ERROR if failed_jobs else logging.WARNING   # fedmoo -q shows errors
         parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        print(f"fedmoo: sweep {sweep_dir}: {len(outcomes)} jobs: {parts}", file=sys.stderr)
+        log.log(level, "sweep %s: %d jobs: %s", sweep_dir, len(outcomes), parts, extra=PLAIN)
         for job, status, message in bad:
             label = job.relative_to(sweep_dir).as_posix()
-            print(f"fedmoo:   {status} job {label} ({_overrides(job)}): {message}", file=sys.stderr)
+            log.log(logging.WARNING if status == "diverged" else logging.ERROR,
+                    "  %s job %s (%s): %s", status, label, _overrides(job), message, extra=PLAIN)
         if failed_jobs:
-            print("fedmoo: fix the cause and run the same command again (with the same "
-                  "hydra.sweep.dir): completed jobs are skipped", file=sys.stderr)
+            log.error("fix the cause and run the same command again (with the same "
+                      "hydra.sweep.dir): completed jobs are skipped", extra=PLAIN)

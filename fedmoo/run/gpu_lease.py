@@ -14,8 +14,8 @@ Nothing here touches CUDA: GPUs are counted from ``CUDA_VISIBLE_DEVICES`` or the
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,6 +23,8 @@ from pathlib import Path
 
 from fedmoo.errors import UserError
 from fedmoo.run.locks import HeldLock, try_lock
+
+log = logging.getLogger(__name__)
 
 PROC_GPUS = Path("/proc/driver/nvidia/gpus")
 POLL_S = 0.5
@@ -105,10 +107,10 @@ def lease_device(device: str, num_gpus: int | None = None, lock_dir: Path | None
                 f"{lock_dir}); run fewer parallel jobs (hydra.launcher.n_jobs) or pin device=cuda:N"
             )
         if not announced:
-            print(f"fedmoo: all {count} GPUs are leased; waiting for one (locks in {lock_dir})",
-                  file=sys.stderr)
+            log.info("all %d GPUs are leased; waiting for one (locks in %s)", count, lock_dir)
             announced = True
         time.sleep(POLL_S)
     index, lock = got
+    log.debug("device=auto: leased cuda:%d of %d GPUs (lock in %s)", index, count, lock_dir)
     with lock:
         yield f"cuda:{index}"

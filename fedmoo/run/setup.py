@@ -5,6 +5,7 @@ Every builder turns a mistake in the config into a one-line UserError that names
 
 from __future__ import annotations
 
+import logging
 import platform
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,8 @@ from fedmoo.errors import UserError
 from fedmoo.params import num_params
 from fedmoo.run.guards import cohort_size
 from fedmoo.run import memory
+
+log = logging.getLogger(__name__)
 
 SMALL_MODEL = 100_000  # below this many parameters, CPU threads cost more than they give
 
@@ -92,6 +95,9 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     federation = federation.to(device)
     engine = build_component({"client": cfg["client"]}, fengine.build, cfg.get("engine", "auto"),
                              model, federation, cfg["client"])
+    log.debug("run parts: device %s, engine %s, model %s (%d parameters), %d clients (%s per "
+              "round), %d CPU threads", device, engine.name, cfg["model"]["name"], d, num_clients,
+              per_round, torch.get_num_threads())
     return Parts(device, algo, federation, attack, model, engine, num_clients, per_round)
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import signal
-import sys
 import threading
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class StopSignals:
@@ -26,8 +28,8 @@ class StopSignals:
         if self.signum is not None:
             raise KeyboardInterrupt
         self.signum = signum
-        print(f"fedmoo: {signal.Signals(signum).name} received: saving a checkpoint at the end of "
-              "this round (send it again to stop at once)", file=sys.stderr, flush=True)
+        log.warning("%s received: saving a checkpoint at the end of this round (send it again "
+                    "to stop at once)", signal.Signals(signum).name)
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():

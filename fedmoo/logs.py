@@ -1,0 +1,79 @@
+"""fedmoo's own messages: the ``fedmoo`` logger, one line per message on stderr.
+
+Modules log with ``logging.getLogger(__name__)`` (every one is below ``fedmoo``). The CLI calls
+:func:`setup`; in a Hydra job ``conf/hydra/job_logging/fedmoo.yaml`` gives the ``fedmoo`` logger
+the same stderr handler (:func:`stderr_handler`) plus Hydra's file handler, so every message also
+lands in ``<run dir>/fedmoo.log``. The logger does not propagate to the root logger, so Hydra's
+console handler never repeats a line. From Python (``fedmoo.api``) nothing is set up: the
+records reach the user's own logging configuration.
+
+A line reads ``fedmoo: error: <message>`` (errors), ``fedmoo: debug: <message>`` (debug) or
+``fedmoo: <message>``; ``extra={"prefix": "fedmoo plot: "}`` replaces the part before the message.
+
+``FEDMOO_LOG_LEVEL`` (debug | info | warning | error; ``fedmoo -v`` / ``fedmoo -q`` set debug /
+error) is the least severe level printed on stderr. The run log gets every level.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+ENV = "FEDMOO_LOG_LEVEL"
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+          "error": logging.ERROR}
+_WORDS = {logging.DEBUG: "debug: ", logging.ERROR: "error: ", logging.CRITICAL: "error: "}
+
+
+def parse_level(text: str) -> int:
+    """The level named ``text`` (case-insensitive); ValueError with the one-line fix if none."""
+    level = LEVELS.get(text.strip().lower())
+    if level is None:
+        raise ValueError(f"{ENV}={text!r} is not a log level; use one of: {', '.join(LEVELS)} "
+                         "(or fedmoo -q / fedmoo -v)")
+    return level
+
+
+def env_level() -> int:
+    """``FEDMOO_LOG_LEVEL``'s level: info when unset or invalid (the CLI refuses the latter)."""
+    try:
+        return parse_level(os.environ.get(ENV) or "info")
+    except ValueError:
+        return logging.INFO
+
+
+class Formatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        prefix = getattr(record, "prefix", None)
+        if prefix is None:
+            prefix = "fedmoo: " + _WORDS.get(record.levelno, "")
+        return prefix + super().format(record)
+
+
+class StderrHandler(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is at each message (redirections, pytest's capture)."""
+
+    def __init__(self, level: int = logging.NOTSET) -> None:
+        logging.Handler.__init__(self, level)
+        self.setFormatter(Formatter())
+
+    @property
+    def stream(self):  # noqa: D102 - StreamHandler's attribute, looked up at each message
+        return sys.stderr
+
+
+def stderr_handler() -> StderrHandler:
+    """The stderr handler at ``FEDMOO_LOG_LEVEL`` (the factory the Hydra job config names)."""
+    return StderrHandler(env_level())
+
+
+def setup(level: int | None = None) -> None:
+    """fedmoo's messages go to stderr only, at ``level`` (default: ``FEDMOO_LOG_LEVEL``); this
+    replaces the logger's handlers, a finished Hydra job's run log included."""
+    log = logging.getLogger("fedmoo")
+    for h in log.handlers[:]:
+        log.removeHandler(h)
+    log.addHandler(StderrHandler(env_level() if level is None else level))
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
