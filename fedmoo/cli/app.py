@@ -7,6 +7,8 @@ failure in its summary.json and the sweep goes on (fedmoo.run.callbacks reports 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
 import traceback as tb
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 from fedmoo.run.gpu_lease import lease_device, register_resolvers
 
 register_resolvers()  # ${fedmoo.gpus:} in hydra/launcher/local_gpus.yaml
+log = logging.getLogger(__name__)
 
 
 def _report(result) -> None:
@@ -85,13 +88,13 @@ def finish(job: Job, outcome) -> float | None:
     run_dir = job.run_dir
     if isinstance(outcome, RunInterrupted):
         # Stop the whole sweep too: re-running the command resumes every job.
-        print(f"fedmoo: {outcome}", file=sys.stderr)
+        log.warning("%s", outcome)
         sys.exit(128 + outcome.signum)
     if isinstance(outcome, (UserError, DivergenceError)):
         if job.traceback:
             raise outcome
         user = isinstance(outcome, UserError)
-        print(f"fedmoo: error: {outcome}", file=sys.stderr)
+        log.error("%s", outcome)
         if user:
             restore_record(run_dir)   # Hydra's files of a refused run must not relabel a result
         if user and not isinstance(outcome, RunDirBusy):  # a diverged run has written its summary
@@ -108,8 +111,7 @@ def finish(job: Job, outcome) -> float | None:
             note_job_failure(run_dir, what)
         if not job.multirun or job.traceback:
             raise outcome
-        print(f"fedmoo: error: job failed with {what} (traceback in {run_dir / 'summary.json'})",
-              file=sys.stderr)
+        log.error("job failed with %s (traceback in %s)", what, run_dir / "summary.json")
         return None
     _report(outcome)
     return outcome.final.get("test/acc_mean")
@@ -142,9 +144,11 @@ def collect(cfg: DictConfig) -> Job | None:
 def run_together(jobs: list[Job | None], max_rows: int) -> list[float | None]:
     """``hydra/launcher=lockstep``, second pass: run the collected jobs together
     (fedmoo.run.group), then report each as ``main`` would; the sweep's values in job order."""
+    from fedmoo import logs
     from fedmoo.errors import RunInterrupted
     from fedmoo.run import group
 
+    logs.setup()   # the shared training's messages: stderr, not the last prepared job's log
     todo = [j for j in jobs if j is not None]
     try:
         with lease_device("auto") as leased:
@@ -155,16 +159,44 @@ def run_together(jobs: list[Job | None], max_rows: int) -> list[float | None]:
     except RunInterrupted as e:
         finish(todo[0], e)
     done = dict(zip(map(id, todo), outcomes))
-    return [None if j is None else finish(j, done[id(j)]) for j in jobs]
+    values = []
+    for j in jobs:
+        if j is None:
+            values.append(None)
+            continue
+        with _job_log(j):
+            values.append(finish(j, done[id(j)]))
+    return values
 
 
 def _say_plan(plan, jobs: list[Job], max_rows: int) -> None:
     sizes = sorted((len(g) for g in plan.groups if len(g) > 1), reverse=True)
     other = plan.total - plan.grouped - plan.single
-    print(f"fedmoo: lockstep: {plan.grouped} of {plan.total} jobs train together in "
-          f"{len(sizes)} group(s) of {', '.join(map(str, sizes)) or '-'} runs "
-          f"(max_rows={max_rows}); {plan.single} alone"
-          + (f"; {other} done already or stopped before training" if other else ""),
-          file=sys.stderr)
+    log.info("lockstep: %s of %s jobs train together in %s group(s) of %s runs (max_rows=%s); "
+             "%s alone%s", plan.grouped, plan.total, len(sizes), ", ".join(map(str, sizes)) or "-",
+             max_rows, plan.single,
+             f"; {other} done already or stopped before training" if other else "")
     for i, why in plan.alone:
-        print(f"fedmoo:   alone: {jobs[i].run_dir.name} ({why})", file=sys.stderr)
+        log.info("  alone: %s (%s)", jobs[i].run_dir.name, why)
+
+
+@contextlib.contextmanager
+def _job_log(job: Job):
+    """Within the block, fedmoo's messages also go to the job's run log (``fedmoo.log``, as
+    Hydra's job logging does for a job it runs itself): used while reporting a job that
+    trained in a lockstep group."""
+    from fedmoo import logs
+
+    try:
+        handler = logging.FileHandler(job.run_dir / "fedmoo.log")
+    except OSError:        # an unusable directory: its failure is reported on stderr anyway
+        yield
+        return
+    handler.setFormatter(logs.Formatter())
+    logger = logging.getLogger("fedmoo")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()

@@ -90,8 +90,11 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     one = federation.x[federation.train.index[:1].cpu()].cpu()
     acts = memory.activations_per_sample(model, one)
     memory.check_fits(cfg, d, per_round, device, acts)     # before the first batch
-    model = model.to(device)
+    dtype = resolve_precision(cfg.get("precision", "float32"))
+    model = model.to(device=device, dtype=dtype)
     set_threads(cfg.get("threads", "auto"), num_params(model))
+    if federation.x.is_floating_point() and federation.x.dtype != dtype:
+        federation.x = federation.x.to(dtype)
     federation = federation.to(device)
     engine = build_component({"client": cfg["client"]}, fengine.build, cfg.get("engine", "auto"),
                              model, federation, cfg["client"])
@@ -111,6 +114,15 @@ def resolve_device(name: str) -> torch.device:
         return torch.device(name)
     except RuntimeError:
         raise UserError(f"device={name!r} is not valid; use auto, cpu, cuda or cuda:N") from None
+
+
+PRECISIONS = {"float32": torch.float32, "float64": torch.float64}
+
+
+def resolve_precision(name: Any) -> torch.dtype:
+    if name not in PRECISIONS:
+        raise UserError(f"precision={name!r} is not valid; use float32 or float64")
+    return PRECISIONS[name]
 
 
 def set_threads(threads: Any, model_params: int) -> None:

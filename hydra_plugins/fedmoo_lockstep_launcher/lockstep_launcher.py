@@ -45,9 +45,11 @@ class LockstepLauncher(Launcher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         log.info(f"Launching {len(job_overrides)} jobs in lockstep (max_rows={self.max_rows})")
+        for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
+            # all listed first: once run_job has run, the log goes to that job's fedmoo.log
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
         returns: list[JobReturn] = []
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
-            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             with open_dict(cfg):
                 cfg.hydra.job.id = idx

@@ -1,0 +1,131 @@
+#!/usr/bin/env python
+"""Sweep benchmark: a paper's grid trained together (hydra/launcher=lockstep) vs one job at a time.
+
+    python scripts/bench_sweep.py                                  # synthetic grid, 1/4/16/64 runs
+    python scripts/bench_sweep.py --experiment fedfv/table3 --rounds 20
+    python scripts/bench_sweep.py --experiment fedmgda_plus/adult_bias --rounds 2 --data-dir DIR
+
+For each number of runs n, the first n jobs of the experiment's sweep grid (its rows x seeds, in
+Hydra's order; more seeds are added when n is larger than the grid) with ``--rounds`` rounds run
+twice in this process, in fresh directories: one after the other with ``fedmoo.run.loop.run``
+(as the basic launcher runs them, minus the start-up of a process per job), then together with
+``fedmoo.run.group.run_jobs`` (as ``hydra/launcher=lockstep`` runs them). It prints the wall time
+of both, the ratio, the time per run and round, and the largest difference between the two
+rounds.csv files of any job (time columns aside): they must agree to float32 rounding.
+The default experiment, ``bench/synthetic``, needs no files: q-FFL's Synthetic(1,1) with 30
+clients (10 a round, batch 10, logistic regression) and a grid of q-FedAvg, FedProx and FedAvg
+rows at two learning rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fedmoo.cli.config import compose
+from fedmoo.cli.groups import CONF_DIR
+from fedmoo.run import group, loop
+
+SYNTHETIC = ["data=synthetic", "num_clients=30", "clients_per_round=10", "eval_every=5"]
+SYNTHETIC_GRID = {"algo": ["qfedavg", "fedprox", "fedavg"], "client.lr": ["0.05", "0.1"]}
+
+
+def grid(experiment: str) -> list[list[str]]:
+    """The sweep's jobs as override lists, in Hydra's order (first key slowest)."""
+    if experiment == "bench/synthetic":
+        params = SYNTHETIC_GRID
+        base = SYNTHETIC
+    else:
+        conf = yaml.safe_load((CONF_DIR / "experiment" / f"{experiment}.yaml").read_text())
+        raw = conf["hydra"]["sweeper"]["params"]
+        params = {k: str(v).split(",") for k, v in raw.items()}
+        base = [f"experiment={experiment}"]
+    params = {k: v for k, v in params.items() if k != "seed"}
+    seeds = [str(s) for s in range(1000)]
+    keys = list(params)
+    combos = list(itertools.product(*(params[k] for k in keys)))
+    jobs = []
+    for seed in seeds:
+        for combo in combos:
+            jobs.append(base + [f"{k}={v}" for k, v in zip(keys, combo)] + [f"seed={seed}"])
+    return jobs
+
+
+def rounds_diff(a: Path, b: Path) -> float:
+    ra, rb = pd.read_csv(a / "rounds.csv"), pd.read_csv(b / "rounds.csv")
+    cols = [c for c in ra.columns if not c.startswith("time/")]
+    return float((ra[cols] - rb[cols]).abs().max().max())
+
+
+def measure(cfgs: list[dict], root: Path) -> dict:
+    alone_dir, together_dir = root / "alone", root / "together"
+    t = time.perf_counter()
+    for i, cfg in enumerate(cfgs):
+        loop.run(cfg, alone_dir / str(i))
+    alone = time.perf_counter() - t
+    plans = []
+    t = time.perf_counter()
+    outcomes = group.run_jobs([group.Job(c, together_dir / str(i)) for i, c in enumerate(cfgs)],
+                              on_plan=plans.append)
+    together = time.perf_counter() - t
+    bad = [o for o in outcomes if not isinstance(o, loop.RunResult)]
+    if bad:
+        raise SystemExit(f"a job failed when trained together: {bad[0]}")
+    diff = max(rounds_diff(alone_dir / str(i), together_dir / str(i)) for i in range(len(cfgs)))
+    return {"alone_s": alone, "together_s": together, "grouped": plans[0].grouped,
+            "max_diff": diff}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--experiment", default="bench/synthetic",
+                    help="an experiment with a sweep grid (fedfv/table3, fedmgda_plus/adult_bias)"
+                         " or bench/synthetic (default, no files needed)")
+    ap.add_argument("--runs", default="1,4,16,64", help="numbers of runs to time")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--data-dir", default=None, help="data_dir of the runs (default: as fedmoo run)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    args = ap.parse_args(argv)
+    counts = [int(n) for n in args.runs.split(",")]
+    extra = [f"rounds={args.rounds}", "progress=false", f"device={args.device}",
+             "checkpoint_every=0"] + ([f"data_dir={args.data_dir}"] if args.data_dir else [])
+    jobs = grid(args.experiment)
+    print(f"{args.experiment}: {args.rounds} rounds a run; {platform.processor() or platform.machine()}"
+          f", {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(f"{'runs':>5} {'alone s':>9} {'together s':>11} {'ratio':>6} {'ms/run-round':>13} "
+          f"{'grouped':>8} {'max diff':>9}")
+    out = []
+    for n in counts:
+        cfgs = [compose(job + extra) for job in jobs[:n]]
+        root = Path(tempfile.mkdtemp(prefix="fedmoo-bench-sweep-"))
+        try:
+            r = measure(cfgs, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        r["runs"] = n
+        r["ratio"] = r["alone_s"] / r["together_s"]
+        out.append(r)
+        print(f"{n:>5} {r['alone_s']:>9.1f} {r['together_s']:>11.1f} {r['ratio']:>6.2f} "
+              f"{1000 * r['together_s'] / (n * args.rounds):>13.1f} {r['grouped']:>8} "
+              f"{r['max_diff']:>9.1e}", flush=True)
+    if args.json:
+        print(json.dumps({"experiment": args.experiment, "rounds": args.rounds, "results": out}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
