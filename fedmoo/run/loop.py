@@ -97,7 +97,7 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
 
 
 def _interrupt_all(sessions: list[Session], stop) -> None:
-    """Checkpoint every session and raise the last RunInterrupted (they all say the same)."""
+    """Checkpoint every session, then raise one RunInterrupted for them all."""
     from fedmoo.errors import RunInterrupted
 
     raised = None
@@ -106,6 +106,13 @@ def _interrupt_all(sessions: list[Session], stop) -> None:
             s.interrupt(stop)
         except RunInterrupted as e:
             raised = e
+    if raised is not None and len(sessions) > 1:
+        rounds = sorted({int(s.state.round) for s in sessions})
+        after = str(rounds[0]) if len(rounds) == 1 else f"{rounds[0]}-{rounds[-1]}"
+        raise RunInterrupted(
+            f"stopped by {stop.name} after round {after}; checkpoints saved for the "
+            f"{len(sessions)} runs training together; to continue, run the same command again "
+            "(same hydra.sweep.dir)", stop.signum)
     if raised is not None:
         raise raised
 

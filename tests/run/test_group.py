@@ -129,6 +129,7 @@ def test_grouped_sweep_killed_and_resumed_matches_jobs_run_alone(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "lockstep: 4 of 4 jobs train together in 1 group(s) of 4 runs" in err
+    assert "checkpoints saved for the 4 runs training together" in err.strip().splitlines()[-1]
     stopped = [read_summary(sweep / str(i) / "summary.json") for i in range(4)]
     assert {s["status"] for s in stopped} == {"interrupted"}
     assert len({s["rounds_completed"] for s in stopped}) == 1   # the group stops together
