@@ -158,11 +158,8 @@ class BatchedEngine(LocalTraining):
         """Mean loss, accuracy (%) and size of w on each cohort client's train set, one pass
         (``[K]``, or ``[K, S]`` per task on multi-task data)."""
         data, dev = self.data, w.device
-        sizes = self._sizes[ids]
-        pos = np.concatenate([np.arange(int(self._offsets[k]), int(self._offsets[k + 1])) for k in ids])
-        owner = torch.from_numpy(np.repeat(np.arange(len(ids)), sizes.numpy())).to(dev)
+        sizes, owner, samples = self._cohort_samples(ids, dev)
         set_flat(self.model, w)
-        samples = data.train.index[torch.from_numpy(pos).to(dev)]
         targets = None if label_map is None else label_map[owner, data.y[samples]]
         loss, correct = forward_stats(self.model, data.x, data.y, samples, data.task,
                                       targets=targets)
@@ -171,6 +168,14 @@ class BatchedEngine(LocalTraining):
         sums[1].index_add_(0, owner, correct.to(w.dtype))
         n = sizes.to(device=dev, dtype=w.dtype).view(-1, *(1,) * (loss.dim() - 1))
         return sums[0] / n, 100.0 * sums[1] / n, n.flatten()
+
+    def _cohort_samples(self, ids: list[int], dev) -> tuple[Tensor, Tensor, Tensor]:
+        """The cohort's training samples client by client: the clients' sizes ``[K]`` (CPU),
+        each sample's position in the cohort ``owner [N]`` and its dataset index ``[N]``."""
+        sizes = self._sizes[ids]
+        pos = np.concatenate([np.arange(int(self._offsets[k]), int(self._offsets[k + 1])) for k in ids])
+        owner = torch.from_numpy(np.repeat(np.arange(len(ids)), sizes.numpy())).to(dev)
+        return sizes, owner, self.data.train.index[torch.from_numpy(pos).to(dev)]
 
     def _trained(self, ids: list[int], flat: Tensor,
                  label_map: Tensor | None) -> tuple[Tensor, Tensor]:

@@ -21,10 +21,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from fedmoo.engine.common import gather, relabel
+from fedmoo.engine.common import eval_chunk, gather, relabel
+from fedmoo.engine.linear_head import Sharing
 from fedmoo.engine.plan import RoundPlan, make_plan, stack_plans
 from fedmoo.engine.rowsgd import Rows, RowSGD
 from fedmoo.state import ClientSpec, Cohort
+
+# Rows that read the same samples (runs of one seed and partition, Ditto's personal rows) share
+# their inputs with the closed-form head: each source's samples are gathered and multiplied once.
+SHARED_INPUTS = True
 
 
 @dataclass
@@ -90,8 +95,8 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
     layout, data = engine.layout, engine.data
     w0 = members[0].w
     dev, dtype = w0.device, w0.dtype
-    blocks, plans, start = [], [], 0
-    made: dict[tuple, RoundPlan] = {}   # runs of one seed and partition share their plans
+    blocks, plans, sources, start = [], [], [], 0
+    made: dict[tuple, int] = {}   # runs of one seed and partition share their plans
     for m in members:
         layout.numel_check(m.w.numel())
         e = m.engine
@@ -99,15 +104,18 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
         key = (_partition_key(e), tuple(m.ids.tolist()), m.seed, e.batch_size, e.epochs,
                e.local_steps)
         if key not in made:
-            made[key] = make_plan(list(key[1]), e._offsets, e._sizes, e.batch_size, e.epochs,
-                                  e.local_steps, torch.Generator().manual_seed(m.seed),
-                                  e.data.train.index, dtype)
-        plan = made[key]
-        plans += [plan, plan] if block.ditto else [plan]   # personal rows: the same minibatches
+            made[key] = sum(len(p.index) for p in plans)   # the plan's first source
+            plans.append(make_plan(list(key[1]), e._offsets, e._sizes, e.batch_size, e.epochs,
+                                   e.local_steps, torch.Generator().manual_seed(m.seed),
+                                   e.data.train.index, dtype))
+        first = range(made[key], made[key] + block.k)  # personal rows: the same minibatches
+        sources += [*first, *first] if block.ditto else first
         blocks.append(block)
         start += block.size
-    plan = stack_plans(plans)
+    base = stack_plans(plans)                          # one row per source
+    src = torch.tensor(sources, device=base.index.device)
     total = start
+    shared = SHARED_INPUTS and engine.head is not None
 
     def per_row(glob, personal) -> list[tuple[float, int]]:
         out = []
@@ -139,17 +147,24 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
                   for m in members]
     label_map = _stack_label_maps(label_maps, blocks, data)
 
-    befores = [m.engine._before(m.ids.tolist(), m.w, lm) for m, lm in zip(members, label_maps)]
-    lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active
+    befores = _befores(engine, members, blocks, views, label_maps, shared)
+    share = Sharing.build(src, label_map, scale) if shared and len(base.index) < total else None
+    plan = base if share is not None or sources == list(range(total)) else _row_plan(base, src)
+    active, last = base.active[src], base.last[src]
+    lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * active
     loss_after = torch.zeros(total, dtype=dtype, device=dev)
     engine.model.train()
     for s in range(plan.steps):
         idx, weight = plan.index[:, s], plan.weight[:, s]
-        x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
         step_lr = lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s]
         rule = RowSGD(views, bufs, anchor, step_lr, mu, momentum, wd)
-        losses = engine._step(rule, x, y, weight, scale)
-        loss_after += losses * plan.last[:, s]
+        if share is not None:   # x and y once per source (fedmoo.engine.linear_head)
+            losses = engine.head.shared_step(rule, share, gather(data.x, idx),
+                                             gather(data.y, idx), weight)
+        else:
+            x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
+            losses = engine._step(rule, x, y, weight, scale)
+        loss_after += losses * last[:, s]
 
     out = []
     for m, b, lm, (loss_before, acc_before, num_samples) in zip(members, blocks, label_maps,
@@ -166,6 +181,62 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
             loss_trained=trained[0], acc_trained=trained[1],
         ))
     return out
+
+
+def _row_plan(base: RoundPlan, src: Tensor) -> RoundPlan:
+    """The plan with one row per stacked row (row r is source ``src[r]`` of ``base``)."""
+    return RoundPlan(index=base.index[src], weight=base.weight[src], active=base.active[src],
+                     last=base.last[src], full=base.full)
+
+
+def _befores(engine, members: list[Member], blocks: list[_Block], views: list[Tensor],
+             label_maps: list[Tensor | None], shared: bool) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """Each member's ``_before`` (loss, accuracy and size of its global model on its cohort's
+    training sets). With the closed-form head, members of one partition and cohort are measured
+    together: each sample is read once for all their models (``LinearHead.stats``)."""
+    out: list = [None] * len(members)
+    together: dict[tuple, list[int]] = {}
+    for i, m in enumerate(members):
+        if shared:
+            together.setdefault((_partition_key(m.engine), tuple(m.ids.tolist())), []).append(i)
+        else:
+            out[i] = m.engine._before(m.ids.tolist(), m.w, label_maps[i])
+    for group in together.values():
+        if len(group) == 1:
+            i = group[0]
+            out[i] = members[i].engine._before(members[i].ids.tolist(), members[i].w,
+                                               label_maps[i])
+            continue
+        head = engine.head
+        rows = torch.tensor([blocks[i].start for i in group], device=views[0].device)
+        w = views[head.wi].index_select(0, rows)
+        bias = None if head.bi is None else views[head.bi].index_select(0, rows)
+        for i, stats in zip(group, _measure(engine, members[group[0]], w, bias,
+                                            [label_maps[i] for i in group])):
+            out[i] = stats
+    return out
+
+
+def _measure(engine, member: Member, w: Tensor, bias: Tensor | None,
+             label_maps: list[Tensor | None]) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """``_before`` of M models (``w [M, in, out]``, ``bias [M, out]``) on ``member``'s cohort:
+    per-sample loss and correctness in chunks of samples, then the same per-client means."""
+    data, ids = engine.data, member.ids.tolist()
+    sizes, owner, samples = member.engine._cohort_samples(ids, w.device)
+    y = data.y[samples]
+    target = torch.stack([y if lm is None else lm[owner, y] for lm in label_maps], 1)
+    chunk = eval_chunk(data.x)
+    loss, correct = [], []
+    for s in range(0, samples.numel(), chunk):
+        h = gather(data.x, samples[s:s + chunk]).flatten(1)
+        lo, co = engine.head.stats(h, w, bias, target[s:s + chunk])
+        loss.append(lo)
+        correct.append(co)
+    sums = torch.zeros(2, len(ids), len(label_maps), dtype=w.dtype, device=w.device)
+    sums[0].index_add_(0, owner, torch.cat(loss).to(w.dtype))
+    sums[1].index_add_(0, owner, torch.cat(correct).to(w.dtype))
+    n = sizes.to(device=w.device, dtype=w.dtype)
+    return [(sums[0, :, j] / n, 100.0 * sums[1, :, j] / n, n) for j in range(len(label_maps))]
 
 
 def _stack_scale(members: list[Member], blocks: list[_Block], dev, dtype) -> Tensor | None:

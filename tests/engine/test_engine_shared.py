@@ -1,0 +1,122 @@
+"""Shared inputs: runs of one seed and partition trained together read each minibatch once
+(fedmoo.engine.linear_head.Sharing), and end exactly as each run trained alone, in float64."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from fedmoo.engine import stacked
+from fedmoo.engine.batched import BatchedEngine
+from fedmoo.engine.stacked import Member
+from fedmoo.models.linear import MLP, LogReg
+from fedmoo.params import get_flat
+from fedmoo.state import ClientSpec
+from tests.engine.helpers import federation
+from tests.engine.test_engine_equivalence import assert_same_cohort
+
+SIZES = [7, 13, 4, 10, 9]
+IDS = [4, 0, 2]
+FLIP = torch.tensor([[3, 2, 1, 0], [0, 1, 2, 3], [1, 2, 3, 0]])
+
+# (client settings, spec) per member; all members of a case share the batch plan
+MEMBERS = [
+    ({"lr": 0.3}, {}),
+    ({"lr": 0.1, "momentum": 0.9}, {"prox_mu": 0.3}),
+    ({"lr": 0.2, "weight_decay": 0.01}, {"loss_scale": [1.0, -2.0, 0.5]}),
+    ({"lr": 0.25, "momentum": 0.5}, {"label_map": True, "prox_mu": 0.1}),
+]
+DITTO = ({"lr": 0.15}, {"personal": True, "personal_lam": 0.5, "label_map": True})
+
+
+def _spec(kw: dict, d: int, gen: torch.Generator) -> ClientSpec:
+    kw = dict(kw)
+    if "loss_scale" in kw:
+        kw["loss_scale"] = torch.tensor(kw["loss_scale"], dtype=torch.float64)
+    if kw.get("personal"):
+        kw["personal"] = torch.randn(len(IDS), d, generator=gen, dtype=torch.float64) * 0.3
+    if kw.get("label_map"):
+        kw["label_map"] = FLIP.clone()
+    return ClientSpec(**kw)
+
+
+def _members(model, data, cases, batch: dict, seeds):
+    """One member per (case, seed), each with its own engine and a random global model."""
+    gen = torch.Generator().manual_seed(3)
+    d = sum(p.numel() for p in model.parameters())
+    out = []
+    for seed in seeds:
+        for client, spec in cases:
+            engine = BatchedEngine(copy.deepcopy(model).double(), data, **client, **batch)
+            w = get_flat(engine.model) + 0.2 * torch.randn(d, generator=gen, dtype=torch.float64)
+            out.append(Member(engine, torch.tensor(IDS), w, _spec(spec, d, gen), seed))
+    return out
+
+
+def _alone(members, monkeypatch):
+    """Each member trained by itself on the per-row path."""
+    with monkeypatch.context() as m:
+        m.setattr(stacked, "SHARED_INPUTS", False)
+        return [mb.engine.train(mb.ids, mb.w, mb.spec, mb.seed) for mb in members]
+
+
+@pytest.mark.parametrize("softmax_output", [False, True])
+@pytest.mark.parametrize("batch", [{"batch_size": None, "epochs": 2},
+                                   {"batch_size": 3, "epochs": 2},
+                                   {"batch_size": 4, "local_steps": 5}])
+@pytest.mark.parametrize("ditto", [False, True])
+def test_shared_rows_agree_with_each_run_alone(softmax_output, batch, ditto, monkeypatch):
+    torch.manual_seed(6)
+    data = federation(SIZES, (2, 3), 4)
+    model = LogReg((2, 3), 4, softmax_output=softmax_output)
+    cases = [DITTO] * 2 if ditto else MEMBERS       # Ditto: G = 4 rows per source
+    members = _members(model, data, cases, batch, seeds=[7, 8])
+    expected = _alone(members, monkeypatch)
+    head = members[0].engine.head
+    before = head.shared_steps
+    got = members[0].engine.train_many(members)
+    assert head.shared_steps > before                  # the shared path ran
+    for a, b in zip(expected, got):
+        assert_same_cohort(a, b)
+
+
+def test_unequal_groups_fall_back_to_rows(monkeypatch):
+    """A Ditto run beside a plain run of another seed: 2 rows per source for one, 1 for the
+    other; rows are trained one by one (and still agree)."""
+    torch.manual_seed(2)
+    data = federation(SIZES, (2, 3), 4)
+    model = LogReg((2, 3), 4)
+    members = (_members(model, data, [MEMBERS[1]], {"batch_size": 4}, [5])
+               + _members(model, data, [DITTO], {"batch_size": 4}, [6]))
+    expected = _alone(members, monkeypatch)
+    head = members[0].engine.head
+    before = head.shared_steps
+    got = members[0].engine.train_many(members)
+    assert head.shared_steps == before
+    for a, b in zip(expected, got):
+        assert_same_cohort(a, b)
+
+
+def test_shared_before_matches_each_run(monkeypatch):
+    """Runs of one cohort measured together (one GEMM per sample chunk) report each run's own
+    loss and accuracy before training, whatever their seeds; with small chunks too."""
+    torch.manual_seed(4)
+    data = federation(SIZES, (2, 3), 4)
+    members = _members(LogReg((2, 3), 4, softmax_output=True), data, MEMBERS,
+                       {"batch_size": 3}, [1, 2])
+    expected = _alone(members, monkeypatch)
+    monkeypatch.setattr(stacked, "eval_chunk", lambda x: 5)
+    for a, b in zip(expected, members[0].engine.train_many(members)):
+        assert_same_cohort(a, b)
+
+
+def test_other_models_keep_the_row_path(monkeypatch):
+    torch.manual_seed(5)
+    data = federation(SIZES, (2, 3), 4)
+    members = _members(MLP((2, 3), 4, hidden=(5,)), data, MEMBERS[:2], {"batch_size": 4}, [3])
+    assert members[0].engine.head is None
+    expected = _alone(members, monkeypatch)
+    for a, b in zip(expected, members[0].engine.train_many(members)):
+        assert_same_cohort(a, b)
