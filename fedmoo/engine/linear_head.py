@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fedmoo.engine.rowsgd import RowSGD, add_product, add_tensor
 
@@ -49,6 +49,19 @@ class Sharing:
     size: int
     label_map: Tensor | None
     scale: Tensor | None
+    _flat: dict = field(default_factory=dict)
+
+    def flat_index(self, n_in: int, out: int) -> tuple[Tensor, Tensor]:
+        """Element indices (made once per shape) that lay the rows' weights ``[R, in, out]``
+        out as ``[U, in, G*out]`` and the gradients ``[U, G*out, in]`` back as ``[R, in, out]``:
+        one ``index_select`` each, several times faster than permuting narrow layers' copies."""
+        if (n_in, out) not in self._flat:
+            u, g, dev = self.groups, self.size, self.order.device
+            rows = torch.arange(u * g * n_in * out, device=dev).view(-1, n_in, out)
+            fwd = rows.index_select(0, self.order).view(u, g, n_in, out).permute(0, 2, 1, 3)
+            back = rows.view(u, g, out, n_in).transpose(2, 3).flatten(0, 1)
+            self._flat[n_in, out] = (fwd.reshape(-1), back.index_select(0, self.inv).reshape(-1))
+        return self._flat[n_in, out]
 
     @classmethod
     def build(cls, src: Tensor, label_map: Tensor | None, scale: Tensor | None
@@ -136,8 +149,9 @@ class LinearHead:
         n_in, out = int(w.shape[1]), int(w.shape[2])
         h = x.flatten(2)
         b = int(h.shape[1])
-        wcat = w.index_select(0, share.order).view(u, rows, n_in, out).permute(0, 2, 1, 3)
-        z = torch.bmm(h, wcat.reshape(u, n_in, rows * out)).view(u, b, rows, out)
+        fwd, back = share.flat_index(n_in, out)
+        wcat = w.view(-1).index_select(0, fwd).view(u, n_in, rows * out)
+        z = torch.bmm(h, wcat).view(u, b, rows, out)
         if self.bi is not None:
             z = z + rule.views[self.bi].index_select(0, share.order).view(u, 1, rows, out)
         s = torch.softmax(z, -1) if self.softmax_output else None
@@ -155,8 +169,7 @@ class LinearHead:
         if s is not None:
             g = s * (g - (g * s).sum(-1, keepdim=True))
         dw = torch.bmm(g.reshape(u, b, rows * out).transpose(1, 2), h)      # [U, G*out, in]
-        dw = dw.view(u, rows, out, n_in).transpose(2, 3).flatten(0, 1)       # sorted rows
-        rule.apply(self.wi, add_tensor(dw.index_select(0, share.inv)))
+        rule.apply(self.wi, add_tensor(dw.view(-1).index_select(0, back).view_as(w)))
         if self.bi is not None:
             rule.apply(self.bi, add_tensor(g.sum(1).flatten(0, 1).index_select(0, share.inv)))
         return losses.flatten().index_select(0, share.inv)
