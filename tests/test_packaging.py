@@ -66,10 +66,19 @@ def test_version_is_written_once():
     assert installed == fedmoo.__version__
 
 
+# Namespace packages shared with other distributions: no __init__.py of their own, only
+# subpackages (Hydra finds launchers only under hydra_plugins).
+NAMESPACES = {"hydra_plugins"}
+
+
 def test_package_patterns_match_packages_and_typed_marker_ships():
     find = PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
     for pattern in find:
         top = pattern.rstrip("*")
+        if top in NAMESPACES:
+            assert not (ROOT / top / "__init__.py").exists(), f"{top} must stay a namespace"
+            assert list((ROOT / top).glob("*/__init__.py")), f"{pattern} names no package"
+            continue
         assert (ROOT / top / "__init__.py").is_file(), f"{pattern} names no package"
     assert (ROOT / "fedmoo" / "py.typed").is_file()
     assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["fedmoo"]
