@@ -98,7 +98,7 @@ def test_max_rows_splits_groups_and_other_engines_run_alone(tmp_path, configs):
     assert read_summary(tmp_path / "2" / "summary.json").get("trained_with") is None
 
 
-SWEEP_ARGS = ["run", "-m", *BASE, "rounds=60", "checkpoint_every=1", "seed=0,1",
+SWEEP_ARGS = ["run", "-m", *BASE, "rounds=30", "checkpoint_every=1", "seed=0,1",
               "algo=fedavg,fedfv", "hydra/launcher=lockstep", "hydra.sweep.dir=sweep"]
 
 
