@@ -30,7 +30,9 @@ import torch
 
 from fedmoo import data as fdata
 from fedmoo.engine.batched import BatchedEngine
+from fedmoo.params import num_params
 from fedmoo.run.loop import RunResult, Session, _progress, drive
+from fedmoo.run.setup import set_threads
 
 
 @dataclass
@@ -109,6 +111,9 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
             return [m.engine.train(m.ids, m.w, m.spec, m.seed) for m in members]
     else:
         train = group[0].parts.engine.train_many
+        lead = group[0]   # threads for the group's work: its model times its rows
+        set_threads(lead.cfg.get("threads", "auto"),
+                    num_params(lead.parts.model) * sum(s.parts.per_round for s in group))
     show = any(s.cfg.get("progress", True) for s in group)
     desc = (f"{len(group)} runs together" if len(group) > 1
             else f"{group[0].parts.algo.name} on {group[0].cfg['data']['name']}")

@@ -25,6 +25,7 @@ from fedmoo.run import memory
 log = logging.getLogger(__name__)
 
 SMALL_MODEL = 100_000  # below this many parameters, CPU threads cost more than they give
+_TORCH_THREADS = torch.get_num_threads()   # torch's own default, before a run changes it
 
 
 @dataclass
@@ -128,10 +129,10 @@ def resolve_precision(name: Any) -> torch.dtype:
 def set_threads(threads: Any, model_params: int) -> None:
     """``threads``: a count, or ``auto`` = one thread for small models (intra-op threading
     only adds overhead there; measured 15x slower on a busy 2-core machine), torch's default
-    otherwise."""
+    otherwise. ``model_params`` is what one training step works on: a lockstep group passes its
+    model's size times its rows (fedmoo.run.group)."""
     if threads in (None, "auto"):
-        if model_params < SMALL_MODEL:
-            torch.set_num_threads(1)
+        torch.set_num_threads(1 if model_params < SMALL_MODEL else _TORCH_THREADS)
         return
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise UserError(f"threads={threads!r} must be a positive integer or auto")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from pathlib import Path
 
 SMALL = ["num_clients=6", "clients_per_round=3", "data.max_samples=100", "progress=false"]
@@ -27,3 +28,14 @@ def assert_no_result(root: Path) -> None:
     for r in Path(root).rglob("rounds.csv"):
         assert rows_without_time(r) == [], r
     assert not list(Path(root).rglob("model.pt"))
+
+
+def wait_rows(path: Path, n: int, proc, timeout: float = 120) -> None:
+    """Wait until the CSV at ``path`` has more than ``n`` lines while ``proc`` (a Popen) runs."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if path.exists() and len(path.read_text().splitlines()) > n:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never reached {n} rows")

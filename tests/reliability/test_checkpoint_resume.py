@@ -6,7 +6,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,7 +20,7 @@ from fedmoo.run.loop import run
 from fedmoo.state import ServerState
 from tests.conftest import ROOT, small_cfg
 from tests.inprocess import run_main
-from tests.reliability.helpers import ONE_THREAD, SMALL, rows_without_time, summary
+from tests.reliability.helpers import ONE_THREAD, SMALL, rows_without_time, summary, wait_rows
 
 
 def _same_model(a, b) -> bool:
@@ -109,16 +108,6 @@ def _start(cwd, *args):
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_rows(path, n: int, proc, timeout: float = 120) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if path.exists() and len(path.read_text().splitlines()) > n:
-            return
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never reached {n} rows")
-
-
 def _reference(run_dir, out):
     """The uninterrupted run of the config the CLI recorded, in-process."""
     cfg = OmegaConf.to_container(OmegaConf.load(run_dir / ".hydra" / "config.yaml"), resolve=True)
@@ -134,7 +123,7 @@ def test_terminated_then_killed_cli_run_resumes_exactly(cli):
     run_dir = cli.cwd / "run"
 
     proc = _start(cli.cwd, *args)
-    _wait_rows(run_dir / "rounds.csv", 4, proc)
+    wait_rows(run_dir / "rounds.csv", 4, proc)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM
@@ -144,7 +133,7 @@ def test_terminated_then_killed_cli_run_resumes_exactly(cli):
     assert 4 <= first < 30
 
     proc = _start(cli.cwd, *args)  # resumes, then dies without warning
-    _wait_rows(run_dir / "rounds.csv", 10, proc)
+    wait_rows(run_dir / "rounds.csv", 10, proc)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL

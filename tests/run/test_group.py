@@ -11,7 +11,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -24,6 +23,7 @@ from fedmoo.report.results import read_summary
 from fedmoo.run import group, loop
 from tests.conftest import ROOT
 from tests.inprocess import run_main
+from tests.reliability.helpers import wait_rows
 
 TOL = 1e-10
 BASE = ["data=synthetic", "num_clients=6", "clients_per_round=3", "rounds=4", "eval_every=1",
@@ -108,23 +108,13 @@ def _start(cwd):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_rows(path, n: int, proc, timeout: float = 120) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if path.exists() and len(path.read_text().splitlines()) > n:
-            return
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never reached {n} rows")
-
-
 @pytest.mark.slow
 def test_grouped_sweep_killed_and_resumed_matches_jobs_run_alone(tmp_path):
     """SIGTERM a lockstep sweep (every job checkpoints), restart it, SIGKILL it, run it again
     to the end: every job's rows and model equal the job run alone, uninterrupted."""
     sweep = tmp_path / "sweep"
     proc = _start(tmp_path)
-    _wait_rows(sweep / "0" / "rounds.csv", 4, proc)
+    wait_rows(sweep / "0" / "rounds.csv", 4, proc)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, err
@@ -135,7 +125,7 @@ def test_grouped_sweep_killed_and_resumed_matches_jobs_run_alone(tmp_path):
     assert len({s["rounds_completed"] for s in stopped}) == 1   # the group stops together
 
     proc = _start(tmp_path)
-    _wait_rows(sweep / "0" / "rounds.csv", stopped[0]["rounds_completed"] + 6, proc)
+    wait_rows(sweep / "0" / "rounds.csv", stopped[0]["rounds_completed"] + 6, proc)
     proc.kill()
     proc.communicate(timeout=60)
 
