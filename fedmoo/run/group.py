@@ -106,14 +106,15 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
 
 
 def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None:
-    if len(group) == 1:
+    lead = group[0]
+    if len(group) == 1:       # as `fedmoo run` alone, threads included
         def train(members):
             return [m.engine.train(m.ids, m.w, m.spec, m.seed) for m in members]
-    else:
-        train = group[0].parts.engine.train_many
-        lead = group[0]   # threads for the group's work: its model times its rows
-        set_threads(lead.cfg.get("threads", "auto"),
-                    num_params(lead.parts.model) * sum(s.parts.per_round for s in group))
+        work = num_params(lead.parts.model)
+    else:                     # threads for the group's work: its model times its rows
+        train = lead.parts.engine.train_many
+        work = num_params(lead.parts.model) * sum(s.parts.per_round for s in group)
+    set_threads(lead.cfg.get("threads", "auto"), work)
     show = any(s.cfg.get("progress", True) for s in group)
     desc = (f"{len(group)} runs together" if len(group) > 1
             else f"{group[0].parts.algo.name} on {group[0].cfg['data']['name']}")
