@@ -28,7 +28,7 @@ import torch
 
 from fedmoo.engine.common import round_seed
 from fedmoo.engine.stacked import Member
-from fedmoo.errors import DivergenceError, UserError
+from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.params import get_flat, set_flat
 from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
 from fedmoo.run import checkpoint, loggers
@@ -98,8 +98,6 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
 
 def _interrupt_all(sessions: list[Session], stop) -> None:
     """Checkpoint every session, then raise one RunInterrupted for them all."""
-    from fedmoo.errors import RunInterrupted
-
     raised = None
     for s in sessions:
         try:
