@@ -158,14 +158,14 @@ def run_together(jobs: list[Job | None], max_rows: int) -> list[float | None]:
                 max_rows, on_plan=lambda plan: _say_plan(plan, todo, max_rows))
     except RunInterrupted as e:
         finish(todo[0], e)
-    done = dict(zip(map(id, todo), outcomes))
+    outcome = iter(outcomes)      # one per collected job, in order
     values = []
     for j in jobs:
         if j is None:
             values.append(None)
             continue
         with _job_log(j):
-            values.append(finish(j, done[id(j)]))
+            values.append(finish(j, next(outcome)))
     return values
 
 

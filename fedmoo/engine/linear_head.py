@@ -25,10 +25,11 @@ rates are unchanged. ``stats`` evaluates M models on the same samples the same w
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from dataclasses import dataclass, field
 
 from fedmoo.engine.rowsgd import RowSGD, add_product, add_tensor
 
@@ -37,12 +38,11 @@ _SOFTMAX = {torch.softmax, F.softmax}
 
 @dataclass
 class Sharing:
-    """R stacked rows read from U sources, G rows each: row r reads source ``src[r]``.
+    """R stacked rows read from U sources, G rows each.
     ``order [R]`` lists the rows source by source (``src[order] = 0..0, 1..1, ...``) and ``inv``
     is its inverse; ``label_map [U, C, G]`` and ``scale [U, 1, G]`` are the rows' label maps and
     loss factors in that order (None when no row has one)."""
 
-    src: Tensor
     order: Tensor
     inv: Tensor
     groups: int
@@ -79,7 +79,7 @@ class Sharing:
             label_map = label_map[order].view(u, g, -1).transpose(1, 2)
         if scale is not None:
             scale = scale[order].view(u, 1, g)
-        return cls(src, order, inv, u, g, label_map, scale)
+        return cls(order, inv, u, g, label_map, scale)
 
 
 class LinearHead:

@@ -145,7 +145,7 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
     scale = _stack_scale(members, blocks, dev, dtype)
     label_maps = [None if m.spec.label_map is None else m.spec.label_map.to(data.y.device)
                   for m in members]
-    label_map = _stack_label_maps(label_maps, blocks, data)
+    label_map = _stack_label_maps(label_maps, blocks)
 
     befores = _befores(engine, members, blocks, views, label_maps, shared)
     share = Sharing.build(src, label_map, scale) if shared and len(base.index) < total else None
@@ -195,17 +195,14 @@ def _befores(engine, members: list[Member], blocks: list[_Block], views: list[Te
     training sets). With the closed-form head, members of one partition and cohort are measured
     together: each sample is read once for all their models (``LinearHead.stats``)."""
     out: list = [None] * len(members)
-    together: dict[tuple, list[int]] = {}
+    together: dict[object, list[int]] = {}
     for i, m in enumerate(members):
-        if shared:
-            together.setdefault((_partition_key(m.engine), tuple(m.ids.tolist())), []).append(i)
-        else:
-            out[i] = m.engine._before(m.ids.tolist(), m.w, label_maps[i])
+        key = (_partition_key(m.engine), tuple(m.ids.tolist())) if shared else i
+        together.setdefault(key, []).append(i)
     for group in together.values():
         if len(group) == 1:
-            i = group[0]
-            out[i] = members[i].engine._before(members[i].ids.tolist(), members[i].w,
-                                               label_maps[i])
+            m = members[group[0]]
+            out[group[0]] = m.engine._before(m.ids.tolist(), m.w, label_maps[group[0]])
             continue
         head = engine.head
         rows = torch.tensor([blocks[i].start for i in group], device=views[0].device)
@@ -243,26 +240,24 @@ def _stack_scale(members: list[Member], blocks: list[_Block], dev, dtype) -> Ten
     """Per-row loss factors (loss-scaling attack), None when no member scales."""
     if all(m.spec.loss_scale is None for m in members):
         return None
-    parts = []
-    for m, b in zip(members, blocks):
-        s = (torch.ones(b.k, dtype=dtype, device=dev) if m.spec.loss_scale is None
-             else m.spec.loss_scale.to(device=dev, dtype=dtype).reshape(b.k))
-        parts += [s, s] if b.ditto else [s]
-    return torch.cat(parts)
+    return _per_block([torch.ones(b.k, dtype=dtype, device=dev) if m.spec.loss_scale is None
+                       else m.spec.loss_scale.to(device=dev, dtype=dtype).reshape(b.k)
+                       for m, b in zip(members, blocks)], blocks)
 
 
-def _stack_label_maps(maps: list[Tensor | None], blocks: list[_Block], data) -> Tensor | None:
+def _stack_label_maps(maps: list[Tensor | None], blocks: list[_Block]) -> Tensor | None:
     """Per-row label maps ``[R, C]`` (label-flipping attack; identity rows for the members
     without one), None when no member relabels."""
     given = [lm for lm in maps if lm is not None]
     if not given:
         return None
-    if len(maps) == 1:
-        return torch.cat([given[0], given[0]]) if blocks[0].ditto else given[0]
     width = int(given[0].shape[1])   # the data's classes: the same for every member
     identity = torch.arange(width, device=given[0].device)
-    parts = []
-    for lm, b in zip(maps, blocks):
-        lm = identity.expand(b.k, width) if lm is None else lm
-        parts += [lm, lm] if b.ditto else [lm]
-    return torch.cat(parts)
+    return _per_block([identity.expand(b.k, width) if lm is None else lm
+                       for lm, b in zip(maps, blocks)], blocks)
+
+
+def _per_block(values: list[Tensor], blocks: list[_Block]) -> Tensor:
+    """Each member's per-client values ``[k, ...]`` as rows of the stack (Ditto's personal rows
+    repeat their client's)."""
+    return torch.cat([v for v, b in zip(values, blocks) for v in ([v, v] if b.ditto else [v])])

@@ -31,7 +31,7 @@ import torch
 from fedmoo import data as fdata
 from fedmoo.engine.batched import BatchedEngine
 from fedmoo.params import num_params
-from fedmoo.run.loop import RunResult, Session, _progress, drive
+from fedmoo.run.loop import RunResult, Session, _progress, drive, train_each
 from fedmoo.run.setup import set_threads
 
 
@@ -108,8 +108,7 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
 def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None:
     lead = group[0]
     if len(group) == 1:       # as `fedmoo run` alone, threads included
-        def train(members):
-            return [m.engine.train(m.ids, m.w, m.spec, m.seed) for m in members]
+        train = train_each
         work = num_params(lead.parts.model)
     else:                     # threads for the group's work: its model times its rows
         train = lead.parts.engine.train_many
@@ -127,9 +126,10 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
         if s in failures:
             outcomes[i] = failures[s]
             continue
-        failure: dict = {}
-        result = s.guard(failure, s.complete)
-        outcomes[i] = failure.get(s, result)
+        try:
+            outcomes[i] = s.complete()
+        except Exception as e:  # noqa: BLE001 - reported per job by the caller
+            outcomes[i] = e
 
 
 class Planner:

@@ -59,11 +59,15 @@ def run(cfg: dict[str, Any], run_dir: str | Path, record: dict[str, str] | None 
         done = session.start()
         if done is not None:
             return done
-        failures = drive([session], lambda members: [m.engine.train(m.ids, m.w, m.spec, m.seed)
-                                                     for m in members])
+        failures = drive([session], train_each)
         if failures:
             raise failures[session]
         return session.complete()
+
+
+def train_each(members: list[Member]) -> list[Any]:
+    """Train each run's cohort with its own engine (a run alone)."""
+    return [m.engine.train(m.ids, m.w, m.spec, m.seed) for m in members]
 
 
 def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
