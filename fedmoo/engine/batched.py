@@ -93,9 +93,7 @@ class BatchedEngine(LocalTraining):
         self.head = None
         if self.program is not None and program == "auto":
             self.head = LinearHead.match(self.program, data.task)
-        if self.head is not None:
-            self._step = self.head.step
-        elif self.program is not None:
+        if self.program is not None:   # (the closed-form head trains in fedmoo.engine.stacked)
             self._step = self._lockstep_step
         else:
             self._step = torch.compile(self._vmap_step, dynamic=False) if compile else self._vmap_step

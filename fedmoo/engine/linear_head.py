@@ -25,23 +25,33 @@ rates are unchanged. ``stats`` evaluates M models on the same samples the same w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedmoo.engine.rowsgd import RowSGD, add_product, add_tensor
+from fedmoo.engine.common import gather
+from fedmoo.engine.plan import RoundPlan
+from fedmoo.engine.rowsgd import Rows, RowSGD, add_tensor
 
 _SOFTMAX = {torch.softmax, F.softmax}
 
 
 @dataclass
 class Sharing:
-    """R stacked rows read from U sources, G rows each.
+    """R stacked rows read from U sources, G rows each, and the round's layout of their weights.
+
     ``order [R]`` lists the rows source by source (``src[order] = 0..0, 1..1, ...``) and ``inv``
-    is its inverse; ``label_map [U, C, G]`` and ``scale [U, 1, G]`` are the rows' label maps and
-    loss factors in that order (None when no row has one)."""
+    is its inverse; ``label_map [U, C, G]`` and ``scale [U, 1, 1, G]`` are the rows' label maps
+    and loss factors in that order (None when no row has one). For the round, a weight ``[R,
+    in, out]`` is held as ``[U, in, out*G]`` (the G rows of a source side by side, class-major,
+    so one GEMM gives their logits ``[U, B, out, G]``, and the softmax runs over a dimension that
+    is not the innermost: with a few classes that kernel is several times faster) and a bias
+    ``[R, out]`` as ``[U, 1, out*G]``; a per-row number ``[R]`` becomes the factor ``[U, 1,
+    out*G]`` of the same columns. Rows trained one by one are the case G = 1
+    (``src = 0..R-1``).
+    """
 
     order: Tensor
     inv: Tensor
@@ -49,19 +59,6 @@ class Sharing:
     size: int
     label_map: Tensor | None
     scale: Tensor | None
-    _flat: dict = field(default_factory=dict)
-
-    def flat_index(self, n_in: int, out: int) -> tuple[Tensor, Tensor]:
-        """Element indices (made once per shape) that lay the rows' weights ``[R, in, out]``
-        out as ``[U, in, G*out]`` and the gradients ``[U, G*out, in]`` back as ``[R, in, out]``:
-        one ``index_select`` each, several times faster than permuting narrow layers' copies."""
-        if (n_in, out) not in self._flat:
-            u, g, dev = self.groups, self.size, self.order.device
-            rows = torch.arange(u * g * n_in * out, device=dev).view(-1, n_in, out)
-            fwd = rows.index_select(0, self.order).view(u, g, n_in, out).permute(0, 2, 1, 3)
-            back = rows.view(u, g, out, n_in).transpose(2, 3).flatten(0, 1)
-            self._flat[n_in, out] = (fwd.reshape(-1), back.index_select(0, self.inv).reshape(-1))
-        return self._flat[n_in, out]
 
     @classmethod
     def build(cls, src: Tensor, label_map: Tensor | None, scale: Tensor | None
@@ -78,14 +75,44 @@ class Sharing:
         if label_map is not None:
             label_map = label_map[order].view(u, g, -1).transpose(1, 2)
         if scale is not None:
-            scale = scale[order].view(u, 1, g)
+            scale = scale[order].view(u, 1, 1, g)
         return cls(order, inv, u, g, label_map, scale)
+
+    @classmethod
+    def rows(cls, n: int, label_map: Tensor | None, scale: Tensor | None,
+             device) -> "Sharing":
+        """Every row its own source (G = 1)."""
+        out = cls.build(torch.arange(n, device=device), label_map, scale)
+        assert out is not None
+        return out
+
+    def joined(self, t: Tensor) -> Tensor:
+        """A weight ``[R, in, out]`` or bias ``[R, out]`` of the rows in the round's layout
+        (``[U, in, out*G]`` / ``[U, 1, out*G]``; a new tensor)."""
+        u, g = self.groups, self.size
+        t = t.index_select(0, self.order)
+        if t.dim() == 2:
+            t = t.unsqueeze(1)
+        return t.view(u, g, *t.shape[1:]).permute(0, 2, 3, 1).reshape(u, t.shape[1], -1)
+
+    def split(self, j: Tensor, out: Tensor) -> None:
+        """Write ``j`` (``joined``'s layout) back into the per-row ``out``."""
+        u, n_in = j.shape[:2]
+        rows = j.view(u, n_in, -1, self.size).permute(0, 3, 1, 2).reshape(out.shape)
+        out.copy_(rows.index_select(0, self.inv))
+
+    def factor(self, v: Rows | None, out: int) -> Rows | None:
+        """A per-row hyperparameter ``[R]`` as the factor ``[U, 1, out*G]``; numbers pass."""
+        if v is None or isinstance(v, float):
+            return v
+        u, g = self.groups, self.size
+        return v.index_select(0, self.order).view(u, 1, g).expand(u, out, g).reshape(u, 1, -1)
 
 
 class LinearHead:
     def __init__(self, weight_slot: int, bias_slot: int | None, softmax_output: bool):
         self.wi, self.bi, self.softmax_output = weight_slot, bias_slot, softmax_output
-        self.shared_steps = 0   # steps taken by ``shared_step`` (tests check it is taken)
+        self.shared_steps = 0   # steps taken with G > 1 (tests check the shared path ran)
 
     @classmethod
     def match(cls, program, task: str) -> "LinearHead | None":
@@ -111,68 +138,61 @@ class LinearHead:
         wi, bi = program.fused[linear.target]
         return cls(wi, bi, softmax)
 
-    def step(self, rule: RowSGD, x: Tensor, y: Tensor, weight: Tensor, scale: Tensor | None,
-             task_weights: Tensor | None = None) -> Tensor:
-        """One SGD step of every row (``x [R, B, ...]``, ``y``/``weight [R, B]``); returns
-        the rows' minibatch losses ``sum_i weight_ri CE_ri``."""
-        w = rule.views[self.wi]
-        h = x.flatten(2)
-        z = torch.bmm(h, w) if self.bi is None else torch.baddbmm(
-            rule.views[self.bi].unsqueeze(1), h, w)
-        s = torch.softmax(z, -1) if self.softmax_output else None
-        logp = torch.log_softmax(z if s is None else s, -1)
-        target = y.unsqueeze(-1)
-        losses = (logp.gather(-1, target).squeeze(-1) * weight).sum(1).neg()
-        coef = weight if scale is None else weight * scale.unsqueeze(1)
-        g = logp.exp()
-        g.scatter_add_(-1, target, torch.full_like(target, -1, dtype=g.dtype))
-        g.mul_(coef.unsqueeze(-1))
-        if s is not None:                       # through softmax: s * (g - <g, s>)
-            g = s * (g - (g * s).sum(-1, keepdim=True))
-        rule.apply(self.wi, add_product(h, g))
-        if self.bi is not None:
-            rule.apply(self.bi, add_tensor(g.sum(1)))
-        return losses
+    def train(self, share: Sharing, plan: RoundPlan, x: Tensor, y: Tensor, rule: RowSGD
+              ) -> Tensor:
+        """Every step of ``plan`` (one plan row per source) for the rows of ``rule`` (per-row
+        views ``[R, ...]``, updated in place at the end); returns the rows' losses over their
+        last epoch, ``sum_s last_s sum_i weight_si CE_si`` ``[R]``."""
+        u, g = share.groups, share.size
+        weight_rows = rule.views[self.wi]
+        out = int(weight_rows.shape[-1])
+        idx = [self.wi] + ([] if self.bi is None else [self.bi])
 
-    def shared_step(self, rule: RowSGD, share: Sharing, x: Tensor, y: Tensor,
-                    weight: Tensor) -> Tensor:
-        """``step`` for rows that share their sources: ``x [U, B, ...]``, ``y``/``weight
-        [U, B]`` per source; returns the rows' losses ``[R]`` in row order.
+        def joined(ts: list[Tensor] | None) -> list[Tensor] | None:
+            if ts is None:
+                return None
+            return [share.joined(ts[i].expand(rule.views[i].shape)) for i in idx]
 
-        The G rows of source u are laid side by side: ``Z_u = h_u W_u`` with ``W_u [in, G*out]``
-        the rows' weights concatenated, viewed ``[B, G, out]``; ``g`` as in ``step`` with the
-        row's label and factor; the weights' gradient ``(G_u^T h_u)^T`` with ``G_u [B, G*out]``.
-        """
-        self.shared_steps += 1
-        u, rows = share.groups, share.size
-        w = rule.views[self.wi]
-        n_in, out = int(w.shape[1]), int(w.shape[2])
-        h = x.flatten(2)
-        b = int(h.shape[1])
-        fwd, back = share.flat_index(n_in, out)
-        wcat = w.view(-1).index_select(0, fwd).view(u, n_in, rows * out)
-        z = torch.bmm(h, wcat).view(u, b, rows, out)
-        if self.bi is not None:
-            z = z + rule.views[self.bi].index_select(0, share.order).view(u, 1, rows, out)
-        s = torch.softmax(z, -1) if self.softmax_output else None
-        logp = torch.log_softmax(z if s is None else s, -1)
-        labels = y.unsqueeze(-1).expand(u, b, rows)
-        if share.label_map is not None:                 # label_map [U, C, G]: per-row labels
-            labels = share.label_map.gather(1, labels)
-        target = labels.unsqueeze(-1)                   # [U, B, G, 1]
-        wt = weight.unsqueeze(-1)                       # [U, B, 1]
-        losses = (logp.gather(-1, target).squeeze(-1) * wt).sum(1).neg()   # [U, G]
-        coef = wt if share.scale is None else wt * share.scale
-        g = logp.exp()
-        g.scatter_add_(-1, target, torch.full_like(target, -1, dtype=g.dtype))
-        g.mul_(coef.unsqueeze(-1))
-        if s is not None:
-            g = s * (g - (g * s).sum(-1, keepdim=True))
-        dw = torch.bmm(g.reshape(u, b, rows * out).transpose(1, 2), h)      # [U, G*out, in]
-        rule.apply(self.wi, add_tensor(dw.view(-1).index_select(0, back).view_as(w)))
-        if self.bi is not None:
-            rule.apply(self.bi, add_tensor(g.sum(1).flatten(0, 1).index_select(0, share.inv)))
-        return losses.flatten().index_select(0, share.inv)
+        views, bufs, anchor = joined(rule.views), joined(rule.bufs), joined(rule.anchor)
+        full_lr = share.factor(rule.lr, out)
+        mu, momentum = share.factor(rule.mu, out), share.factor(rule.momentum, out)
+        decay = share.factor(rule.weight_decay, out)
+        w, bias = views[0], (views[1] if self.bi is not None else None)
+        dtype = w.dtype
+        # the loss of the last epoch, accumulated as [U, 1, G]: one baddbmm a step
+        loss_weight = (plan.weight * plan.last.unsqueeze(-1)).to(dtype)
+        acc = torch.zeros(u, 1, g, dtype=dtype, device=w.device)
+        minus_one = torch.full((1, 1, 1, 1), -1.0, dtype=dtype, device=w.device)
+        active = plan.active.to(dtype).view(u, 1, 1, -1)
+        for s in range(plan.steps):
+            step = plan.index[:, s]
+            h = gather(x, step).flatten(2)                                  # [U, B, in]
+            b = int(h.shape[1])
+            z = (torch.bmm(h, w) if bias is None else torch.baddbmm(bias, h, w)).view(u, b, out, g)
+            p = torch.softmax(z, 2) if self.softmax_output else None
+            logp = torch.log_softmax(z if p is None else p, 2)
+            labels = gather(y, step).unsqueeze(-1).expand(u, b, g)
+            if share.label_map is not None:                 # label_map [U, C, G]: per-row labels
+                labels = share.label_map.gather(1, labels)
+            target = labels.unsqueeze(2)                                    # [U, B, 1, G]
+            acc.baddbmm_(loss_weight[:, s].unsqueeze(1), logp.gather(2, target).view(u, b, g))
+            d = logp.exp()
+            d.scatter_add_(2, target, minus_one.expand(u, b, 1, g))
+            coef = plan.weight[:, s].view(u, b, 1, 1)
+            d.mul_(coef if share.scale is None else coef * share.scale)
+            if p is not None:                               # through softmax: p (d - <d, p>)
+                d = p * (d - (d * p).sum(2, keepdim=True))
+            d = d.view(u, b, out * g)
+            lr = full_lr if plan.full[s] else full_lr * active[..., s]
+            step_rule = RowSGD(views, bufs, anchor, lr, mu, momentum, decay)
+            step_rule.apply(0, add_tensor(_weight_grad(h, d)))
+            if bias is not None:
+                step_rule.apply(1, add_tensor(d.sum(1, keepdim=True)))
+            if g > 1:
+                self.shared_steps += 1
+        for i, j in zip(idx, views):
+            share.split(j, rule.views[i])
+        return acc.view(-1).neg().index_select(0, share.inv)
 
     @torch.no_grad()
     def stats(self, h: Tensor, w: Tensor, bias: Tensor | None,
@@ -189,6 +209,11 @@ class LinearHead:
             z = torch.softmax(z, -1)
         loss = torch.log_softmax(z, -1).gather(-1, target.unsqueeze(-1)).squeeze(-1).neg()
         return loss, (z.argmax(-1) == target).to(z.dtype)
+
+
+def _weight_grad(h: Tensor, d: Tensor) -> Tensor:
+    """``h^T d`` (``[U, in, C]``) for ``h [U, B, in]`` and ``d [U, B, C]``."""
+    return torch.bmm(h.transpose(1, 2), d)
 
 
 def _is_flatten(node, x, program) -> bool:

@@ -26,8 +26,9 @@ AddGrad = Callable[[Tensor, Rows], object]
 
 
 def per_row(v: Tensor, like: Tensor) -> Tensor:
-    """``[R]`` factors shaped to broadcast over ``like`` ``[R, ...]``."""
-    return v.view(-1, *(1,) * (like.dim() - 1))
+    """``[R]`` factors shaped to broadcast over ``like`` ``[R, ...]``; a factor that already
+    has ``like``'s number of dimensions (per column, fedmoo.engine.linear_head) is used as is."""
+    return v if v.dim() == like.dim() else v.view(-1, *(1,) * (like.dim() - 1))
 
 
 def axpy(y: Tensor, a: Rows, x: Tensor) -> Tensor:

@@ -148,23 +148,18 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
     label_map = _stack_label_maps(label_maps, blocks)
 
     befores = _befores(engine, members, blocks, views, label_maps, shared)
-    share = Sharing.build(src, label_map, scale) if shared and len(base.index) < total else None
-    plan = base if share is not None or sources == list(range(total)) else _row_plan(base, src)
-    active, last = base.active[src], base.last[src]
-    lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * active
-    loss_after = torch.zeros(total, dtype=dtype, device=dev)
     engine.model.train()
-    for s in range(plan.steps):
-        idx, weight = plan.index[:, s], plan.weight[:, s]
-        step_lr = lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s]
-        rule = RowSGD(views, bufs, anchor, step_lr, mu, momentum, wd)
-        if share is not None:   # x and y once per source (fedmoo.engine.linear_head)
-            losses = engine.head.shared_step(rule, share, gather(data.x, idx),
-                                             gather(data.y, idx), weight)
-        else:
-            x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
-            losses = engine._step(rule, x, y, weight, scale)
-        loss_after += losses * last[:, s]
+    if engine.head is not None:   # closed form (fedmoo.engine.linear_head)
+        share = Sharing.build(src, label_map, scale) if shared and len(base.index) < total else None
+        plan = base
+        if share is None:            # rows one by one
+            share = Sharing.rows(total, label_map, scale, src.device)
+            plan = base if sources == list(range(total)) else _row_plan(base, src)
+        loss_after = engine.head.train(share, plan, data.x, data.y,
+                                       RowSGD(views, bufs, anchor, lr, mu, momentum, wd))
+    else:
+        loss_after = _train_steps(engine, views, bufs, anchor, base, src, sources, total,
+                                  label_map, scale, lr, mu, momentum, wd)
 
     out = []
     for m, b, lm, (loss_before, acc_before, num_samples) in zip(members, blocks, label_maps,
@@ -181,6 +176,25 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
             loss_trained=trained[0], acc_trained=trained[1],
         ))
     return out
+
+
+def _train_steps(engine, views, bufs, anchor, base: RoundPlan, src: Tensor, sources: list[int],
+                 total: int, label_map: Tensor | None, scale: Tensor | None, lr: Rows,
+                 mu: Rows | None, momentum: Rows | None, wd: Rows) -> Tensor:
+    """Every step of the round for models without the closed form: each row gathers its own
+    minibatch and the engine's program (lockstep or vmap) takes the step; returns the rows'
+    losses over their last epoch ``[R]``."""
+    data, dtype = engine.data, views[0].dtype
+    plan = base if sources == list(range(total)) else _row_plan(base, src)
+    lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active
+    loss_after = torch.zeros(total, dtype=dtype, device=views[0].device)
+    for s in range(plan.steps):
+        idx, weight = plan.index[:, s], plan.weight[:, s]
+        step_lr = lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s]
+        rule = RowSGD(views, bufs, anchor, step_lr, mu, momentum, wd)
+        x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
+        loss_after += engine._step(rule, x, y, weight, scale) * plan.last[:, s]
+    return loss_after
 
 
 def _row_plan(base: RoundPlan, src: Tensor) -> RoundPlan:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -59,25 +60,28 @@ def check_seeds(node: Any, path: str = "") -> None:
 TEXT_OK = ("algo.", "attack.")
 
 
+@functools.lru_cache(maxsize=None)
+def _shipped(path: Path) -> dict:
+    """A shipped YAML file of fedmoo's conf (read once per process: a sweep checks each job)."""
+    import yaml
+
+    try:
+        out = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
 def check_types(cfg: dict) -> None:
     """A value must have the kind of its shipped default: where fedmoo's own YAML for the chosen
     option (conf/<group>/<name>.yaml, conf/config.yaml) has a boolean, the value must be true or
     false (``maybe`` is not read as true); where it has a number, the value must not be text."""
-    import yaml
-
-    def defaults(path: Path) -> dict:
-        try:
-            out = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError):
-            return {}
-        return out if isinstance(out, dict) else {}
-
-    pairs = [("", cfg, defaults(CONF_DIR / "config.yaml"))]
+    pairs = [("", cfg, _shipped(CONF_DIR / "config.yaml"))]
     for group in (*SECTIONS, "attack"):
         node = cfg.get(group)
         name = node.get("name") if isinstance(node, dict) else None
         if isinstance(name, str) and "/" not in name and ".." not in name:
-            shipped = defaults(CONF_DIR / group / f"{name}.yaml")
+            shipped = _shipped(CONF_DIR / group / f"{name}.yaml")
             if isinstance(shipped.get(group), dict):   # a `@package _global_` file
                 shipped = shipped[group]
             pairs.append((f"{group}.", node, shipped))
