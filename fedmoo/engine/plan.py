@@ -94,6 +94,25 @@ def stack_plans(plans: list[RoundPlan]) -> RoundPlan:
                      last=torch.cat(last), full=full)
 
 
+def longest_first(plan: RoundPlan, src: Tensor) -> tuple[RoundPlan, Tensor]:
+    """The plan's rows reordered by their number of steps, most first (ties in order), and
+    ``src`` (rows of a stack pointing at plan rows) renumbered to match. A row is active up to
+    its last step, so at every step the active rows are then a prefix (``active_rows``)
+    and a step can leave the finished rows out by slicing."""
+    steps = plan.active.sum(1)
+    order = torch.argsort(-steps, stable=True)
+    rank = torch.argsort(order)
+    out = RoundPlan(index=plan.index[order], weight=plan.weight[order],
+                    active=plan.active[order], last=plan.last[order], full=plan.full)
+    return out, rank[src]
+
+
+def active_rows(plan: RoundPlan) -> list[int]:
+    """Per step, how many rows take it (on the host); the rows taking a step are the first
+    ones when the plan is ``longest_first``."""
+    return [int(n) for n in plan.active.sum(0).tolist()]
+
+
 def _pad(t: Tensor, shape: tuple[int, ...]) -> Tensor:
     """``t`` in the corner of a zero tensor of ``shape``."""
     out = t.new_zeros(shape)

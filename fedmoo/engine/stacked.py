@@ -23,7 +23,7 @@ from torch import Tensor
 
 from fedmoo.engine.common import eval_chunk, gather, relabel
 from fedmoo.engine.linear_head import Sharing
-from fedmoo.engine.plan import RoundPlan, make_plan, stack_plans
+from fedmoo.engine.plan import RoundPlan, longest_first, make_plan, stack_plans
 from fedmoo.engine.rowsgd import Rows, RowSGD
 from fedmoo.state import ClientSpec, Cohort
 
@@ -151,10 +151,13 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
     engine.model.train()
     if engine.head is not None:   # closed form (fedmoo.engine.linear_head)
         share = Sharing.build(src, label_map, scale) if shared and len(base.index) < total else None
-        plan = base
         if share is None:            # rows one by one
-            share = Sharing.rows(total, label_map, scale, src.device)
-            plan = base if sources == list(range(total)) else _row_plan(base, src)
+            if sources != list(range(total)):
+                base = _row_plan(base, src)
+            src = torch.arange(total, device=src.device)
+        plan, src = longest_first(base, src)
+        share = Sharing.build(src, label_map, scale)
+        assert share is not None
         loss_after = engine.head.train(share, plan, data.x, data.y,
                                        RowSGD(views, bufs, anchor, lr, mu, momentum, wd))
     else:

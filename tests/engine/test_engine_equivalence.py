@@ -263,6 +263,26 @@ def test_closed_form_softmax_regression_agrees(softmax_output, spec, client):
     assert_same_cohort(a, b)
 
 
+@pytest.mark.parametrize("fold", [True, False])
+def test_closed_form_bias_folded_or_apart(fold, monkeypatch):
+    """The bias trains as the last input row (inputs with a column of ones) or on its own when
+    that copy would be too large; both as the sequential engine, with unequal clients (rows
+    that finish early leave the step) and per-row learning rates (Ditto's personal rows)."""
+    from fedmoo.engine import linear_head
+
+    monkeypatch.setattr(linear_head, "FOLD_BYTES", linear_head.FOLD_BYTES if fold else 0)
+    torch.manual_seed(3)
+    data = federation(SIZES, (2, 3), 4)
+    model = LogReg((2, 3), 4)
+    d = sum(p.numel() for p in model.parameters())
+    seq, bat = both(model, data, "auto", lr=0.3, batch_size=2, momentum=0.5)
+    spec = ClientSpec(personal=torch.randn(3, d, dtype=torch.float64) * 0.3, personal_lam=0.5)
+    w = get_flat(seq.model)
+    ids = torch.tensor([4, 0, 2])
+    assert_same_cohort(seq.train(ids, w, spec, 3), bat.train(ids, w, spec, 3))
+    assert (bat.head._ones is not None) is fold
+
+
 def test_closed_form_only_for_softmax_regression():
     from fedmoo.engine.linear_head import LinearHead
 
