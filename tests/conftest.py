@@ -28,12 +28,25 @@ SLOW = {
 }
 
 
+def pytest_configure(config):
+    # pytest-xdist (--dist load, what -n picks) first sends each worker a contiguous chunk of a
+    # quarter of its share of the collection: with the slow tests sorted first (below), one
+    # worker would get every one of them (182 tests each of 1456 on 2 workers, 89 slow) while
+    # the other ran short tests and then waited. One test at a time instead: a worker that
+    # finishes a test gets the next one, so the long tests spread over the workers as they free
+    # up.
+    # An explicit --maxschedchunk N on the command line wins.
+    if getattr(config.option, "maxschedchunk", 0) is None:
+        config.option.maxschedchunk = 1
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid in SLOW:
             item.add_marker(pytest.mark.slow)
-    # pytest-xdist hands tests out in this order: the slow ones first (a stable sort), so the
-    # workers' last tests are short ones and they finish together.
+    # pytest-xdist hands tests out in this order, one at a time (pytest_configure): the slow
+    # ones first (a stable sort), so the workers' last tests are short ones and they finish
+    # together.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

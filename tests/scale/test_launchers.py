@@ -8,6 +8,7 @@ import json
 import pytest
 
 from fedmoo.run.launchers import plugin_available
+from tests.inprocess import cli_in
 
 TINY = ["rounds=2", "num_clients=6", "clients_per_round=3", "data.max_samples=100",
         "progress=false"]
@@ -53,7 +54,9 @@ def test_local_gpus_config(monkeypatch):
 @pytest.mark.skipif(not plugin_available("hydra_plugins.hydra_joblib_launcher"),
                     reason="hydra-joblib-launcher is not installed (pip install -e '.[launchers]')")
 @pytest.mark.slow
-def test_joblib_sweep_of_four_jobs(cli):
+def test_joblib_sweep_of_four_jobs(tmp_path):
+    """Two joblib worker processes share the four jobs (the sweep is started in this process)."""
+    cli = cli_in(tmp_path)
     r = cli("run", "-m", "hydra/launcher=local_gpus", "hydra.launcher.n_jobs=2", "seed=0,1,2,3",
             *TINY, "hydra.sweep.dir=sweep")
     assert r.returncode == 0, r.stderr
@@ -77,8 +80,10 @@ def test_slurm_config_requeues_one_gpu_jobs():
 @pytest.mark.skipif(not plugin_available("hydra_plugins.hydra_submitit_launcher"),
                     reason="hydra-submitit-launcher is not installed (pip install -e '.[launchers]')")
 @pytest.mark.slow
-def test_submitit_local_sweep(cli):
-    """submitit's local executor runs the job in its own process, as on a Slurm node."""
+def test_submitit_local_sweep(tmp_path):
+    """submitit's local executor runs the job in its own process, as on a Slurm node (the sweep
+    is started in this process)."""
+    cli = cli_in(tmp_path)
     r = cli("run", "-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5",
             "seed=7", *TINY, "hydra.sweep.dir=sweep")
     assert r.returncode == 0, r.stderr
