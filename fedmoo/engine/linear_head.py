@@ -54,12 +54,11 @@ class Sharing:
     ``order [R]`` lists the rows source by source (``src[order] = 0..0, 1..1, ...``) and ``inv``
     is its inverse; ``label_map [U, C, G]`` and ``scale [U, 1, 1, G]`` are the rows' label maps
     and loss factors in that order (None when no row has one). For the round, a weight ``[R,
-    in, out]`` is held as ``[U, in, out*G]`` (the G rows of a source side by side, class-major,
-    so one GEMM gives their logits ``[U, B, out, G]``, and the softmax runs over a dimension that
-    is not the innermost: with a few classes that kernel is several times faster) and a bias
-    ``[R, out]`` as ``[U, 1, out*G]``; a per-row number ``[R]`` becomes the factor ``[U, 1,
-    out*G]`` of the same columns. Rows trained one by one are the case G = 1
-    (``src = 0..R-1``).
+    in, out]`` is held as ``[U, out*G, in]`` (the G rows of a source stacked, class-major, so one
+    GEMM gives their logits ``[U, B, out, G]`` and the softmax runs over a dimension that is not
+    the innermost: with a few classes that kernel is several times faster) and a bias ``[R,
+    out]`` as ``[U, out*G, 1]``; a per-row number ``[R]`` becomes the factor ``[U, out*G, 1]``
+    of the same outputs. Rows trained one by one are the case G = 1 (``src = 0..R-1``).
     """
 
     order: Tensor
@@ -97,25 +96,26 @@ class Sharing:
 
     def joined(self, t: Tensor) -> Tensor:
         """A weight ``[R, in, out]`` or bias ``[R, out]`` of the rows in the round's layout
-        (``[U, in, out*G]`` / ``[U, 1, out*G]``; a new tensor)."""
+        (``[U, out*G, in]`` / ``[U, out*G, 1]``; a new tensor)."""
         u, g = self.groups, self.size
         t = t.index_select(0, self.order)
         if t.dim() == 2:
             t = t.unsqueeze(1)
-        return t.view(u, g, *t.shape[1:]).permute(0, 2, 3, 1).reshape(u, t.shape[1], -1)
+        n_in = t.shape[1]
+        return t.view(u, g, n_in, -1).permute(0, 3, 1, 2).reshape(u, -1, n_in)
 
     def split(self, j: Tensor, out: Tensor) -> None:
         """Write ``j`` (``joined``'s layout) back into the per-row ``out``."""
-        u, n_in = j.shape[:2]
-        rows = j.view(u, n_in, -1, self.size).permute(0, 3, 1, 2).reshape(out.shape)
+        u, n_in = j.shape[0], j.shape[2]
+        rows = j.view(u, -1, self.size, n_in).permute(0, 2, 3, 1).reshape(out.shape)
         out.copy_(rows.index_select(0, self.inv))
 
     def factor(self, v: Rows | None, out: int) -> Rows | None:
-        """A per-row hyperparameter ``[R]`` as the factor ``[U, 1, out*G]``; numbers pass."""
+        """A per-row hyperparameter ``[R]`` as the factor ``[U, out*G, 1]``; numbers pass."""
         if v is None or isinstance(v, float):
             return v
         u, g = self.groups, self.size
-        return v.index_select(0, self.order).view(u, 1, g).expand(u, out, g).reshape(u, 1, -1)
+        return v.index_select(0, self.order).view(u, 1, g).expand(u, out, g).reshape(u, -1, 1)
 
 
 @dataclass
@@ -225,7 +225,8 @@ class LinearHead:
                     _by_step(weights[:n, steps]).view(-1, n, b, 1, 1),
                     _by_step(loss_weight[:n, steps]).unsqueeze(2)):
                 h = gather(x, index).flatten(2)                             # [n, B, in]
-                z = torch.bmm(h, w) if bias is None else torch.baddbmm(bias, h, w)
+                wt = w.transpose(1, 2)
+                z = torch.bmm(h, wt) if bias is None else torch.baddbmm(bias.transpose(1, 2), h, wt)
                 z = z.view(n, b, out, g)
                 p = torch.softmax(z, 2) if self.softmax_output else None
                 logp = torch.log_softmax(z if p is None else p, 2)
@@ -238,10 +239,10 @@ class LinearHead:
                 d.mul_(coef if t.scale is None else coef * t.scale)
                 if p is not None:                           # through softmax: p (d - <d, p>)
                     d = p * (d - (d * p).sum(2, keepdim=True))
-                d = d.view(n, b, out * g)
-                t.rule.apply(0, add_tensor(_weight_grad(h, d)))
+                d = d.view(n, b, out * g).transpose(1, 2)                   # [n, out*G, B]
+                t.rule.apply(0, add_tensor(torch.bmm(d, h)))
                 if bias is not None:
-                    t.rule.apply(1, add_tensor(d.sum(1, keepdim=True)))
+                    t.rule.apply(1, add_tensor(d.sum(2, keepdim=True)))
             if g > 1:
                 self.shared_steps += steps.stop - steps.start
         self._split(share, views, rule.views, fold)
@@ -255,7 +256,7 @@ class LinearHead:
             for i, j in zip([self.wi, self.bi], joined):
                 share.split(j, views[i])
             return
-        both = w.new_empty(w.shape[0], w.shape[1] + 1, w.shape[2])
+        both = w.new_empty(w.shape[0], w.shape[1] + 1, w.shape[2])     # [R, in + 1, out]
         share.split(joined[0], both)
         w.copy_(both[:, :-1])
         views[self.bi].copy_(both[:, -1])
@@ -300,17 +301,6 @@ def _by_step(t: Tensor) -> Tensor:
     """``[n, S, ...]`` as a contiguous ``[S, n, ...]``: iterating it gives each step's tensor
     without a copy in the step."""
     return t.transpose(0, 1).contiguous()
-
-
-def _weight_grad(h: Tensor, d: Tensor) -> Tensor:
-    """``h^T d`` (``[U, in, C]``) for ``h [U, B, in]`` and ``d [U, B, C]``. Minibatches (B below
-    the input width) multiply ``h^T d`` directly; full batches (B above it) as ``(d^T h)^T``,
-    which CPU BLAS runs faster there. On the 2-core VM (both update the weights with addcmul_):
-    [10, 10, 99] x [10, 10, 40] 0.12 vs 0.50 ms, [1, 100, 784] x [1, 100, 10] 0.68 vs 1.31 ms;
-    FedFV's full batches [15, 4800, 784] x [15, 4800, 39] 202 vs 149 ms."""
-    if h.shape[1] > h.shape[2]:
-        return torch.bmm(d.transpose(1, 2), h).transpose(1, 2)
-    return torch.bmm(h.transpose(1, 2), d)
 
 
 def _is_flatten(node, x, program) -> bool:
