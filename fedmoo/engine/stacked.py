@@ -165,12 +165,11 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
                                   label_map, scale, lr, mu, momentum, wd)
 
     out = []
-    for m, b, lm, (loss_before, acc_before, num_samples) in zip(members, blocks, label_maps,
-                                                                 befores):
+    trained_all = _trained(engine, members, blocks, views, label_maps, shared)
+    for m, b, trained, (loss_before, acc_before, num_samples) in zip(members, blocks,
+                                                                      trained_all, befores):
         if loss_before.dim() == 2:                     # multi-task data: mean over the tasks
             loss_before, acc_before = loss_before.mean(1), acc_before.mean(1)
-        trained = (m.engine._trained(m.ids.tolist(), layout.unpack(views, b.rows), lm)
-                   if m.spec.eval_trained else (None, None))
         out.append(Cohort(
             client_ids=m.ids, deltas=layout.deltas(m.w, views, b.rows),
             num_samples=num_samples, loss_before=loss_before, loss_after=loss_after[b.rows],
@@ -228,6 +227,49 @@ def _befores(engine, members: list[Member], blocks: list[_Block], views: list[Te
         for i, stats in zip(group, _measure(engine, members[group[0]], w, bias,
                                             [label_maps[i] for i in group])):
             out[i] = stats
+    return out
+
+
+def _trained(engine, members: list[Member], blocks: list[_Block], views: list[Tensor],
+             label_maps: list[Tensor | None], shared: bool) -> list[tuple]:
+    """Each member's ``_trained`` (loss and accuracy of each client's trained model on its whole
+    training set; (None, None) when its spec does not ask). With the closed-form head, the
+    members of one partition and cohort that ask are measured together: client by client, its
+    samples are read once for all their trained models (``LinearHead.stats``)."""
+    out: list = [(None, None)] * len(members)
+    together: dict[object, list[int]] = {}
+    for i, m in enumerate(members):
+        if m.spec.eval_trained:
+            key = (_partition_key(m.engine), tuple(m.ids.tolist())) if shared else i
+            together.setdefault(key, []).append(i)
+    head, data = engine.head, engine.data
+    for group in together.values():
+        if len(group) == 1:
+            i = group[0]
+            m, b = members[i], blocks[i]
+            out[i] = m.engine._trained(m.ids.tolist(), engine.layout.unpack(views, b.rows),
+                                       label_maps[i])
+            continue
+        ids = members[group[0]].ids.tolist()
+        dtype, dev = views[0].dtype, views[0].device
+        sums = torch.zeros(2, len(ids), len(group), dtype=dtype, device=dev)
+        chunk = eval_chunk(data.x)
+        for pos, k in enumerate(ids):
+            rows = torch.tensor([blocks[i].start + pos for i in group], device=dev)
+            w = views[head.wi].index_select(0, rows)
+            bias = None if head.bi is None else views[head.bi].index_select(0, rows)
+            samples = data.train.of(k)
+            y = data.y[samples]
+            target = torch.stack([y if label_maps[i] is None else label_maps[i][pos][y]
+                                  for i in group], 1)
+            for s in range(0, samples.numel(), chunk):
+                h = gather(data.x, samples[s:s + chunk]).flatten(1)
+                loss, correct = head.stats(h, w, bias, target[s:s + chunk])
+                sums[0, pos] += loss.to(dtype).sum(0)
+                sums[1, pos] += correct.to(dtype).sum(0)
+            sums[:, pos] /= samples.numel()
+        for j, i in enumerate(group):
+            out[i] = (sums[0, :, j], 100.0 * sums[1, :, j])
     return out
 
 

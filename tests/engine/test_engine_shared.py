@@ -22,11 +22,11 @@ IDS = [4, 0, 2]
 FLIP = torch.tensor([[3, 2, 1, 0], [0, 1, 2, 3], [1, 2, 3, 0]])
 
 # (client settings, spec) per member; all members of a case share the batch plan
-MEMBERS = [
-    ({"lr": 0.3}, {}),
+MEMBERS = [   # two ask for their trained models' loss (q-FedAvg's loss_at=after), measured together
+    ({"lr": 0.3}, {"eval_trained": True}),
     ({"lr": 0.1, "momentum": 0.9}, {"prox_mu": 0.3}),
     ({"lr": 0.2, "weight_decay": 0.01}, {"loss_scale": [1.0, -2.0, 0.5]}),
-    ({"lr": 0.25, "momentum": 0.5}, {"label_map": True, "prox_mu": 0.1}),
+    ({"lr": 0.25, "momentum": 0.5}, {"label_map": True, "prox_mu": 0.1, "eval_trained": True}),
 ]
 DITTO = ({"lr": 0.15}, {"personal": True, "personal_lam": 0.5, "label_map": True})
 
