@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.conftest import ROOT
+from tests.inprocess import run_main
 
 PLUGIN = ROOT / "examples" / "plugin"
 SMALL = ["progress=false", "num_clients=6", "clients_per_round=3", "data.max_samples=100"]
@@ -38,14 +39,15 @@ def test_list_run_and_sweep_a_plugin_rule(with_plugin):
     assert algos == ["fedavg", "lossavg", "qfedavg"]
 
 
-def test_checks_work_for_plugins(with_plugin, cli):
+def test_checks_work_for_plugins(with_plugin, tmp_path):
     bad = with_plugin("run", *SMALL, "algo=lossavg", "algo.powr=2")
     assert bad.returncode == 2
     assert "did you mean algo.power? valid keys of algo: eta, name, power" in bad.stderr
     neg = with_plugin("run", *SMALL, "algo=lossavg", "algo.power=-1", "hydra.run.dir=n")
     assert neg.returncode == 2 and "power" in neg.stderr
-    # without the plugin declared, the rule does not exist
-    absent = cli("run", *SMALL, "algo=lossavg")
+    # without the plugin declared, the rule does not exist (in this process: the plugin is
+    # imported only by the subprocesses above)
+    absent = run_main(["run", *SMALL, "algo=lossavg"], tmp_path)
     assert absent.returncode == 2 and "unknown algo 'lossavg'" in absent.stderr
 
 
@@ -58,8 +60,8 @@ def test_plugin_targets_are_allowed_others_not(monkeypatch):
     assert not target_allowed("myprojx.Evil") and not target_allowed("os.system")
 
 
-def test_a_missing_plugin_is_one_line(cli):
-    r = cli("run", "rounds=1", env={"FEDMOO_PLUGINS": "nosuchproj"})
+def test_a_missing_plugin_is_one_line(tmp_path):
+    r = run_main(["run", "rounds=1"], tmp_path, env={"FEDMOO_PLUGINS": "nosuchproj"})
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         "fedmoo: error: plugin 'nosuchproj' (from FEDMOO_PLUGINS or a fedmoo.plugins entry "
