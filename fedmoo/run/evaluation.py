@@ -75,12 +75,15 @@ class RoundEvaluator:
         return accuracy_metrics(ev.acc, ev.correct, ev.count, ev.loss, prefix=prefix)
 
     def row(self, done: int, state, ids: Tensor, trained, cohort,
-            diag: dict[str, float], w_start: Tensor | None = None) -> dict[str, Any]:
+            diag: dict[str, float], w_start: Tensor | None = None,
+            ev: ClientEval | None = None) -> dict[str, Any]:
         """The rounds.csv row of round ``done`` (without its time columns). ``w_start``: the
         global model the round started from, where an algorithm's ``gradient_probe`` (e.g.
-        FMGDA's stationarity measure) is measured."""
+        FMGDA's stationarity measure) is measured. ``ev``: the evaluation of ``eval_params``
+        on the split when it was made already (a lockstep group evaluates its runs together)."""
         params = self.algo.eval_params(state)
-        ev = evaluate_clients(self.model, self.data, self.split, params)
+        if ev is None:
+            ev = evaluate_clients(self.model, self.data, self.split, params)
         row: dict[str, Any] = {"round": done, **self._metrics(ev, self.split)}
         if self.tasks is None:
             for name, mask in self.groups.items():  # e.g. benign / attackers (attack.groups)

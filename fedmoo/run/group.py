@@ -4,8 +4,9 @@
 ``fedmoo run`` alone), then groups the sessions that can share one program and drives each group
 with fedmoo.run.loop.drive: every round, each run samples its own cohort and its algorithm says
 what the clients do; the rows of all the group's cohorts (run x client) train in one call of the
-batched engine (fedmoo.engine.stacked); then each run's attack, server rule, evaluation,
-checkpoints and files go on exactly as alone.
+batched engine (fedmoo.engine.stacked); then each run's attack and server rule; then the runs
+that evaluate this round and share a split are evaluated together (fedmoo.engine.evaluate_many);
+then each run's records, checkpoints and files go on exactly as alone.
 
 The grouping rule (docs/scaling.md): two runs share a group when
 - both train with the batched engine (``engine=batched``, or ``engine=auto`` choosing it:
@@ -22,6 +23,7 @@ trains alone, in the same process.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ import torch
 
 from fedmoo import data as fdata
 from fedmoo.engine.batched import BatchedEngine
+from fedmoo.engine.evaluate_many import evaluate_models
 from fedmoo.params import num_params
 from fedmoo.run.loop import RunResult, Session, _progress, drive, train_each
 from fedmoo.run.setup import set_threads
@@ -121,7 +124,7 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
     with _progress(max(s.rounds for s in group), first, desc, show) as bar:
         for s in group:
             s.clock()
-        failures = drive(group, train, bar)
+        failures = drive(group, train, bar, _evaluate_together if len(group) > 1 else None)
     for i, s in zip(indices, group):
         if s in failures:
             outcomes[i] = failures[s]
@@ -130,6 +133,38 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
             outcomes[i] = s.complete()
         except Exception as e:  # noqa: BLE001 - reported per job by the caller
             outcomes[i] = e
+
+
+def _evaluate_together(sessions: list[Session]) -> dict[Session, Any]:
+    """The round's evaluations of the runs that evaluate now and share their split (data,
+    partition and evaluated split), made together (fedmoo.engine.evaluate_many)."""
+    wanted: dict[tuple, list[tuple[Session, torch.Tensor]]] = {}
+    for s in sessions:
+        params = s.wants_eval()
+        if params is not None and params.dim() == 1:   # (Ditto: a model per client, alone)
+            wanted.setdefault(_split_key(s), []).append((s, params))
+    out: dict[Session, Any] = {}
+    for items in wanted.values():
+        if len(items) < 2:
+            continue
+        lead = items[0][0]
+        evs = evaluate_models(lead.parts.engine, lead.parts.federation, lead.evaluator.split,
+                              [p for _, p in items])
+        if evs is not None:
+            out.update(zip([s for s, _ in items], evs))
+    return out
+
+
+def _split_key(s: Session) -> tuple:
+    """The evaluated split of a run: its samples' tensor and a digest of the split's clients."""
+    key = getattr(s, "_split_key", None)
+    if key is None:
+        fed, split = s.parts.federation, s.evaluator.split
+        part = fed.split(split)
+        h = hashlib.sha256(part.index.cpu().numpy().tobytes())
+        h.update(part.offsets.cpu().numpy().tobytes())
+        key = s._split_key = (id(fed.x), split, h.digest())
+    return key
 
 
 class Planner:

@@ -71,13 +71,16 @@ def train_each(members: list[Member]) -> list[Any]:
 
 
 def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
-          progress: Any = None) -> dict[Session, Exception]:
+          progress: Any = None,
+          evaluate: Callable[[list[Session]], dict[Session, Any]] | None = None
+          ) -> dict[Session, Exception]:
     """Run the started ``sessions`` round by round until each has done its rounds, training
     every round's cohorts with one ``train`` call; a session joins at the round it resumes
     from. A session that fails (diverges, runs out of disk, a bug) is written up and dropped,
     the others go on; returns the failures. SIGTERM / SIGINT checkpoints every live session
     and raises RunInterrupted. ``progress``: a tqdm bar over the rounds (else each session's
-    own)."""
+    own). ``evaluate``: after the server updates, the evaluations it makes for several sessions
+    at once (session -> ClientEval; the others evaluate themselves)."""
     failures: dict[Session, Exception] = {}
     live = list(sessions)
     first = min(s.next_round for s in sessions)
@@ -93,7 +96,11 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
             started = [(s, m) for s, m in zip(active, members) if s not in failures]
             cohorts = train([m for _, m in started]) if started else []
             for (s, _), cohort in zip(started, cohorts):
-                s.guard(failures, s.end, t, cohort)
+                s.guard(failures, s.update, t, cohort)
+            updated = [s for s, _ in started if s not in failures]
+            given = evaluate(updated) if evaluate is not None and len(updated) > 1 else {}
+            for s in updated:
+                s.guard(failures, s.record, t, given.get(s))
             live = [s for s in live if s not in failures]
             if progress is not None:
                 progress.update(1)
@@ -228,6 +235,17 @@ class Session:
 
     def end(self, t: int, trained) -> None:
         """Round ``t`` after local training: attack, server update, evaluation, record."""
+        self.update(t, trained)
+        self.record(t)
+
+    def wants_eval(self) -> torch.Tensor | None:
+        """After ``update``: the model this round's evaluation measures on ``evaluator.split``
+        (None when the round does not evaluate), so a group can evaluate its runs together."""
+        done = self._pending[0]
+        return self.parts.algo.eval_params(self.state) if self.every.evaluate(done) else None
+
+    def update(self, t: int, trained) -> None:
+        """Round ``t`` after local training: attack and server update (``record`` follows)."""
         t_begun, rs, ids, rng = self._round
         assert t_begun == t, "end() must follow begin() of the same round"
         parts, state, cfg = self.parts, self.state, self.cfg
@@ -243,9 +261,16 @@ class Session:
             raise
         w_start, self.state, done = state.w, new_state, t + 1
         self.next_round = done
-        dev_ids = ids.to(parts.device)
+        self._pending = (done, ids.to(parts.device), trained, cohort, diag, w_start)
+
+    def record(self, t: int, ev=None) -> None:
+        """Round ``t``'s evaluation and records; ``ev``: its evaluation when a group made it
+        (``wants_eval``)."""
+        done, dev_ids, trained, cohort, diag, w_start = self._pending
+        assert done == t + 1, "record() must follow update() of the same round"
         if self.every.evaluate(done):                                                # evaluate
-            row = self.evaluator.row(done, self.state, dev_ids, trained, cohort, diag, w_start)
+            row = self.evaluator.row(done, self.state, dev_ids, trained, cohort, diag, w_start,
+                                     ev=ev)
             now = time.perf_counter()
             row["time/round_s"] = (now - self.last_eval[0]) / (done - self.last_eval[1])
             row["time/elapsed_s"] = self.elapsed()

@@ -1,0 +1,43 @@
+"""Several runs' models evaluated on one split at once (a lockstep group's evaluated round)
+give each run's own evaluation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fedmoo.engine.batched import BatchedEngine
+from fedmoo.engine.evaluate import evaluate_clients
+from fedmoo.engine.evaluate_many import evaluate_models
+from fedmoo.models.linear import MLP, LogReg
+from fedmoo.params import get_flat
+from tests.engine.helpers import federation
+
+
+@pytest.mark.parametrize("softmax_output", [False, True])
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_models_together_as_each_alone(softmax_output, split):
+    torch.manual_seed(4)
+    data = federation([7, 13, 4, 10], (2, 3), 4)
+    model = LogReg((2, 3), 4, softmax_output=softmax_output).double()
+    engine = BatchedEngine(model, data, lr=0.1, batch_size=4)
+    w = get_flat(model)
+    params = [w + 0.5 * torch.randn_like(w) for _ in range(3)]
+    got = evaluate_models(engine, data, split, params)
+    assert got is not None and len(got) == 3
+    for p, ev in zip(params, got):
+        ref = evaluate_clients(model, data, split, p)
+        for name in ("acc", "loss", "count", "correct"):
+            np.testing.assert_allclose(getattr(ev, name), getattr(ref, name), rtol=1e-12,
+                                       atol=1e-12, err_msg=name)
+    assert got[0].count.tolist() == data.split(split).sizes.tolist()
+    assert not np.allclose(got[0].loss, got[1].loss)        # three different models
+
+
+def test_only_for_the_closed_form_head():
+    data = federation([5, 6], (2, 3), 3)
+    engine = BatchedEngine(MLP((2, 3), 3, hidden=(4,)).double(), data, lr=0.1, batch_size=4)
+    assert engine.head is None
+    w = get_flat(engine.model)
+    assert evaluate_models(engine, data, "test", [w, w]) is None
