@@ -17,11 +17,11 @@ from fedmoo.engine.common import eval_chunk, gather
 from fedmoo.engine.evaluate import ClientEval
 
 
-def evaluate_models(engine, data: FederatedData, split: str,
-                    params: list[Tensor]) -> list[ClientEval] | None:
+def evaluate_models(engine, data: FederatedData, split: str, params: list[Tensor],
+                    clients: Tensor | None = None) -> list[ClientEval] | None:
     """``evaluate_clients`` of each flat model in ``params`` (``[d]`` each) on ``split`` of
-    ``data``, as one pass; None when ``engine`` has no closed-form head (then each run
-    evaluates its own model)."""
+    ``data`` (only ``clients``' samples when given), as one pass; None when ``engine`` has no
+    closed-form head (then each run evaluates its own model)."""
     head = getattr(engine, "head", None)
     if head is None or data.num_tasks:
         return None
@@ -35,6 +35,10 @@ def evaluate_models(engine, data: FederatedData, split: str,
     s = data.split(split)
     owner, index = s.owner(), s.index
     dev = data.x.device
+    if clients is not None:
+        keep = torch.zeros(s.num_clients, dtype=torch.bool, device=dev)
+        keep[clients.to(dev)] = True
+        owner, index = owner[keep[owner]], index[keep[owner]]
     sums = torch.zeros(3, s.num_clients, m, dtype=torch.float64, device=dev)
     chunk = eval_chunk(data.x)
     for c in range(0, index.numel(), chunk):
@@ -43,7 +47,7 @@ def evaluate_models(engine, data: FederatedData, split: str,
         loss, correct = head.stats(gather(data.x, idx).flatten(1), w, bias, target)
         sums[0].index_add_(0, owner[c:c + chunk], loss.double())
         sums[1].index_add_(0, owner[c:c + chunk], correct.double())
-    sums[2] = s.sizes.to(device=dev, dtype=torch.float64).unsqueeze(1)
+    sums[2].index_add_(0, owner, torch.ones(owner.numel(), m, dtype=torch.float64, device=dev))
     sums = sums.cpu().numpy()
     denom = np.maximum(sums[2], 1)
     return [ClientEval(acc=100.0 * sums[1, :, i] / denom[:, i], loss=sums[0, :, i] / denom[:, i],

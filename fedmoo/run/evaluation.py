@@ -76,11 +76,12 @@ class RoundEvaluator:
 
     def row(self, done: int, state, ids: Tensor, trained, cohort,
             diag: dict[str, float], w_start: Tensor | None = None,
-            ev: ClientEval | None = None) -> dict[str, Any]:
+            ev: ClientEval | None = None, improved: ClientEval | None = None) -> dict[str, Any]:
         """The rounds.csv row of round ``done`` (without its time columns). ``w_start``: the
         global model the round started from, where an algorithm's ``gradient_probe`` (e.g.
-        FMGDA's stationarity measure) is measured. ``ev``: the evaluation of ``eval_params``
-        on the split when it was made already (a lockstep group evaluates its runs together)."""
+        FMGDA's stationarity measure) is measured. ``ev`` / ``improved``: the evaluations of
+        ``eval_params`` on the split and of the new global model on the cohort's train split
+        when they were made already (a lockstep group evaluates its runs together)."""
         params = self.algo.eval_params(state)
         if ev is None:
             ev = evaluate_clients(self.model, self.data, self.split, params)
@@ -96,7 +97,7 @@ class RoundEvaluator:
         row["train/loss_mean"] = float(cohort.loss_before.mean())
         if self.track_improved and self.tasks is None:  # measured, not reported, losses
             row["round/improved_frac"] = improved_fraction(
-                self.model, self.data, state.w, ids, trained.loss_before)
+                self.model, self.data, state.w, ids, trained.loss_before, improved)
         probe = self.algo.gradient_probe(state)
         if probe is not None and w_start is not None:
             grad = objective_gradient(self.model, self.data, w_start, probe.task_weights,

@@ -135,36 +135,42 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
             outcomes[i] = e
 
 
-def _evaluate_together(sessions: list[Session]) -> dict[Session, Any]:
-    """The round's evaluations of the runs that evaluate now and share their split (data,
-    partition and evaluated split), made together (fedmoo.engine.evaluate_many)."""
-    wanted: dict[tuple, list[tuple[Session, torch.Tensor]]] = {}
+def _evaluate_together(sessions: list[Session]) -> dict[Session, dict]:
+    """The round's evaluations (``Session.wants_eval``) of the runs that evaluate now, made
+    together for the runs that ask for the same thing: the same split of the same data and
+    partition (and the same cohort for the improved-clients share), one flat model each
+    (fedmoo.engine.evaluate_many)."""
+    wanted: dict[tuple, list[tuple[Session, str, torch.Tensor]]] = {}
     for s in sessions:
-        params = s.wants_eval()
-        if params is not None and params.dim() == 1:   # (Ditto: a model per client, alone)
-            wanted.setdefault(_split_key(s), []).append((s, params))
-    out: dict[Session, Any] = {}
-    for items in wanted.values():
+        for what, (split, params, ids) in (s.wants_eval() or {}).items():
+            if params.dim() != 1:            # Ditto: a model per client, evaluated alone
+                continue
+            key = (split, _split_key(s, split), None if ids is None else tuple(ids.tolist()))
+            wanted.setdefault(key, []).append((s, what, params))
+    out: dict[Session, dict] = {}
+    for (split, _, ids), items in wanted.items():
         if len(items) < 2:
             continue
         lead = items[0][0]
-        evs = evaluate_models(lead.parts.engine, lead.parts.federation, lead.evaluator.split,
-                              [p for _, p in items])
+        clients = None if ids is None else torch.tensor(ids)
+        evs = evaluate_models(lead.parts.engine, lead.parts.federation, split,
+                              [p for _, _, p in items], clients)
         if evs is not None:
-            out.update(zip([s for s, _ in items], evs))
+            for (s, what, _), ev in zip(items, evs):
+                out.setdefault(s, {})[what] = ev
     return out
 
 
-def _split_key(s: Session) -> tuple:
-    """The evaluated split of a run: its samples' tensor and a digest of the split's clients."""
-    key = getattr(s, "_split_key", None)
-    if key is None:
-        fed, split = s.parts.federation, s.evaluator.split
+def _split_key(s: Session, split: str) -> tuple:
+    """A run's ``split``: its samples' tensor and a digest of the split's clients."""
+    keys = s.__dict__.setdefault("_split_keys", {})
+    if split not in keys:
+        fed = s.parts.federation
         part = fed.split(split)
         h = hashlib.sha256(part.index.cpu().numpy().tobytes())
         h.update(part.offsets.cpu().numpy().tobytes())
-        key = s._split_key = (id(fed.x), split, h.digest())
-    return key
+        keys[split] = (id(fed.x), h.digest())
+    return keys[split]
 
 
 class Planner:

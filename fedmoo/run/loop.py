@@ -238,11 +238,19 @@ class Session:
         self.update(t, trained)
         self.record(t)
 
-    def wants_eval(self) -> torch.Tensor | None:
-        """After ``update``: the model this round's evaluation measures on ``evaluator.split``
-        (None when the round does not evaluate), so a group can evaluate its runs together."""
-        done = self._pending[0]
-        return self.parts.algo.eval_params(self.state) if self.every.evaluate(done) else None
+    def wants_eval(self) -> dict[str, tuple] | None:
+        """After ``update``: what this round's evaluation measures, so a group can evaluate its
+        runs together: ``{"ev": (split, model, None), "improved": ("train", new global model,
+        cohort)}`` (the second when the run tracks improved clients); None when the round does
+        not evaluate."""
+        done, ids = self._pending[:2]
+        if not self.every.evaluate(done):
+            return None
+        ev = self.evaluator
+        out = {"ev": (ev.split, self.parts.algo.eval_params(self.state), None)}
+        if ev.track_improved and ev.tasks is None:
+            out["improved"] = ("train", self.state.w, ids)
+        return out
 
     def update(self, t: int, trained) -> None:
         """Round ``t`` after local training: attack and server update (``record`` follows)."""
@@ -263,14 +271,15 @@ class Session:
         self.next_round = done
         self._pending = (done, ids.to(parts.device), trained, cohort, diag, w_start)
 
-    def record(self, t: int, ev=None) -> None:
-        """Round ``t``'s evaluation and records; ``ev``: its evaluation when a group made it
-        (``wants_eval``)."""
+    def record(self, t: int, made: dict | None = None) -> None:
+        """Round ``t``'s evaluation and records; ``made``: the evaluations a group made for it
+        (``wants_eval``'s keys)."""
         done, dev_ids, trained, cohort, diag, w_start = self._pending
         assert done == t + 1, "record() must follow update() of the same round"
+        made = made or {}
         if self.every.evaluate(done):                                                # evaluate
             row = self.evaluator.row(done, self.state, dev_ids, trained, cohort, diag, w_start,
-                                     ev=ev)
+                                     ev=made.get("ev"), improved=made.get("improved"))
             now = time.perf_counter()
             row["time/round_s"] = (now - self.last_eval[0]) / (done - self.last_eval[1])
             row["time/elapsed_s"] = self.elapsed()

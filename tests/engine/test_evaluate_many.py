@@ -35,6 +35,24 @@ def test_models_together_as_each_alone(softmax_output, split):
     assert not np.allclose(got[0].loss, got[1].loss)        # three different models
 
 
+def test_a_cohort_subset_as_each_alone():
+    """The improved-clients share reads the new global models' loss on the cohort only."""
+    torch.manual_seed(5)
+    data = federation([7, 13, 4, 10, 5], (2, 3), 4)
+    model = LogReg((2, 3), 4).double()
+    engine = BatchedEngine(model, data, lr=0.1, batch_size=4)
+    w = get_flat(model)
+    params = [w + 0.5 * torch.randn_like(w) for _ in range(2)]
+    ids = torch.tensor([3, 0, 4])
+    got = evaluate_models(engine, data, "train", params, ids)
+    for p, ev in zip(params, got):
+        ref = evaluate_clients(model, data, "train", p, clients=ids)
+        for name in ("acc", "loss", "count", "correct"):
+            np.testing.assert_allclose(getattr(ev, name), getattr(ref, name), rtol=1e-12,
+                                       atol=1e-12, err_msg=name)
+    assert got[0].count.tolist() == [7, 0, 0, 10, 5]   # clients 0, 3 and 4 of sizes 7, 10, 5
+
+
 def test_only_for_the_closed_form_head():
     data = federation([5, 6], (2, 3), 3)
     engine = BatchedEngine(MLP((2, 3), 3, hidden=(4,)).double(), data, lr=0.1, batch_size=4)
