@@ -273,16 +273,26 @@ class LinearHead:
               target: Tensor) -> tuple[Tensor, Tensor]:
         """Per-sample cross-entropy and correctness ``[N, M]`` of M models (weights ``w
         [M, in, out]``, biases ``[M, out]``) on the same samples ``h [N, in]`` with labels
-        ``target [N, M]``: one GEMM ``h [W_1 ... W_M]``, as the model itself would compute
-        them (the softmax output's cross-entropy is that of the probabilities as logits)."""
+        ``target [N, M]``, as the model itself would compute them (the softmax output's
+        cross-entropy is that of the probabilities as logits; a tie goes to the first class,
+        as argmax).
+
+        The logits of all M models come from one GEMM, laid out ``[out, M, N]`` so that every
+        reduction over the classes runs over the outermost dimension: with a few classes,
+        torch's softmax and argmax over the innermost one are several times slower (Adult's 2
+        classes: 165 ms against 53 ms for 21,183 samples and 20 models)."""
         m, n_in, out = w.shape
-        z = (h @ w.permute(1, 0, 2).reshape(n_in, m * out)).view(-1, m, out)
-        if bias is not None:
-            z = z + bias
+        wt = w.permute(2, 0, 1).reshape(out * m, n_in)               # class-major rows
+        z = (wt @ h.t() if bias is None
+             else torch.addmm(bias.t().reshape(-1, 1), wt, h.t())).view(out, m, -1)
         if self.softmax_output:
-            z = torch.softmax(z, -1)
-        loss = torch.log_softmax(z, -1).gather(-1, target.unsqueeze(-1)).squeeze(-1).neg()
-        return loss, (z.argmax(-1) == target).to(z.dtype)
+            z = torch.softmax(z, 0)
+        top = z.amax(0)                                              # [M, N]
+        picked = z.gather(0, target.t().unsqueeze(0)).squeeze(0)
+        loss = (z - top).exp_().sum(0).log_().add_(top).sub_(picked)
+        cls = torch.arange(out, dtype=z.dtype, device=z.device).view(out, 1, 1)
+        first = torch.where(z == top, cls, float(out)).amin(0)      # argmax's class
+        return loss.t(), (first == target.t()).t().to(z.dtype)
 
 
 def _segments(rows: list[int]) -> list[tuple[int, slice]]:
