@@ -35,22 +35,6 @@ class LockstepLauncher(Launcher):
               config: DictConfig) -> None:
         # task_function is fedmoo.cli.app.main; the launcher calls app.collect instead.
         self.config, self.hydra_context = config, hydra_context
-        self._composed: dict[tuple, DictConfig] = {}
-        # Hydra's sweeper composes every job once to validate the batch and discards the result
-        # (Sweeper.validate_batch_is_legal), then the launcher composes it again: 0.3-0.5 s a
-        # job with fedmoo's config tree, most of a paper sweep's start-up. Both calls go through
-        # this loader, so the launcher keeps the validation's result and uses it once. If a
-        # Hydra version composed elsewhere, launch() would simply compose as before.
-        loader = hydra_context.config_loader
-        compose = loader.load_sweep_config
-
-        def remembered(master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
-            cfg = compose(master_config, sweep_overrides)
-            if master_config is self.config:
-                self._composed[tuple(sweep_overrides)] = cfg
-            return cfg
-
-        loader.load_sweep_config = remembered  # type: ignore[method-assign]
 
     def launch(self, job_overrides: Sequence[Sequence[str]],
                initial_job_idx: int) -> Sequence[JobReturn]:
@@ -66,11 +50,8 @@ class LockstepLauncher(Launcher):
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
         returns: list[JobReturn] = []
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
-            cfg = self._composed.pop(tuple(overrides), None)
-            if cfg is None:
-                cfg = self.hydra_context.config_loader.load_sweep_config(self.config,
-                                                                         list(overrides))
-                self._composed.pop(tuple(overrides), None)
+            # fedmoo's sweeper (compose_once) hands over the config its validation composed
+            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             with open_dict(cfg):
                 cfg.hydra.job.id = idx
                 cfg.hydra.job.num = idx

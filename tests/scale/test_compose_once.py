@@ -1,0 +1,50 @@
+"""fedmoo's sweeper composes each job of a sweep once (hydra_plugins/.../compose_once.py):
+Hydra's validation pass and the launcher's run share the configuration."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+from tests.inprocess import run_main
+
+TINY = ["rounds=1", "num_clients=4", "clients_per_round=2", "data.max_samples=40",
+        "progress=false", "checkpoint_every=0"]
+
+
+@pytest.mark.parametrize("launcher", [[], ["hydra/launcher=lockstep"]])
+def test_each_job_composed_once(launcher, tmp_path, monkeypatch):
+    calls: list[tuple[str, ...]] = []
+    compose = ConfigLoaderImpl.load_sweep_config
+
+    def counted(self, master_config, sweep_overrides):
+        calls.append(tuple(sweep_overrides))
+        return compose(self, master_config, sweep_overrides)
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", counted)
+    done = run_main(["run", "-m", *TINY, "seed=0,1,2", *launcher,
+                     f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(calls) == 3 and len(set(calls)) == 3          # 6 with Hydra's basic sweeper
+    for job, seed in enumerate((0, 1, 2)):                    # each job got its own config
+        cfg = json.loads((tmp_path / "sweep" / str(job) / "summary.json").read_text())["config"]
+        assert cfg["seed"] == seed
+
+
+def test_the_basic_sweeper_still_composes_twice(tmp_path, monkeypatch):
+    """The count above is the sweeper's doing: with Hydra's own sweeper every job is composed
+    for the validation and again for the launch."""
+    calls: list[tuple[str, ...]] = []
+    compose = ConfigLoaderImpl.load_sweep_config
+
+    def counted(self, master_config, sweep_overrides):
+        calls.append(tuple(sweep_overrides))
+        return compose(self, master_config, sweep_overrides)
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", counted)
+    done = run_main(["run", "-m", *TINY, "seed=0,1", "hydra/sweeper=basic",
+                     f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(calls) == 4
