@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
 from fedmoo.engine.common import eval_chunk, forward_stats, gather, sample_losses
+from fedmoo.engine.cpu_layout import step_chunk
 from fedmoo.params import set_flat
 
 
@@ -27,11 +28,12 @@ class ClientEval:
 
 
 def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: Tensor,
-                     clients: Tensor | None = None) -> ClientEval:
+                     clients: Tensor | None = None, chunk: int | None = None) -> ClientEval:
     """Evaluate ``params`` (``[d]``, or ``[N, d]`` one model per client) on each client's split.
 
-    With one model, all clients' samples go through the network in a few large chunks and the
-    per-client sums are formed with one ``scatter_add``. ``clients`` restricts to a subset.
+    With one model, all clients' samples go through the network in a few large chunks
+    (``chunk`` samples each; default ``eval_chunk``) and the per-client sums are formed with
+    one ``scatter_add``. ``clients`` restricts to a subset.
     """
     s = data.split(split)
     n_clients = s.num_clients
@@ -45,7 +47,7 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
             keep[clients.to(dev)] = True
             mask = keep[owner]
             owner, index = owner[mask], index[mask]
-        loss, correct = forward_stats(model, data.x, data.y, index, data.task)
+        loss, correct = forward_stats(model, data.x, data.y, index, data.task, chunk)
         tail = loss.shape[1:]
         sums = torch.zeros(3, n_clients, *tail, dtype=torch.float64, device=dev)
         if tail:
@@ -61,7 +63,7 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
         ids = range(n_clients) if clients is None else clients.tolist()
         for k in ids:
             set_flat(model, params[k])
-            loss, correct = forward_stats(model, data.x, data.y, s.of(k), data.task)
+            loss, correct = forward_stats(model, data.x, data.y, s.of(k), data.task, chunk)
             sums[0, k], sums[1, k] = loss.double().sum(0), correct.double().sum(0)
             sums[2, k] = float(loss.shape[0])
     sums = sums.cpu().numpy()
@@ -88,7 +90,8 @@ def improved_fraction(model: nn.Module, data: FederatedData, w_new: Tensor, clie
 def objective_gradient(model: nn.Module, data: FederatedData, params: Tensor, task_weights: Tensor,
                        weighting: str = "uniform") -> Tensor:
     """The full gradient ``[d]`` at ``params`` of ``sum_s task_weights[s] f_s`` over the training
-    data of the whole federation (eval mode; one forward and backward pass per chunk).
+    data of the whole federation (eval mode; one forward and backward pass per chunk of
+    ``step_chunk`` samples on a CPU, ``eval_chunk`` on a GPU).
 
     ``f_s`` is objective s's training loss averaged over the clients that hold it (the
     federation's ``task_mask``; every client on single-task data, which has one objective):
@@ -114,7 +117,7 @@ def objective_gradient(model: nn.Module, data: FederatedData, params: Tensor, ta
     weight = per_sample.to(device=params.device, dtype=params.dtype)[split.owner()]  # [M, S]
     was_training = model.training
     model.eval()
-    chunk = eval_chunk(data.x)
+    chunk = step_chunk(data.x) or eval_chunk(data.x)
     try:
         for start in range(0, split.index.numel(), chunk):
             b = split.index[start : start + chunk]

@@ -14,6 +14,7 @@ from fedmoo.data.federated import FederatedData
 from fedmoo.engine.common import (LocalTraining, client_batches, forward_stats, gather,
                                   objective_losses, param_views, relabel)
 from fedmoo.engine.sgd import SGD
+from fedmoo.engine.cpu_layout import fast_layout, step_chunk
 from fedmoo.engine.tasks import TaskRows, check_task_spec, task_cohort
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
@@ -27,6 +28,7 @@ class SequentialEngine(LocalTraining):
                  weight_decay: float = 0.0):
         super().__init__(model, data, lr, batch_size, epochs, local_steps, momentum, weight_decay)
         self.personal_model = copy.deepcopy(model)
+        self._task_model: nn.Module | None = None   # per-task training's copy (fast_layout)
 
     def _optimizer(self, model: nn.Module, momentum: float) -> SGD:
         return SGD(model.parameters(), lr=self.lr, momentum=momentum,
@@ -99,19 +101,46 @@ class SequentialEngine(LocalTraining):
             acc_trained=None if trained is None else trained[1],
         )
 
+    def _chunked_step(self, model, opt, b: Tensor, scale, task_weights: Tensor) -> Tensor:
+        """One SGD step on ``scale * mean loss`` over the samples ``b``, the gradient summed over
+        chunks of ``step_chunk`` samples (bounded memory; on a CPU the chunks stay in cache).
+        Equal to ``_step`` on the whole batch up to the order of the float sums; returns the
+        mean loss."""
+        x, y, n = self.data.x, self.data.y, b.numel()
+        chunk = step_chunk(x) or n
+        if chunk >= n:
+            return self._step(model, opt, gather(x, b), gather(y, b), [], 0.0, scale,
+                              task_weights)
+        opt.zero_grad()
+        total = 0.0
+        for s in range(0, n, chunk):
+            part = b[s : s + chunk]
+            losses = objective_losses(model(gather(x, part)), gather(y, part), self.data.task,
+                                      task_weights)
+            loss = losses.sum() / n
+            (loss if scale is None else loss * scale).backward()
+            total = total + loss.detach()
+        opt.step()
+        return total
+
     def _train_tasks(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
-        """Per-task training (FMGDA / FSMGDA): every held (client, task) pair from ``w``."""
-        data, model, tt = self.data, self.model, spec.task_training
+        """Per-task training (FMGDA / FSMGDA): every held (client, task) pair from ``w``, on the
+        engine's ``fast_layout`` copy of the model; steps over many samples (FMGDA's full local
+        batch) sum their gradient over chunks."""
+        data, tt = self.data, spec.task_training
         check_task_spec(spec)
+        if self._task_model is None:
+            self._task_model = fast_layout(self.model, data.x)
+        model = self._task_model
         rows = TaskRows.build(model, data, client_ids, tt, w)
         gen = torch.Generator().manual_seed(seed)
         batch = None if tt.full_batch else self.batch_size
         flat = torch.empty(rows.count, w.numel(), dtype=w.dtype, device=w.device)
         loss_after = torch.zeros(rows.count, dtype=w.dtype, device=w.device)
         set_flat(model, w)
-        before = [forward_stats(model, data.x, data.y, data.train.of(int(k)), data.task)
+        chunk = step_chunk(data.x)
+        before = [forward_stats(model, data.x, data.y, data.train.of(int(k)), data.task, chunk)
                   for k in client_ids.tolist()]
-        anchor = param_views(model, w)
         model.train()
         for r, i in enumerate(rows.client.tolist()):
             idx = data.train.of(int(client_ids[i]))
@@ -122,8 +151,7 @@ class SequentialEngine(LocalTraining):
             last_ep, last_sum, last_cnt = batches[-1][0], 0.0, 0
             for ep, pos in batches:
                 b = idx[pos.to(idx.device)]
-                loss = self._step(model, opt, gather(data.x, b), gather(data.y, b), anchor, 0.0, scale,
-                                  rows.weights[r])
+                loss = self._chunked_step(model, opt, b, scale, rows.weights[r])
                 if ep == last_ep:
                     last_sum = last_sum + loss * b.numel()
                     last_cnt += b.numel()

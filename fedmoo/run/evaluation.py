@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from fedmoo.data.federated import FederatedData
 from fedmoo.engine.evaluate import (ClientEval, evaluate_clients, improved_fraction,
                                     objective_gradient)
+from fedmoo.engine.cpu_layout import fast_layout, step_chunk
 from fedmoo.report.metrics import accuracy_metrics, group_metrics, rounds_to_threshold, task_metrics
 
 
@@ -26,11 +27,12 @@ class TaskEvaluator:
     task's) training loss is below ``threshold`` (the paper's Table 2).
     """
 
-    def __init__(self, model: nn.Module, data: FederatedData, w0: Tensor, threshold: float):
-        self.threshold = float(threshold)
+    def __init__(self, model: nn.Module, data: FederatedData, w0: Tensor, threshold: float,
+                 chunk: int | None = None):
+        self.threshold, self.chunk = float(threshold), chunk
         self.num_tasks = data.num_tasks
         self.regression = data.task == "multitask_regression"
-        ev = evaluate_clients(model, data, "train", w0)
+        ev = evaluate_clients(model, data, "train", w0, chunk=chunk)
         self.reference = self._task_losses(ev, data)
 
     @staticmethod
@@ -47,7 +49,7 @@ class TaskEvaluator:
                             self.reference if normalise else None)
 
     def train_metrics(self, model: nn.Module, data: FederatedData, params: Tensor) -> dict[str, float]:
-        ev = evaluate_clients(model, data, "train", params)
+        ev = evaluate_clients(model, data, "train", params, chunk=self.chunk)
         out = self.split_metrics(ev, data, "train", normalise=True)
         out.pop("train/loss_mean")     # that column is the cohort's loss before training
         return out
@@ -62,11 +64,14 @@ class RoundEvaluator:
 
     def __init__(self, cfg: dict[str, Any], algo, model: nn.Module, federation: FederatedData,
                  groups: dict[str, np.ndarray], w0: Tensor):
+        self.chunk = None               # samples per forward pass (None: eval_chunk)
+        if federation.num_tasks:        # per-task evaluation: conv nets channels-last on a CPU
+            model, self.chunk = fast_layout(model, federation.x), step_chunk(federation.x)
         self.algo, self.model, self.data, self.groups = algo, model, federation, groups or {}
         self.split = cfg.get("eval_split", "test")
         self.track_improved = bool(cfg.get("track_improved", True))
-        self.tasks = (TaskEvaluator(model, federation, w0, cfg.get("loss_threshold", 0.01))
-                      if federation.num_tasks else None)
+        self.tasks = (TaskEvaluator(model, federation, w0, cfg.get("loss_threshold", 0.01),
+                                    self.chunk) if federation.num_tasks else None)
         self.last: tuple[int, ClientEval] | None = None   # (round, evaluation) of the last row
 
     def _metrics(self, ev: ClientEval, prefix: str) -> dict[str, float]:
@@ -84,14 +89,14 @@ class RoundEvaluator:
         when they were made already (a lockstep group evaluates its runs together)."""
         params = self.algo.eval_params(state)
         if ev is None:
-            ev = evaluate_clients(self.model, self.data, self.split, params)
+            ev = evaluate_clients(self.model, self.data, self.split, params, chunk=self.chunk)
         row: dict[str, Any] = {"round": done, **self._metrics(ev, self.split)}
         if self.tasks is None:
             for name, mask in self.groups.items():  # e.g. benign / attackers (attack.groups)
                 row.update(group_metrics(ev.acc, ev.correct, ev.count, ev.loss, mask, prefix=name))
         for name, extra in self.algo.extra_eval_params(state).items():
-            row.update(self._metrics(evaluate_clients(self.model, self.data, self.split, extra),
-                                     name))
+            row.update(self._metrics(evaluate_clients(self.model, self.data, self.split, extra,
+                                                      chunk=self.chunk), name))
         if self.tasks is not None:
             row.update(self.tasks.train_metrics(self.model, self.data, params))
         row["train/loss_mean"] = float(cohort.loss_before.mean())
@@ -111,8 +116,8 @@ class RoundEvaluator:
         """One clients_rounds.csv block; reuses this round's evaluation when there was one."""
         params = self.algo.eval_params(state)
         test = self.last[1] if self.last is not None and self.last[0] == done else \
-            evaluate_clients(self.model, self.data, self.split, params)
-        train = evaluate_clients(self.model, self.data, "train", params)
+            evaluate_clients(self.model, self.data, self.split, params, chunk=self.chunk)
+        train = evaluate_clients(self.model, self.data, "train", params, chunk=self.chunk)
         writer.log(done, test.acc, test.loss, train.loss)
 
     def summary(self, rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -120,7 +125,8 @@ class RoundEvaluator:
 
     def clients_rows(self, state) -> list[dict[str, Any]]:
         """clients.csv: each client's sizes, accuracy and loss (per task on multi-task data)."""
-        ev = evaluate_clients(self.model, self.data, self.split, self.algo.eval_params(state))
+        ev = evaluate_clients(self.model, self.data, self.split, self.algo.eval_params(state),
+                              chunk=self.chunk)
         fed = self.data
         tr = fed.train.sizes.cpu().numpy()
         te = fed.split(self.split).sizes.cpu().numpy()

@@ -70,10 +70,25 @@ def test_single_task_cohort_is_one_objective_held_by_all():
     ({"eta": 0.0}, "algo.eta=0.0"),
     ({"qp_on": "heads"}, "algo.qp_on='heads'"),
     ({"weighting": "loss"}, "algo.weighting='loss'"),
+    ({"stationarity_every": -1}, "algo.stationarity_every=-1"),
 ])
 def test_bad_hyperparameters_are_user_errors(kwargs, needle):
     with pytest.raises(UserError, match=needle.replace("(", r"\(").replace("[", r"\[")):
         get("fmgda")(**kwargs)
+
+
+@pytest.mark.parametrize("every,rounds", [(1, [1, 2, 3, 4, 5, 6]), (3, [3, 6]), (0, [])])
+def test_stationarity_is_measured_on_multiples_of_stationarity_every(every, rounds):
+    algo = get("fmgda")(stationarity_every=every)
+    state = algo.init(torch.zeros(5, **T), num_clients=3)
+    assert algo.gradient_probe(state) is None                  # no lambda before round 1
+    measured = []
+    for t in range(1, 7):
+        state, _ = algo.server_update(state, fmol_cohort())
+        assert state.round == t
+        if algo.gradient_probe(state) is not None:
+            measured.append(t)
+    assert measured == rounds
 
 
 def test_fsmgda_on_single_task_data_with_eta_equal_local_lr_is_fedavg(tmp_path):

@@ -1,0 +1,97 @@
+"""How a CPU runs steps and evaluations over many samples (FMGDA's full local batches) quickly.
+
+- ``step_chunk``: such a pass runs in chunks of about ``CPU_STEP_BYTES`` of input, the gradient
+  summed over the chunks: memory stays bounded, the activations stay in the caches and the
+  allocator reuses its blocks instead of faulting fresh pages in every step.
+- ``fast_layout``: a copy of a convolutional network in channels-last memory format (oneDNN's
+  channels-last convolution and max-pooling kernels), its one-input-channel convolutions
+  computed as ``RowConv2d``. It also asks glibc to keep freed memory (``retain_freed_memory``):
+  each chunk frees and reallocates the same few megabytes, which glibc otherwise hands back to
+  the kernel and faults in again.
+
+Both change only the order of float sums: the numbers equal the plain whole-batch NCHW
+arithmetic to rounding (tests/engine/test_tasks_fast.py checks 1e-10 in float64). Measured on
+the 2-core VM in docs/PERFORMANCE.md ("FMGDA on MultiFashion").
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+CPU_STEP_BYTES = 1 << 20    # input bytes per chunk (MultiFashion: 334 canvases)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3     # glibc's mallopt parameters (malloc.h)
+_retained = False
+
+
+def step_chunk(x: Tensor) -> int | None:
+    """Samples per forward (and backward) chunk when a CPU runs a step or an evaluation over many
+    samples of ``x``: about ``CPU_STEP_BYTES`` of input, at least 64 samples. None on a GPU
+    (a step takes its whole batch; evaluations keep ``eval_chunk``)."""
+    if x.device.type != "cpu":
+        return None
+    return max(64, CPU_STEP_BYTES // max(1, math.prod(x.shape[1:]) * x.element_size()))
+
+
+class RowConv2d(nn.Conv2d):
+    """A stride-1, undilated convolution of a one-channel image computed as a ``kh``-channel
+    ``1 x kw`` convolution over the ``kh`` row-shifted copies of the image:
+    ``sum_{p,q} w[o, 0, p, q] x[i+p, j+q] = sum_p sum_q w[o, p, 0, q] x_p[i, j+q]`` with
+    ``x_p[i, :] = x[i+p, :]``. Same parameters as the ``nn.Conv2d`` it replaces; oneDNN's kernels
+    for one input channel are slow (MultiLeNet's first layer: 3x cheaper this way)."""
+
+    @staticmethod
+    def applies(m: nn.Module) -> bool:
+        return (type(m) is nn.Conv2d and m.in_channels == 1 and m.groups == 1
+                and m.stride == (1, 1) and m.dilation == (1, 1) and m.padding_mode == "zeros"
+                and not isinstance(m.padding, str) and m.kernel_size[0] > 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 4:                      # an unbatched image: the plain convolution
+            return super().forward(x)
+        kh, kw = self.kernel_size
+        ph, pw = self.padding
+        if ph or pw:
+            x = F.pad(x, (pw, pw, ph, ph))
+        rows = x[:, 0].unfold(1, kh, 1).permute(0, 3, 1, 2)       # [N, kh, H - kh + 1, W]
+        rows = rows.contiguous(memory_format=torch.channels_last)
+        weight = self.weight.reshape(self.out_channels, kh, 1, kw)
+        return F.conv2d(rows, weight, self.bias)
+
+
+def retain_freed_memory() -> None:
+    """Once per process: glibc serves blocks up to 32 MB from its heap and never trims the heap
+    below 1 GB of free memory, so the chunks' activations reuse memory instead of page-faulting
+    fresh pages (10-25% of a MultiLeNet full-batch step's CPU time on the 2-core VM). No effect
+    on any number; a no-op where the C library has no ``mallopt``."""
+    global _retained
+    if _retained:
+        return
+    _retained = True
+    try:
+        mallopt = ctypes.CDLL(None).mallopt      # the C library the interpreter runs on
+    except (OSError, AttributeError):
+        return
+    mallopt(M_TRIM_THRESHOLD, 1 << 30)
+    mallopt(M_MMAP_THRESHOLD, 1 << 25)
+
+
+def fast_layout(model: nn.Module, x: Tensor) -> nn.Module:
+    """The model to run on images ``x`` on a CPU: a channels-last copy of a network with 2-d
+    convolutions, its ``RowConv2d``-able convolutions swapped (the same Parameter objects under
+    the same names), else ``model`` itself. Flat parameter vectors travel unchanged
+    (``fedmoo.params`` reads and writes logical order)."""
+    if x.device.type != "cpu" or x.dim() != 4 or \
+            not any(isinstance(m, nn.Conv2d) for m in model.modules()):
+        return model
+    retain_freed_memory()
+    fast = copy.deepcopy(model).to(memory_format=torch.channels_last)
+    for m in fast.modules():
+        if RowConv2d.applies(m):
+            m.__class__ = RowConv2d
+    return fast
