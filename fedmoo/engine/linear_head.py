@@ -176,11 +176,14 @@ class LinearHead:
         wi, bi = program.fused[linear.target]
         return cls(wi, bi, softmax)
 
-    def train(self, share: Sharing, plan: RoundPlan, x: Tensor, y: Tensor, rule: RowSGD
-              ) -> Tensor:
+    def train(self, share: Sharing, plan: RoundPlan, x: Tensor, y: Tensor, rule: RowSGD,
+              before: bool = False) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
         """Every step of ``plan`` (one plan row per source, longest first) for the rows of
         ``rule`` (per-row views ``[R, ...]``, updated in place at the end); returns the rows'
-        losses over their last epoch, ``sum_s last_s sum_i weight_si CE_si`` ``[R]``.
+        losses over their last epoch, ``sum_s last_s sum_i weight_si CE_si`` ``[R]``, and with
+        ``before`` (full-batch plans, every source taking the first step) the rows' mean loss
+        and accuracy (%) at their starting models ``[R]``: the first step's forward pass is
+        exactly that measurement, over each client's whole training set.
 
         With a bias, the inputs get a column of ones (made once per dataset, while that copy
         stays under FOLD_BYTES) and the bias is the weight's last input row, so one GEMM gives
@@ -219,11 +222,11 @@ class LinearHead:
             t = whole if n == u else whole.first(n)
             w, bias = t.views[0], (t.views[1] if len(t.views) > 1 else None)
             minus_one = torch.full((1, 1, 1, 1), -1.0, dtype=dtype, device=dev).expand(n, b, 1, g)
-            for index, label, coef, lw in zip(
+            for k, (index, label, coef, lw) in enumerate(zip(
                     _by_step(plan.index[:n, steps]),
                     _by_step(labels[:n, steps]).view(-1, n, b, 1, 1).expand(-1, -1, -1, 1, g),
                     _by_step(weights[:n, steps]).view(-1, n, b, 1, 1),
-                    _by_step(loss_weight[:n, steps]).unsqueeze(2)):
+                    _by_step(loss_weight[:n, steps]).unsqueeze(2))):
                 h = gather(x, index).flatten(2)                             # [n, B, in]
                 wt = w.transpose(1, 2)
                 z = torch.bmm(h, wt) if bias is None else torch.baddbmm(bias.transpose(1, 2), h, wt)
@@ -233,7 +236,11 @@ class LinearHead:
                 target = label                                              # [n, B, 1, G]
                 if t.label_map is not None:                 # label_map [U, C, G]: per-row labels
                     target = t.label_map.gather(1, label.squeeze(2)).unsqueeze(2)
-                t.acc.baddbmm_(lw, logp.gather(2, target).view(n, b, g))
+                picked = logp.gather(2, target).view(n, b, g)
+                t.acc.baddbmm_(lw, picked)
+                if before and steps.start + k == 0:
+                    assert n == u, "before: every source takes the first step"
+                    first = _first_stats(z if p is None else p, picked, target, coef.view(n, 1, b))
                 d = logp.exp()
                 d.scatter_add_(2, target, minus_one)
                 d.mul_(coef if t.scale is None else coef * t.scale)
@@ -246,7 +253,10 @@ class LinearHead:
             if g > 1:
                 self.shared_steps += steps.stop - steps.start
         self._split(share, views, rule.views, fold)
-        return whole.acc.view(-1).neg().index_select(0, share.inv)
+        loss_after = whole.acc.view(-1).neg().index_select(0, share.inv)
+        if not before:
+            return loss_after, None
+        return loss_after, (first[0].index_select(0, share.inv), first[1].index_select(0, share.inv))
 
     def _split(self, share: Sharing, joined: list[Tensor], views: list[Tensor],
                fold: bool) -> None:
@@ -293,6 +303,20 @@ class LinearHead:
         cls = torch.arange(out, dtype=z.dtype, device=z.device).view(out, 1, 1)
         first = torch.where(z == top, cls, float(out)).amin(0)      # argmax's class
         return loss.t(), (first == target.t()).t().to(z.dtype)
+
+
+def _first_stats(output: Tensor, picked: Tensor, target: Tensor,
+                 weight: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean cross-entropy and accuracy (%) per row of one step, ``[n*G]`` in source order, from
+    the model's ``output [n, B, out, G]``, the picked log-probabilities ``[n, B, G]``, the
+    targets ``[n, B, 1, G]`` and the samples' weights ``[n, 1, B]`` (a tie goes to the first
+    class, as argmax)."""
+    out = output.shape[2]
+    top = output.amax(2, keepdim=True)
+    cls = torch.arange(out, dtype=output.dtype, device=output.device).view(1, 1, out, 1)
+    first = torch.where(output == top, cls, float(out)).amin(2)                 # [n, B, G]
+    correct = (first == target.squeeze(2)).to(output.dtype)
+    return torch.bmm(weight, picked).view(-1).neg(), 100.0 * torch.bmm(weight, correct).view(-1)
 
 
 def _segments(rows: list[int]) -> list[tuple[int, slice]]:

@@ -147,7 +147,11 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
                   for m in members]
     label_map = _stack_label_maps(label_maps, blocks)
 
-    befores = _befores(engine, members, blocks, views, label_maps, shared)
+    # full batches with the closed form: the first step measures the loss before training
+    first = engine.head is not None and data.num_tasks == 0 and all(
+        m.engine.batch_size is None and bool((m.engine._sizes[m.ids.cpu()] > 0).all())
+        for m in members)
+    befores = None if first else _befores(engine, members, blocks, views, label_maps, shared)
     engine.model.train()
     if engine.head is not None:   # closed form (fedmoo.engine.linear_head)
         share = Sharing.build(src, label_map, scale) if shared and len(base.index) < total else None
@@ -158,8 +162,13 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
         plan, src = longest_first(base, src)
         share = Sharing.build(src, label_map, scale)
         assert share is not None
-        loss_after = engine.head.train(share, plan, data.x, data.y,
-                                       RowSGD(views, bufs, anchor, lr, mu, momentum, wd))
+        loss_after, measured = engine.head.train(share, plan, data.x, data.y,
+                                                 RowSGD(views, bufs, anchor, lr, mu, momentum, wd),
+                                                 before=first)
+        if measured is not None:
+            befores = [(measured[0][b.rows], measured[1][b.rows],
+                        m.engine._sizes[m.ids.cpu()].to(device=dev, dtype=dtype))
+                       for m, b in zip(members, blocks)]
     else:
         loss_after = _train_steps(engine, views, bufs, anchor, base, src, sources, total,
                                   label_map, scale, lr, mu, momentum, wd)
