@@ -86,14 +86,6 @@ class Sharing:
             scale = scale[order].view(u, 1, 1, g)
         return cls(order, inv, u, g, label_map, scale)
 
-    @classmethod
-    def rows(cls, n: int, label_map: Tensor | None, scale: Tensor | None,
-             device) -> "Sharing":
-        """Every row its own source (G = 1)."""
-        out = cls.build(torch.arange(n, device=device), label_map, scale)
-        assert out is not None
-        return out
-
     def joined(self, t: Tensor) -> Tensor:
         """A weight ``[R, in, out]`` or bias ``[R, out]`` of the rows in the round's layout
         (``[U, out*G, in]`` / ``[U, out*G, 1]``; a new tensor)."""
