@@ -14,8 +14,9 @@ TINY = ["rounds=1", "num_clients=4", "clients_per_round=2", "data.max_samples=40
         "progress=false", "checkpoint_every=0"]
 
 
-@pytest.mark.parametrize("launcher", [[], ["hydra/launcher=lockstep"]])
-def test_each_job_composed_once(launcher, tmp_path, monkeypatch):
+@pytest.fixture
+def composes(monkeypatch) -> list[tuple[str, ...]]:
+    """The overrides of every job configuration Hydra composes, in order."""
     calls: list[tuple[str, ...]] = []
     compose = ConfigLoaderImpl.load_sweep_config
 
@@ -24,27 +25,24 @@ def test_each_job_composed_once(launcher, tmp_path, monkeypatch):
         return compose(self, master_config, sweep_overrides)
 
     monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", counted)
+    return calls
+
+
+@pytest.mark.parametrize("launcher", [[], ["hydra/launcher=lockstep"]])
+def test_each_job_composed_once(launcher, composes, tmp_path):
     done = run_main(["run", "-m", *TINY, "seed=0,1,2", *launcher,
                      f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
     assert done.returncode == 0, done.stderr
-    assert len(calls) == 3 and len(set(calls)) == 3          # 6 with Hydra's basic sweeper
+    assert len(composes) == 3 and len(set(composes)) == 3    # 6 with Hydra's basic sweeper
     for job, seed in enumerate((0, 1, 2)):                    # each job got its own config
         cfg = json.loads((tmp_path / "sweep" / str(job) / "summary.json").read_text())["config"]
         assert cfg["seed"] == seed
 
 
-def test_the_basic_sweeper_still_composes_twice(tmp_path, monkeypatch):
+def test_the_basic_sweeper_still_composes_twice(composes, tmp_path):
     """The count above is the sweeper's doing: with Hydra's own sweeper every job is composed
     for the validation and again for the launch."""
-    calls: list[tuple[str, ...]] = []
-    compose = ConfigLoaderImpl.load_sweep_config
-
-    def counted(self, master_config, sweep_overrides):
-        calls.append(tuple(sweep_overrides))
-        return compose(self, master_config, sweep_overrides)
-
-    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", counted)
     done = run_main(["run", "-m", *TINY, "seed=0,1", "hydra/sweeper=basic",
                      f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
     assert done.returncode == 0, done.stderr
-    assert len(calls) == 4
+    assert len(composes) == 4
