@@ -82,7 +82,30 @@ def main() -> int:
     line("CNN per-sample ops on 100 images of 64x28x28",
          ("max_pool2d", ms(lambda: F.max_pool2d(act, 2), 7)),
          ("LRN(2)", ms(lambda: F.local_response_norm(act, 2), 7)))
+    head(g)
     return 0
+
+
+def head(g: torch.Generator) -> None:
+    """The closed-form softmax regression's layout (fedmoo/engine/linear_head.py): Fashion-MNIST's
+    head (10 clients, batch 10, 784 inputs + the bias column, 10 classes) and Adult's sweep (10
+    sources x 20 rows, 2 classes)."""
+    n, b, i, c = 10, 10, 785, 10
+    h = torch.randn(n, b, i, generator=g)
+    d = torch.randn(n, b, c, generator=g)
+    w_io = torch.randn(n, i, c, generator=g)                  # [in, out]
+    w_oi = w_io.transpose(1, 2).contiguous()                  # [out, in]: the round's layout
+    line("head logits h @ W: [out,in] as transposed operand vs [in,out]",
+         ("[out,in]", ms(lambda: torch.bmm(h, w_oi.transpose(1, 2)), 201)),
+         ("[in,out]", ms(lambda: torch.bmm(h, w_io), 201)))
+    line("head weight gradient: d^T h ([out,in]) vs h^T d ([in,out])",
+         ("d^T h", ms(lambda: torch.bmm(d.transpose(1, 2), h), 201)),
+         ("h^T d", ms(lambda: torch.bmm(h.transpose(1, 2), d), 201)))
+    z = torch.randn(10, 10, 2, 20, generator=g)                # [sources, B, classes, rows]
+    z_last = z.transpose(2, 3).contiguous()                   # classes innermost
+    line("log_softmax over 2 classes: outer dimension vs innermost",
+         ("outer", ms(lambda: torch.log_softmax(z, 2), 201)),
+         ("innermost", ms(lambda: torch.log_softmax(z_last, -1), 201)))
 
 
 if __name__ == "__main__":
