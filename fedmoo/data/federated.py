@@ -8,6 +8,8 @@ is the result of partitioning: per-client train / val / test index sets stored i
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,6 +70,14 @@ class ClientSplit:
 
     def to(self, device) -> "ClientSplit":
         return ClientSplit(self.index.to(device), self.offsets.to(device))
+
+    @functools.cached_property
+    def digest(self) -> bytes:
+        """A digest of the index sets (made once): runs whose splits have equal digests hold
+        the same clients (a lockstep group shares their minibatch plans and evaluations)."""
+        h = hashlib.sha256(self.offsets.cpu().numpy().tobytes())
+        h.update(self.index.cpu().numpy().tobytes())
+        return h.digest()
 
 
 @dataclass

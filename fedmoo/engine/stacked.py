@@ -15,7 +15,6 @@ rows. All members must share the model architecture and the sample tensors (the 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import torch
@@ -74,17 +73,6 @@ def _rows(values: list[tuple[float, int]], like: Tensor) -> Rows:
     return torch.tensor([v for v, n in values for _ in range(n)], dtype=like.dtype).to(like.device)
 
 
-def _partition_key(engine) -> bytes:
-    """A digest of the engine's training split (computed once per engine): two runs whose
-    splits have the same digest draw the same minibatches from the same seed."""
-    key = getattr(engine, "_partition_digest", None)
-    if key is None:
-        h = hashlib.sha256(engine._offsets.numpy().tobytes())
-        h.update(engine.data.train.index.cpu().numpy().tobytes())
-        key = engine._partition_digest = h.digest()
-    return key
-
-
 def _rows_or_none(values: list[tuple[float, int]], like: Tensor) -> Rows | None:
     """``_rows``, or None when every row's value is 0 (the term is off)."""
     return None if all(v == 0 for v, _ in values) else _rows(values, like)
@@ -101,7 +89,7 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
         layout.numel_check(m.w.numel())
         e = m.engine
         block = _Block(start, len(m.ids), m.spec.personal is not None)
-        key = (_partition_key(e), tuple(m.ids.tolist()), m.seed, e.batch_size, e.epochs,
+        key = (e.data.train.digest, tuple(m.ids.tolist()), m.seed, e.batch_size, e.epochs,
                e.local_steps)
         if key not in made:
             made[key] = sum(len(p.index) for p in plans)   # the plan's first source
@@ -222,7 +210,7 @@ def _befores(engine, members: list[Member], blocks: list[_Block], views: list[Te
     out: list = [None] * len(members)
     together: dict[object, list[int]] = {}
     for i, m in enumerate(members):
-        key = (_partition_key(m.engine), tuple(m.ids.tolist())) if shared else i
+        key = (m.engine.data.train.digest, tuple(m.ids.tolist())) if shared else i
         together.setdefault(key, []).append(i)
     for group in together.values():
         if len(group) == 1:
@@ -249,7 +237,7 @@ def _trained(engine, members: list[Member], blocks: list[_Block], views: list[Te
     together: dict[object, list[int]] = {}
     for i, m in enumerate(members):
         if m.spec.eval_trained:
-            key = (_partition_key(m.engine), tuple(m.ids.tolist())) if shared else i
+            key = (m.engine.data.train.digest, tuple(m.ids.tolist())) if shared else i
             together.setdefault(key, []).append(i)
     head, data = engine.head, engine.data
     for group in together.values():

@@ -23,7 +23,6 @@ trains alone, in the same process.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,10 +144,12 @@ def _evaluate_together(sessions: list[Session]) -> dict[Session, dict]:
         for what, (split, params, ids) in (s.wants_eval() or {}).items():
             if params.dim() != 1:            # Ditto: a model per client, evaluated alone
                 continue
-            key = (split, _split_key(s, split), None if ids is None else tuple(ids.tolist()))
+            fed = s.parts.federation
+            key = (split, id(fed.x), fed.split(split).digest,
+                   None if ids is None else tuple(ids.tolist()))
             wanted.setdefault(key, []).append((s, what, params))
     out: dict[Session, dict] = {}
-    for (split, _, ids), items in wanted.items():
+    for (split, _, _, ids), items in wanted.items():
         if len(items) < 2:
             continue
         lead = items[0][0]
@@ -159,18 +160,6 @@ def _evaluate_together(sessions: list[Session]) -> dict[Session, dict]:
             for (s, what, _), ev in zip(items, evs):
                 out.setdefault(s, {})[what] = ev
     return out
-
-
-def _split_key(s: Session, split: str) -> tuple:
-    """A run's ``split``: its samples' tensor and a digest of the split's clients."""
-    keys = s.__dict__.setdefault("_split_keys", {})
-    if split not in keys:
-        fed = s.parts.federation
-        part = fed.split(split)
-        h = hashlib.sha256(part.index.cpu().numpy().tobytes())
-        h.update(part.offsets.cpu().numpy().tobytes())
-        keys[split] = (id(fed.x), h.digest())
-    return keys[split]
 
 
 class Planner:
