@@ -281,8 +281,8 @@ class LinearHead:
 
         The logits of all M models come from one GEMM, laid out ``[out, M, N]`` so that every
         reduction over the classes runs over the outermost dimension: with a few classes,
-        torch's softmax and argmax over the innermost one are several times slower (Adult's 2
-        classes: 165 ms against 53 ms for 21,183 samples and 20 models)."""
+        torch's softmax and argmax over the innermost one are several times slower (see
+        scripts/microbench.py's log_softmax line)."""
         m, n_in, out = w.shape
         wt = w.permute(2, 0, 1).reshape(out * m, n_in)               # class-major rows
         z = (wt @ h.t() if bias is None
