@@ -86,7 +86,8 @@ def cmd_run(args: list[str]) -> int:
     log.debug("Hydra arguments: %s", shlex.join(sys.argv[1:]))
     callbacks.failed_jobs.clear()
     try:
-        app.main()
+        with app.mode_from_flags(sys.argv[1:]):
+            app.main()
     except (UserError, DivergenceError) as e:  # re-raised by the job only with debug=true
         traceback.print_exc()
         log.error("%s", e)

@@ -19,8 +19,9 @@ cost, so ``LinearHead.train`` runs the round's steps itself, about ten kernels e
   FOLD_BYTES), so the bias is the weight's last input row and trains inside the same GEMMs.
 - Sources are ordered by their number of steps (``fedmoo.engine.plan.longest_first``): the
   sources that take a step are a prefix, so finished clients leave the step by slicing.
-- Per-step tensors (sample indices, labels, weights) are cut once per run of steps, and the
-  last epoch's loss accumulates by one ``baddbmm`` a step.
+- Per-step tensors (the minibatches' inputs, labels, weights) are cut once per run of steps,
+  the last epoch's loss accumulates by one ``baddbmm`` a step, and plain SGD writes ``W -= lr d
+  h`` into the weights by one ``baddbmm`` (the gradient never exists as a tensor).
 
 The update itself is RowSGD's (momentum, weight decay, the proximal term, per-row learning
 rates), applied to the joined layout with per-column factors. ``stats`` evaluates M models on
@@ -43,6 +44,9 @@ from fedmoo.engine.rowsgd import Rows, RowSGD, add_tensor
 # Inputs up to this size get a copy with a column of ones, so the bias trains inside the GEMMs
 # (two kernels fewer a step; Fashion-MNIST's 70,000 x 785 float32 is 220 MB).
 FOLD_BYTES = 512 * 2**20
+# A run of steps gathers its minibatches' inputs in one copy up to this size (one kernel a run
+# instead of one a step; a full-batch step over a big client gathers alone).
+GATHER_BYTES = 16 * 2**20
 
 _SOFTMAX = {torch.softmax, F.softmax}
 
@@ -209,28 +213,31 @@ class LinearHead:
                       *(share.factor(v, out) for v in (rule.lr, rule.mu, rule.momentum,
                                                        rule.weight_decay)))
         # the plan is longest first: a run of steps that the first n sources take is a segment,
-        # whose per-step tensors are cut (and views made) once
-        for n, steps in _segments(active_rows(plan)):
+        # whose per-step tensors (and inputs, up to GATHER_BYTES at a time) are cut once
+        flat = x.flatten(1)
+        for n, part in _parts(active_rows(plan), n_bytes=b * flat.shape[1] * flat.element_size()):
             t = whole if n == u else whole.first(n)
             w, bias = t.views[0], (t.views[1] if len(t.views) > 1 else None)
+            wt = w.transpose(1, 2)                          # a view: it follows the updates
+            bt = None if bias is None else bias.transpose(1, 2)
             minus_one = torch.full((1, 1, 1, 1), -1.0, dtype=dtype, device=dev).expand(n, b, 1, g)
-            for k, (index, label, coef, lw) in enumerate(zip(
-                    _by_step(plan.index[:n, steps]),
-                    _by_step(labels[:n, steps]).view(-1, n, b, 1, 1).expand(-1, -1, -1, 1, g),
-                    _by_step(weights[:n, steps]).view(-1, n, b, 1, 1),
-                    _by_step(loss_weight[:n, steps]).unsqueeze(2))):
-                h = gather(x, index).flatten(2)                             # [n, B, in]
-                wt = w.transpose(1, 2)
-                z = torch.bmm(h, wt) if bias is None else torch.baddbmm(bias.transpose(1, 2), h, wt)
+            index = plan.index[:n, part].transpose(0, 1)                    # [S, n, B]
+            for s, (h, label, coef, lw) in enumerate(zip(
+                    gather(flat, index).unbind(0),                          # [n, B, in] each
+                    _by_step(labels[:n, part]).view(-1, n, b, 1, 1).expand(-1, -1, -1, 1, g)
+                    .unbind(0),
+                    _by_step(weights[:n, part]).view(-1, n, b, 1, 1).unbind(0),
+                    _by_step(loss_weight[:n, part]).unsqueeze(2).unbind(0)), part.start):
+                z = torch.bmm(h, wt) if bt is None else torch.baddbmm(bt, h, wt)
                 z = z.view(n, b, out, g)
-                p = torch.softmax(z, 2) if self.softmax_output else None
-                logp = torch.log_softmax(z if p is None else p, 2)
+                p = _over_classes(torch.softmax, z) if self.softmax_output else None
+                logp = _over_classes(torch.log_softmax, z if p is None else p)
                 target = label                                              # [n, B, 1, G]
                 if t.label_map is not None:                 # label_map [U, C, G]: per-row labels
                     target = t.label_map.gather(1, label.squeeze(2)).unsqueeze(2)
                 picked = logp.gather(2, target).view(n, b, g)
                 t.acc.baddbmm_(lw, picked)
-                if before and steps.start + k == 0:
+                if before and s == 0:
                     assert n == u, "before: every source takes the first step"
                     first = _first_stats(z if p is None else p, picked, target, coef.view(n, 1, b))
                 d = logp.exp()
@@ -239,11 +246,11 @@ class LinearHead:
                 if p is not None:                           # through softmax: p (d - <d, p>)
                     d = p * (d - (d * p).sum(2, keepdim=True))
                 d = d.view(n, b, out * g).transpose(1, 2)                   # [n, out*G, B]
-                t.rule.apply(0, add_tensor(torch.bmm(d, h)))
+                t.rule.apply(0, _add_product(d, h))
                 if bias is not None:
                     t.rule.apply(1, add_tensor(d.sum(2, keepdim=True)))
             if g > 1:
-                self.shared_steps += steps.stop - steps.start
+                self.shared_steps += part.stop - part.start
         self._split(share, views, rule.views, fold)
         loss_after = whole.acc.view(-1).neg().index_select(0, share.inv)
         if not before:
@@ -311,16 +318,40 @@ def _first_stats(output: Tensor, picked: Tensor, target: Tensor,
     return torch.bmm(weight, picked).view(-1).neg(), 100.0 * torch.bmm(weight, correct).view(-1)
 
 
-def _segments(rows: list[int]) -> list[tuple[int, slice]]:
-    """Runs of equal counts in ``rows`` (per step), as (count, steps); counts of 0 left out."""
+def _parts(rows: list[int], n_bytes: int) -> list[tuple[int, slice]]:
+    """Runs of equal counts in ``rows`` (per step) as (count, steps), counts of 0 left out; a
+    run is cut so that its steps' inputs (``n_bytes`` per source and step) stay within
+    GATHER_BYTES."""
     out: list[tuple[int, slice]] = []
     start = 0
     for s in range(1, len(rows) + 1):
         if s == len(rows) or rows[s] != rows[start]:
             if rows[start]:
-                out.append((rows[start], slice(start, s)))
+                span = max(1, GATHER_BYTES // max(1, rows[start] * n_bytes))
+                out += [(rows[start], slice(lo, min(lo + span, s)))
+                        for lo in range(start, s, span)]
             start = s
     return out
+
+
+def _over_classes(fn, z: Tensor) -> Tensor:
+    """``fn(z, 2)`` for logits ``[n, B, out, G]``; with G = 1 over the innermost dimension of the
+    squeezed ``[n, B, out]``, where torch's kernel is several times faster."""
+    if z.shape[3] == 1:
+        return fn(z.squeeze(3), 2).unsqueeze(3)
+    return fn(z, 2)
+
+
+def _add_product(d: Tensor, h: Tensor):
+    """RowSGD's ``add_grad`` of the weight gradient ``d h`` (``d [n, out*G, B]``, ``h [n, B,
+    in]``) in the joined layout: one fused ``baddbmm`` into the weights (the learning rate is
+    a number, or a factor per column ``[n, out*G, 1]``)."""
+    def add(y: Tensor, a) -> Tensor:
+        if isinstance(a, float):
+            return y.baddbmm_(d, h, alpha=a)
+        return y.baddbmm_(d * a, h)
+
+    return add
 
 
 def _by_step(t: Tensor) -> Tensor:

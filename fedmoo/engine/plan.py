@@ -38,29 +38,30 @@ def make_plan(client_ids: list[int], offsets: Tensor, sizes: Tensor, batch_size:
     ``offsets`` / ``sizes`` are the train split's CSR offsets and client sizes on the CPU;
     ``train_index`` is the split's index tensor on the compute device.
     """
-    per_client = []
-    for k in client_ids:
-        pos, lens, epoch = batch_layout(int(sizes[k]), batch_size, epochs, local_steps, gen)
-        per_client.append((k, lens, epoch, pos))
-    n_clients = len(per_client)
-    n_steps = max(lens.size for _, lens, _, _ in per_client)
-    width = max(int(lens.max()) for _, lens, _, _ in per_client)
+    layouts = [batch_layout(int(sizes[k]), batch_size, epochs, local_steps, gen)
+               for k in client_ids]
+    # every client's steps and samples laid end to end, then scattered into the padded arrays
+    lens = np.concatenate([lens for _, lens, _ in layouts])             # per step
+    epoch = np.concatenate([epoch for _, _, epoch in layouts])
+    steps = np.array([lens.size for _, lens, _ in layouts])
+    n_clients, n_steps, width = len(layouts), int(steps.max()), int(lens.max())
+    client = np.repeat(np.arange(n_clients), steps)                     # per step
+    step = np.arange(lens.size) - np.repeat(np.cumsum(steps) - steps, steps)
+    start = np.asarray(offsets, dtype=np.int64)[np.asarray(client_ids, dtype=np.int64)]
+    col = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)  # per sample
+    at = (np.repeat(client, lens), np.repeat(step, lens), col)
 
-    pos = np.empty((n_clients, n_steps, width), dtype=np.int64)
+    # padding points at the client's first sample
+    pos = np.repeat(start, n_steps * width).reshape(n_clients, n_steps, width)
+    pos[at] = np.repeat(start[client], lens) + np.concatenate([p for p, _, _ in layouts])
     weight = np.zeros((n_clients, n_steps, width))
+    weight[at] = np.repeat(1.0 / lens, lens)
     active = np.zeros((n_clients, n_steps))
+    active[client, step] = 1.0
+    in_last = epoch == epoch[np.cumsum(steps) - 1][client]              # the client's last epoch
+    last_total = np.bincount(client, weights=lens * in_last, minlength=n_clients)
     last = np.zeros((n_clients, n_steps))
-    for i, (k, lens, epoch, p) in enumerate(per_client):
-        steps = lens.size
-        row = np.repeat(np.arange(steps), lens)
-        col = np.arange(p.size) - np.repeat(np.cumsum(lens) - lens, lens)
-        start = int(offsets[k])
-        pos[i] = start
-        pos[i, row, col] = start + p
-        weight[i, row, col] = (1.0 / lens)[row]
-        active[i, :steps] = 1.0
-        in_last = epoch == epoch[-1]
-        last[i, :steps] = np.where(in_last, lens / lens[in_last].sum(), 0.0)
+    last[client, step] = np.where(in_last, lens / last_total[client], 0.0)
 
     dev = train_index.device
     return RoundPlan(

@@ -14,6 +14,8 @@ from torch import Tensor
 # d orthogonal to a client make cosines that are 0 in exact arithmetic and +-1e-16 (float64) or
 # +-1e-7 (float32 updates) after rounding; those are not harm.
 HARM_TOL = 1e-6
+# Rows of updates converted to float64 at once (32 MB).
+BLOCK_ELEMENTS = 2**22
 
 
 def descent_cosines(x: Tensor, d: Tensor, only: Tensor | None = None) -> Tensor:
@@ -21,19 +23,21 @@ def descent_cosines(x: Tensor, d: Tensor, only: Tensor | None = None) -> Tensor:
     ``[K * S]``, row-major), ``[R]`` float64 on the CPU; 0 where ``x_k`` or ``d`` is zero, and
     for the rows that ``only [R]`` (bool) leaves out.
 
-    Dot products and norms are taken in float64 one row at a time (no float64 copy of the whole
-    cohort), so float32 updates whose norms pass ``sqrt(float32 max) ~ 1.8e19`` are still exact
-    rather than infinite.
+    Dot products and norms are taken in float64, a block of rows at a time (at most
+    BLOCK_ELEMENTS in float64, never a float64 copy of a large cohort), so float32 updates whose
+    norms pass ``sqrt(float32 max) ~ 1.8e19`` are still exact rather than infinite.
     """
     rows = x.reshape(-1, x.shape[-1])
     d64 = d.reshape(-1).to(torch.float64)
     dots = torch.zeros(rows.shape[0], dtype=torch.float64, device=x.device)
     norms = torch.zeros_like(dots)
-    picked = range(rows.shape[0]) if only is None else only.reshape(-1).nonzero().flatten().tolist()
-    for k in picked:
-        r = rows[k].to(torch.float64)
-        dots[k] = r @ d64
-        norms[k] = torch.linalg.vector_norm(r)
+    picked = (torch.arange(rows.shape[0], device=x.device) if only is None
+              else only.reshape(-1).to(x.device).nonzero().flatten())
+    block = max(1, BLOCK_ELEMENTS // max(1, rows.shape[1]))
+    for b in picked.split(block):
+        r = rows.index_select(0, b).to(torch.float64)
+        dots[b] = r @ d64
+        norms[b] = torch.linalg.vector_norm(r, dim=1)
     denom = (norms * torch.linalg.vector_norm(d64)).cpu()
     dots = dots.cpu()
     cos = torch.where(denom > 0, dots / denom.clamp_min(torch.finfo(torch.float64).tiny),

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from fedmoo.engine.common import round_seed
+from fedmoo.engine.common import round_seed, seed_torch
 from fedmoo.engine.stacked import Member
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.params import get_flat, set_flat
@@ -225,7 +225,7 @@ class Session:
         """Round ``t`` up to local training: the cohort and what the algorithm asks of it."""
         parts, state = self.parts, self.state
         rs = round_seed(self.seed, t)
-        torch.manual_seed(rs)
+        seed_torch(rs, parts.device)
         ids = self.sampler.sample(t)                                                # sample
         spec = parts.attack.client_spec(parts.algo.client_spec(state, ids), ids)
         # what follows training draws from the RNG state the round had before it, so a run

@@ -263,14 +263,16 @@ def test_closed_form_softmax_regression_agrees(softmax_output, spec, client):
     assert_same_cohort(a, b)
 
 
-@pytest.mark.parametrize("fold", [True, False])
-def test_closed_form_bias_folded_or_apart(fold, monkeypatch):
+@pytest.mark.parametrize("fold, one_step", [(True, False), (False, False), (True, True)])
+def test_closed_form_bias_folded_or_apart(fold, one_step, monkeypatch):
     """The bias trains as the last input row (inputs with a column of ones) or on its own when
-    that copy would be too large; both as the sequential engine, with unequal clients (rows
-    that finish early leave the step) and per-row learning rates (Ditto's personal rows)."""
+    that copy would be too large, and a run of steps gathers its inputs at once or step by step
+    (GATHER_BYTES); all as the sequential engine, with unequal clients (rows that finish early
+    leave the step) and per-row learning rates (Ditto's personal rows)."""
     from fedmoo.engine import linear_head
 
     monkeypatch.setattr(linear_head, "FOLD_BYTES", linear_head.FOLD_BYTES if fold else 0)
+    monkeypatch.setattr(linear_head, "GATHER_BYTES", 1 if one_step else linear_head.GATHER_BYTES)
     torch.manual_seed(3)
     data = federation(SIZES, (2, 3), 4)
     model = LogReg((2, 3), 4)
@@ -281,6 +283,18 @@ def test_closed_form_bias_folded_or_apart(fold, monkeypatch):
     ids = torch.tensor([4, 0, 2])
     assert_same_cohort(seq.train(ids, w, spec, 3), bat.train(ids, w, spec, 3))
     assert (bat.head._ones is not None) is fold
+
+
+def test_closed_form_runs_of_steps_cut_by_gather_bytes(monkeypatch):
+    """Per step the number of sources taking it; runs of equal counts, cut so that a run's
+    inputs (count x bytes per source) stay within GATHER_BYTES, and steps no source takes
+    left out."""
+    from fedmoo.engine import linear_head
+
+    monkeypatch.setattr(linear_head, "GATHER_BYTES", 60)
+    parts = linear_head._parts([3, 3, 3, 2, 2, 1, 0], n_bytes=10)
+    assert parts == [(3, slice(0, 2)), (3, slice(2, 3)), (2, slice(3, 5)), (1, slice(5, 6))]
+    assert linear_head._parts([2, 2], n_bytes=100) == [(2, slice(0, 1)), (2, slice(1, 2))]
 
 
 def test_closed_form_only_for_softmax_regression():

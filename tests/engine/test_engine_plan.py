@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -39,6 +40,40 @@ def test_plan_last_epoch_weights_with_local_steps():
     # epochs: [2, 1], [2, 1], [2] -> 5 steps; the last (partial) epoch is the single batch of 2
     assert plan.active.tolist() == [[1, 1, 1, 1, 1]]
     assert plan.last.tolist() == [[0, 0, 0, 0, 1.0]]
+
+
+@pytest.mark.parametrize("batch_size, epochs, local_steps", [(3, 2, None), (4, 1, 7), (None, 1, 2)])
+def test_plan_is_every_clients_batches_in_cohort_order(batch_size, epochs, local_steps):
+    """Property: for unequal clients in any cohort order, each plan row holds exactly the
+    batches client_batches draws from the same generator, client after client (indices,
+    1/b weights, active steps, last-epoch shares), padded at weight 0 with the client's first
+    sample."""
+    sizes = torch.tensor([5, 1, 9, 4, 7])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)])
+    index = torch.randperm(int(sizes.sum()), generator=torch.Generator().manual_seed(5)) + 1000
+    cohort = [2, 0, 4, 1]
+    plan = make_plan(cohort, offsets, sizes, batch_size, epochs, local_steps,
+                     torch.Generator().manual_seed(9), index, torch.float64)
+    g = torch.Generator().manual_seed(9)
+    for i, k in enumerate(cohort):
+        start = int(offsets[k])
+        batches = client_batches(int(sizes[k]), batch_size, epochs, local_steps, g)
+        last_epoch = batches[-1][0]
+        in_last = sum(len(p) for e, p in batches if e == last_epoch)
+        for s in range(plan.steps):
+            if s >= len(batches):
+                assert plan.active[i, s] == 0 and plan.last[i, s] == 0
+                assert plan.weight[i, s].abs().sum() == 0
+                assert set(plan.index[i, s].tolist()) == {int(index[start])}
+                continue
+            e, p = batches[s]
+            b = len(p)
+            assert plan.index[i, s, :b].tolist() == index[start + p].tolist()
+            assert set(plan.index[i, s, b:].tolist()) <= {int(index[start])}
+            assert plan.weight[i, s].tolist() == [1 / b] * b + [0.0] * (plan.index.shape[2] - b)
+            assert plan.active[i, s] == 1
+            assert plan.last[i, s] == (b / in_last if e == last_epoch else 0.0)
+    assert plan.full == [bool(plan.active[:, s].all()) for s in range(plan.steps)]
 
 
 def test_layout_round_trip_and_transposed_linear_weights():

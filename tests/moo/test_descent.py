@@ -17,6 +17,20 @@ def test_cosines_by_hand():
     assert common_descent(x, torch.tensor([1.0, 0.0])) == (-1.0, 1)
 
 
+def test_cosines_in_blocks_of_rows(monkeypatch):
+    """Rows go to float64 a block at a time; the blocks (here one or two rows) change nothing,
+    and rows that ``only`` leaves out stay 0."""
+    from fedmoo.moo import descent
+
+    x = torch.tensor([[[3.0, 4.0], [1.0, 0.0]], [[0.0, -2.0], [-1.0, 1.0]]])   # [K=2, S=2, 2]
+    d = torch.tensor([0.0, 1.0])
+    only = torch.tensor([True, False, True, True])
+    want = torch.tensor([0.8, 0.0, -1.0, 1 / math.sqrt(2)], dtype=torch.float64)
+    for elements in (2, 4, descent.BLOCK_ELEMENTS):
+        monkeypatch.setattr(descent, "BLOCK_ELEMENTS", elements)
+        torch.testing.assert_close(descent_cosines(x, d, only), want)
+
+
 def test_zero_direction_harms_nobody():
     x = torch.tensor([[1.0, 0.0], [-1.0, 0.0]])
     assert common_descent(x, torch.zeros(2)) == (0.0, 0)

@@ -46,3 +46,24 @@ def test_the_basic_sweeper_still_composes_twice(composes, tmp_path):
                      f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert len(composes) == 4
+
+
+def test_a_run_composes_its_configuration_once(monkeypatch, tmp_path):
+    """Hydra's extra composition that only reads ``hydra.mode`` is skipped (-m decides); with
+    ``hydra.mode`` on the command line Hydra reads it, and it still makes a sweep."""
+    calls = []
+    load = ConfigLoaderImpl.load_configuration
+
+    def counted(self, *args, **kwargs):
+        calls.append(kwargs.get("run_mode"))
+        return load(self, *args, **kwargs)
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", counted)
+    done = run_main(["run", *TINY], tmp_path)      # (a hydra.* override adds check_targets')
+    assert done.returncode == 0, done.stderr
+    assert len(calls) == 1                                    # 2 with Hydra's get_mode
+    calls.clear()
+    done = run_main(["run", *TINY, "seed=0,1", "hydra.mode=MULTIRUN",
+                     f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "sweep" / "1" / "summary.json").exists()
