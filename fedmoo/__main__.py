@@ -1,5 +1,3 @@
-import sys
+from fedmoo.cli import entry
 
-from fedmoo.cli import main
-
-sys.exit(main())
+entry()

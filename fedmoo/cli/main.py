@@ -6,10 +6,12 @@ Torch is imported lazily so ``fedmoo --help`` and ``fedmoo list`` are instant.
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import shlex
 import sys
+import threading
 import traceback
 
 from fedmoo import logs
@@ -181,5 +183,28 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def entry() -> None:
+    """The ``fedmoo`` command: ``main``'s exit status, without the interpreter's teardown.
+
+    Once torch is loaded, Python's teardown of the modules (and the libraries' destructors)
+    takes 0.6-0.8 s on the project's 2-core VM, a sixth of a default ``fedmoo run``
+    (docs/PERFORMANCE.md). So after ``main`` the exit handlers run (``atexit``: logging's
+    shutdown, loggers, multiprocessing) and stdout / stderr are flushed, then the process
+    ends. Every file fedmoo writes is closed by then. With a non-daemon thread still running,
+    or without CPython's ``atexit._run_exitfuncs``, the exit is the usual one."""
+    code = main()
+    others = [t for t in threading.enumerate() if t is not threading.main_thread()]
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if run_exit_handlers is None or any(not t.daemon for t in others):
+        sys.exit(code)
+    run_exit_handlers()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):   # a closed pipe: nothing more can be written to it
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
