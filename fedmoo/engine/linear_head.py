@@ -44,9 +44,9 @@ from fedmoo.engine.rowsgd import Rows, RowSGD, add_tensor
 # Inputs up to this size get a copy with a column of ones, so the bias trains inside the GEMMs
 # (two kernels fewer a step; Fashion-MNIST's 70,000 x 785 float32 is 220 MB).
 FOLD_BYTES = 512 * 2**20
-# A run of steps gathers its minibatches' inputs in one copy up to this size (one kernel a run
-# instead of one a step; a full-batch step over a big client gathers alone).
-GATHER_BYTES = 16 * 2**20
+# Steps gather their minibatches' inputs together up to this size (one kernel for several
+# steps, small enough to stay in a core's L2 cache; a bigger step gathers alone).
+GATHER_BYTES = 256 * 2**10
 
 _SOFTMAX = {torch.softmax, F.softmax}
 
@@ -213,21 +213,21 @@ class LinearHead:
                       *(share.factor(v, out) for v in (rule.lr, rule.mu, rule.momentum,
                                                        rule.weight_decay)))
         # the plan is longest first: a run of steps that the first n sources take is a segment,
-        # whose per-step tensors (and inputs, up to GATHER_BYTES at a time) are cut once
+        # whose per-step tensors are cut (and views made) once
         flat = x.flatten(1)
-        for n, part in _parts(active_rows(plan), n_bytes=b * flat.shape[1] * flat.element_size()):
+        for n, steps in _segments(active_rows(plan)):
             t = whole if n == u else whole.first(n)
             w, bias = t.views[0], (t.views[1] if len(t.views) > 1 else None)
             wt = w.transpose(1, 2)                          # a view: it follows the updates
             bt = None if bias is None else bias.transpose(1, 2)
             minus_one = torch.full((1, 1, 1, 1), -1.0, dtype=dtype, device=dev).expand(n, b, 1, g)
-            index = plan.index[:n, part].transpose(0, 1)                    # [S, n, B]
-            for s, (h, label, coef, lw) in enumerate(zip(
-                    gather(flat, index).unbind(0),                          # [n, B, in] each
-                    _by_step(labels[:n, part]).view(-1, n, b, 1, 1).expand(-1, -1, -1, 1, g)
+            for s, h, label, coef, lw in zip(
+                    range(steps.start, steps.stop),
+                    _inputs(flat, plan.index[:n, steps]),                   # [n, B, in] each
+                    _by_step(labels[:n, steps]).view(-1, n, b, 1, 1).expand(-1, -1, -1, 1, g)
                     .unbind(0),
-                    _by_step(weights[:n, part]).view(-1, n, b, 1, 1).unbind(0),
-                    _by_step(loss_weight[:n, part]).unsqueeze(2).unbind(0)), part.start):
+                    _by_step(weights[:n, steps]).view(-1, n, b, 1, 1).unbind(0),
+                    _by_step(loss_weight[:n, steps]).unsqueeze(2).unbind(0)):
                 z = torch.bmm(h, wt) if bt is None else torch.baddbmm(bt, h, wt)
                 z = z.view(n, b, out, g)
                 p = _over_classes(torch.softmax, z) if self.softmax_output else None
@@ -250,7 +250,7 @@ class LinearHead:
                 if bias is not None:
                     t.rule.apply(1, add_tensor(d.sum(2, keepdim=True)))
             if g > 1:
-                self.shared_steps += part.stop - part.start
+                self.shared_steps += steps.stop - steps.start
         self._split(share, views, rule.views, fold)
         loss_after = whole.acc.view(-1).neg().index_select(0, share.inv)
         if not before:
@@ -318,20 +318,25 @@ def _first_stats(output: Tensor, picked: Tensor, target: Tensor,
     return torch.bmm(weight, picked).view(-1).neg(), 100.0 * torch.bmm(weight, correct).view(-1)
 
 
-def _parts(rows: list[int], n_bytes: int) -> list[tuple[int, slice]]:
-    """Runs of equal counts in ``rows`` (per step) as (count, steps), counts of 0 left out; a
-    run is cut so that its steps' inputs (``n_bytes`` per source and step) stay within
-    GATHER_BYTES."""
+def _segments(rows: list[int]) -> list[tuple[int, slice]]:
+    """Runs of equal counts in ``rows`` (per step), as (count, steps); counts of 0 left out."""
     out: list[tuple[int, slice]] = []
     start = 0
     for s in range(1, len(rows) + 1):
         if s == len(rows) or rows[s] != rows[start]:
             if rows[start]:
-                span = max(1, GATHER_BYTES // max(1, rows[start] * n_bytes))
-                out += [(rows[start], slice(lo, min(lo + span, s)))
-                        for lo in range(start, s, span)]
+                out.append((rows[start], slice(start, s)))
             start = s
     return out
+
+
+def _inputs(flat: Tensor, index: Tensor):
+    """The inputs ``[n, B, in]`` of each step of ``index [n, S, B]``, gathered a few steps at a
+    time: as many as fit in GATHER_BYTES (one copy for them, which stays in cache)."""
+    n, steps, b = index.shape
+    span = max(1, GATHER_BYTES // max(1, n * b * flat.shape[1] * flat.element_size()))
+    for lo in range(0, steps, span):
+        yield from gather(flat, index[:, lo:lo + span].transpose(0, 1)).unbind(0)
 
 
 def _over_classes(fn, z: Tensor) -> Tensor:

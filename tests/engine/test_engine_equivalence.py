@@ -285,16 +285,22 @@ def test_closed_form_bias_folded_or_apart(fold, one_step, monkeypatch):
     assert (bat.head._ones is not None) is fold
 
 
-def test_closed_form_runs_of_steps_cut_by_gather_bytes(monkeypatch):
-    """Per step the number of sources taking it; runs of equal counts, cut so that a run's
-    inputs (count x bytes per source) stay within GATHER_BYTES, and steps no source takes
-    left out."""
+def test_closed_form_inputs_gathered_a_few_steps_at_a_time(monkeypatch):
+    """Each step's inputs ``x[index[:, s]]``, in order, gathered as many steps at a time as fit
+    in GATHER_BYTES (here 2 steps of 2 sources x 1 sample x 3 floats of 8 bytes)."""
     from fedmoo.engine import linear_head
 
-    monkeypatch.setattr(linear_head, "GATHER_BYTES", 60)
-    parts = linear_head._parts([3, 3, 3, 2, 2, 1, 0], n_bytes=10)
-    assert parts == [(3, slice(0, 2)), (3, slice(2, 3)), (2, slice(3, 5)), (1, slice(5, 6))]
-    assert linear_head._parts([2, 2], n_bytes=100) == [(2, slice(0, 1)), (2, slice(1, 2))]
+    x = torch.arange(30, dtype=torch.float64).view(10, 3)
+    index = torch.tensor([[[4], [1], [7], [0], [2]], [[9], [3], [3], [5], [8]]])   # [n=2, S=5, B=1]
+    calls = []
+    gather = linear_head.gather
+    monkeypatch.setattr(linear_head, "gather", lambda t, i: calls.append(i.shape) or gather(t, i))
+    monkeypatch.setattr(linear_head, "GATHER_BYTES", 2 * 2 * 3 * 8)
+    steps = list(linear_head._inputs(x, index))
+    assert [tuple(c) for c in calls] == [(2, 2, 1), (2, 2, 1), (1, 2, 1)]
+    assert len(steps) == 5
+    for s, h in enumerate(steps):
+        assert torch.equal(h, x[index[:, s]])                  # [n, B, in]
 
 
 def test_closed_form_only_for_softmax_regression():
