@@ -3,6 +3,9 @@
 - ``step_chunk``: such a pass runs in chunks of about ``CPU_STEP_BYTES`` of input, the gradient
   summed over the chunks: memory stays bounded, the activations stay in the caches and the
   allocator reuses its blocks instead of faulting fresh pages in every step.
+- ``each_row``: independent trainings (FMGDA's rows) run side by side, one per intra-op thread,
+  each on one thread: MultiLeNet's small kernels scale across cores far better this way than
+  inside one op.
 - ``fast_layout``: a copy of a convolutional network in channels-last memory format (oneDNN's
   channels-last convolution and max-pooling kernels), its one-input-channel convolutions
   computed as ``RowConv2d``. It also asks glibc to keep freed memory (``retain_freed_memory``):
@@ -19,12 +22,16 @@ from __future__ import annotations
 import copy
 import ctypes
 import math
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 CPU_STEP_BYTES = 1 << 20    # input bytes per chunk (MultiFashion: 334 canvases)
+ROW_THREADS_PARAMS = 100_000  # smaller models run rows side by side (as fedmoo.run's SMALL_MODEL)
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3     # glibc's mallopt parameters (malloc.h)
 _retained = False
 
@@ -36,6 +43,44 @@ def step_chunk(x: Tensor) -> int | None:
     if x.device.type != "cpu":
         return None
     return max(64, CPU_STEP_BYTES // max(1, math.prod(x.shape[1:]) * x.element_size()))
+
+
+def row_workers(model: nn.Module, x: Tensor, rows: int) -> int:
+    """Threads ``each_row`` uses for ``rows`` independent passes of ``model`` on the samples
+    ``x``: torch's intra-op thread count (at most one per row) for a small model on a CPU, else
+    1 (a GPU, or a model of ``ROW_THREADS_PARAMS`` or more parameters: intra-op threads serve
+    those well, and side by side each thread would hold its own activations)."""
+    if x.device.type != "cpu" or sum(p.numel() for p in model.parameters()) >= ROW_THREADS_PARAMS:
+        return 1
+    return max(1, min(torch.get_num_threads(), rows))
+
+
+def each_row(count: int, workers: int, run: Callable[[int, int], None]) -> None:
+    """``run(worker, row)`` for rows ``0 .. count - 1``, handed out in order to ``workers``
+    threads that each run one intra-op thread (torch's count is restored afterwards). Every row
+    is computed exactly as in a plain loop, so the numbers do not depend on ``workers``;
+    ``run`` must touch only its worker's model and its row's outputs."""
+    if workers <= 1:
+        for r in range(count):
+            run(0, r)
+        return
+    threads, lock, rows = torch.get_num_threads(), threading.Lock(), iter(range(count))
+
+    def work(k: int) -> None:
+        torch.set_num_threads(1)
+        while True:
+            with lock:
+                r = next(rows, None)
+            if r is None:
+                return
+            run(k, r)
+
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            for f in [pool.submit(work, k) for k in range(workers)]:
+                f.result()
+    finally:
+        torch.set_num_threads(threads)
 
 
 class RowConv2d(nn.Conv2d):

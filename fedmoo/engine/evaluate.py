@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,7 +11,7 @@ from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
 from fedmoo.engine.common import eval_chunk, forward_stats, gather, sample_losses
-from fedmoo.engine.cpu_layout import step_chunk
+from fedmoo.engine.cpu_layout import each_row, row_workers, step_chunk
 from fedmoo.params import set_flat
 
 
@@ -47,7 +48,7 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
             keep[clients.to(dev)] = True
             mask = keep[owner]
             owner, index = owner[mask], index[mask]
-        loss, correct = forward_stats(model, data.x, data.y, index, data.task, chunk)
+        loss, correct = _forward_stats(model, data, index, chunk)
         tail = loss.shape[1:]
         sums = torch.zeros(3, n_clients, *tail, dtype=torch.float64, device=dev)
         if tail:
@@ -71,6 +72,26 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
     denom = np.maximum(sums[2], 1)
     return ClientEval(acc=100.0 * sums[1] / denom, loss=sums[0] / denom, count=count,
                       correct=sums[1])
+
+
+def _forward_stats(model: nn.Module, data: FederatedData, idx: Tensor,
+                   chunk: int | None) -> tuple[Tensor, Tensor]:
+    """``forward_stats`` of the samples ``idx``; on a CPU with several intra-op threads its
+    chunks run side by side on copies of ``model`` (``each_row``), with the same numbers."""
+    chunk = chunk or eval_chunk(data.x)
+    starts = list(range(0, idx.numel(), chunk))
+    workers = row_workers(model, data.x, len(starts))
+    if workers <= 1:
+        return forward_stats(model, data.x, data.y, idx, data.task, chunk)
+    models = [model, *(copy.deepcopy(model) for _ in range(workers - 1))]
+    parts: list = [None] * len(starts)
+
+    def run(k: int, c: int) -> None:
+        b = idx[starts[c] : starts[c] + chunk]
+        parts[c] = forward_stats(models[k], data.x, data.y, b, data.task, chunk)
+
+    each_row(len(starts), workers, run)
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 
 def improved_fraction(model: nn.Module, data: FederatedData, w_new: Tensor, client_ids: Tensor,
@@ -118,15 +139,28 @@ def objective_gradient(model: nn.Module, data: FederatedData, params: Tensor, ta
     was_training = model.training
     model.eval()
     chunk = step_chunk(data.x) or eval_chunk(data.x)
-    try:
-        for start in range(0, split.index.numel(), chunk):
-            b = split.index[start : start + chunk]
-            losses = sample_losses(model(gather(data.x, b)), gather(data.y, b), data.task)
-            losses = losses.reshape(losses.shape[0], -1)              # [B, S] (S = 1: [B, 1])
-            total = (losses * weight[start : start + chunk].to(losses.dtype)).sum()
-            for acc, g in zip(grads, torch.autograd.grad(total, trainable, allow_unused=True)):
-                if g is not None:
-                    acc.add_(g)
+    starts = list(range(0, split.index.numel(), chunk))
+    workers = row_workers(model, data.x, len(starts))
+    models = [model, *(copy.deepcopy(model) for _ in range(workers - 1))]
+    wave: list = [None] * workers
+
+    def chunk_grad(k: int, c: int) -> None:         # the gradient of chunk starts[c]
+        m, start = models[k], starts[c]
+        b = split.index[start : start + chunk]
+        losses = sample_losses(m(gather(data.x, b)), gather(data.y, b), data.task)
+        losses = losses.reshape(losses.shape[0], -1)              # [B, S] (S = 1: [B, 1])
+        total = (losses * weight[start : start + chunk].to(losses.dtype)).sum()
+        params = [p for p in m.parameters() if p.requires_grad]
+        wave[c % workers] = torch.autograd.grad(total, params, allow_unused=True)
+
+    try:     # waves of one chunk per worker, summed in chunk order: the same numbers
+        for first in range(0, len(starts), workers):
+            count = min(workers, len(starts) - first)
+            each_row(count, workers, lambda k, c: chunk_grad(k, first + c))
+            for part in wave[:count]:
+                for acc, g in zip(grads, part):
+                    if g is not None:
+                        acc.add_(g)
     finally:
         model.train(was_training)
     return torch.cat([g.reshape(-1) for g in grads])

@@ -14,7 +14,7 @@ from fedmoo.data.federated import FederatedData
 from fedmoo.engine.common import (LocalTraining, client_batches, forward_stats, gather,
                                   objective_losses, param_views, relabel)
 from fedmoo.engine.sgd import SGD
-from fedmoo.engine.cpu_layout import fast_layout, step_chunk
+from fedmoo.engine.cpu_layout import each_row, fast_layout, row_workers, step_chunk
 from fedmoo.engine.tasks import TaskRows, check_task_spec, task_cohort
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
@@ -29,6 +29,7 @@ class SequentialEngine(LocalTraining):
         super().__init__(model, data, lr, batch_size, epochs, local_steps, momentum, weight_decay)
         self.personal_model = copy.deepcopy(model)
         self._task_model: nn.Module | None = None   # per-task training's copy (fast_layout)
+        self._task_models: list[nn.Module] = []     # its copies for more row workers
 
     def _optimizer(self, model: nn.Module, momentum: float) -> SGD:
         return SGD(model.parameters(), lr=self.lr, momentum=momentum,
@@ -125,8 +126,9 @@ class SequentialEngine(LocalTraining):
 
     def _train_tasks(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
         """Per-task training (FMGDA / FSMGDA): every held (client, task) pair from ``w``, on the
-        engine's ``fast_layout`` copy of the model; steps over many samples (FMGDA's full local
-        batch) sum their gradient over chunks."""
+        engine's ``fast_layout`` copies of the model; steps over many samples (FMGDA's full local
+        batch) sum their gradient over chunks. On a CPU with several intra-op threads the rows
+        run side by side, one thread each (``each_row``); the numbers stay the same."""
         data, tt = self.data, spec.task_training
         check_task_spec(spec)
         if self._task_model is None:
@@ -137,26 +139,41 @@ class SequentialEngine(LocalTraining):
         batch = None if tt.full_batch else self.batch_size
         flat = torch.empty(rows.count, w.numel(), dtype=w.dtype, device=w.device)
         loss_after = torch.zeros(rows.count, dtype=w.dtype, device=w.device)
-        set_flat(model, w)
-        chunk = step_chunk(data.x)
-        before = [forward_stats(model, data.x, data.y, data.train.of(int(k)), data.task, chunk)
-                  for k in client_ids.tolist()]
-        model.train()
-        for r, i in enumerate(rows.client.tolist()):
-            idx = data.train.of(int(client_ids[i]))
-            set_flat(model, w)
-            opt = self._optimizer(model, self.momentum)
+        row_client = rows.client.tolist()
+        idxs = [data.train.of(int(client_ids[i])) for i in row_client]
+        plans = [client_batches(idx.numel(), batch, 1, tt.local_steps, gen) for idx in idxs]
+        workers = row_workers(model, data.x, max(rows.count, client_ids.numel()))
+        while len(self._task_models) < workers - 1:
+            self._task_models.append(copy.deepcopy(model))
+        models = [model, *self._task_models[: workers - 1]]
+        for m in models:
+            set_flat(m, w)
+        chunk, ids = step_chunk(data.x), client_ids.tolist()
+        before: list = [None] * len(ids)
+
+        def client_stats(k: int, c: int) -> None:      # w's per-task losses on client c
+            before[c] = forward_stats(models[k], data.x, data.y, data.train.of(int(ids[c])),
+                                      data.task, chunk)
+
+        each_row(len(ids), workers, client_stats)
+
+        def train_row(k: int, r: int) -> None:
+            m, i, idx, batches = models[k], row_client[r], idxs[r], plans[r]
+            set_flat(m, w)
+            m.train()
+            opt = self._optimizer(m, self.momentum)
             scale = None if spec.loss_scale is None else spec.loss_scale[i]
-            batches = client_batches(idx.numel(), batch, 1, tt.local_steps, gen)
             last_ep, last_sum, last_cnt = batches[-1][0], 0.0, 0
             for ep, pos in batches:
                 b = idx[pos.to(idx.device)]
-                loss = self._chunked_step(model, opt, b, scale, rows.weights[r])
+                loss = self._chunked_step(m, opt, b, scale, rows.weights[r])
                 if ep == last_ep:
                     last_sum = last_sum + loss * b.numel()
                     last_cnt += b.numel()
             loss_after[r] = last_sum / last_cnt
-            flat[r] = get_flat(model)
+            flat[r] = get_flat(m)
+
+        each_row(rows.count, workers, train_row)
         loss_b = torch.stack([lb.mean(0) for lb, _ in before]).to(w.dtype)
         acc_b = torch.stack([100.0 * cb.mean(0) for _, cb in before]).to(w.dtype)
         return task_cohort(rows, client_ids, w, flat, self.lr, loss_b, acc_b, loss_after,

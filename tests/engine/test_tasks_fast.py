@@ -12,7 +12,7 @@ import torch
 
 from fedmoo.data.federated import ClientSplit, FederatedData
 from fedmoo.engine import cpu_layout
-from fedmoo.engine.cpu_layout import RowConv2d, fast_layout, step_chunk
+from fedmoo.engine.cpu_layout import RowConv2d, each_row, fast_layout, row_workers, step_chunk
 from fedmoo.engine.common import sample_losses
 from fedmoo.engine.evaluate import evaluate_clients, objective_gradient
 from fedmoo.engine.sequential import SequentialEngine
@@ -181,3 +181,56 @@ def test_evaluation_in_small_chunks_on_the_fast_layout():
     np.testing.assert_allclose(a.loss, b.loss, rtol=TOL)
     np.testing.assert_array_equal(a.correct, b.correct)
     np.testing.assert_array_equal(a.count, SIZES)
+
+
+@pytest.mark.parametrize("full_batch", [True, False])
+def test_rows_side_by_side_give_the_same_numbers(small_chunks, full_batch):
+    """Two intra-op threads: the rows train on two threads at once (a model copy each), with
+    exactly the numbers of one thread; torch's thread count is restored."""
+    data, net = images(), lenet()
+    spec = ClientSpec(task_training=TaskTraining(3, full_batch))
+    ids, w = torch.tensor([2, 0, 1]), get_flat(net)
+    one = SequentialEngine(copy.deepcopy(net), data, lr=0.2, batch_size=32)
+    two = SequentialEngine(copy.deepcopy(net), data, lr=0.2, batch_size=32)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        a = one.train(ids, w, spec, 5)
+        torch.set_num_threads(2)
+        b = two.train(ids, w, spec, 5)
+        assert torch.get_num_threads() == 2 and len(two._task_models) == 1
+        assert row_workers(net, data.x, 4) == 2 and row_workers(net, data.x, 1) == 1
+        assert row_workers(torch.nn.Linear(1000, 100), data.x, 4) == 1     # 100,100 parameters
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(a.deltas, b.deltas) and torch.equal(a.loss_after, b.loss_after)
+    assert torch.equal(a.loss_before, b.loss_before)
+
+
+def test_each_row_hands_every_row_to_one_worker():
+    seen = []
+    each_row(7, 3, lambda k, r: seen.append((r, k)))
+    assert sorted(r for r, _ in seen) == list(range(7)) and {k for _, k in seen} <= {0, 1, 2}
+    with pytest.raises(ZeroDivisionError):
+        each_row(3, 2, lambda k, r: 1 / (r - 2))
+
+
+def test_evaluation_side_by_side_gives_the_same_numbers(small_chunks):
+    """Two intra-op threads: the stationarity gradient and the per-client evaluation run their
+    chunks on two threads at once, with exactly the numbers of one thread."""
+    data, net = images(), lenet()
+    lam = torch.tensor([0.3, 0.7], dtype=torch.float64)
+    w = get_flat(net) * 1.1
+    fast = fast_layout(net, data.x)
+    threads, out = torch.get_num_threads(), []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            ev = evaluate_clients(fast, data, "train", w, chunk=64)
+            out.append((objective_gradient(fast, data, w, lam), ev.loss, ev.correct))
+            assert torch.get_num_threads() == n and torch.equal(get_flat(fast), w)
+    finally:
+        torch.set_num_threads(threads)
+    (g1, l1, c1), (g2, l2, c2) = out
+    assert torch.equal(g1, g2) and np.array_equal(l1, l2) and np.array_equal(c1, c2)
+    assert rel(g1, objective_gradient(net, data, w, lam)) < TOL     # NCHW, one thread
