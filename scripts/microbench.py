@@ -110,11 +110,6 @@ def head(g: torch.Generator) -> None:
     line("log_softmax over 10 classes, G=1: [n,B,out,1] vs squeezed",
          ("dim 2", ms(lambda: torch.log_softmax(z1, 2), 201)),
          ("squeezed", ms(lambda: torch.log_softmax(z1.squeeze(3), 2).unsqueeze(3), 201)))
-    w_oi2 = w_oi.clone()
-    dt = d.transpose(1, 2)                                    # [n, out, B]
-    line("head SGD update: W -= lr d^T h, bmm + add_ vs one baddbmm_",
-         ("bmm+add_", ms(lambda: w_oi2.add_(torch.bmm(dt, h), alpha=-1e-3), 201)),
-         ("baddbmm_", ms(lambda: w_oi2.baddbmm_(dt, h, alpha=-1e-3), 201)))
 
 
 if __name__ == "__main__":
