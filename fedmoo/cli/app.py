@@ -122,8 +122,8 @@ def mode_from_flags(overrides: list[str]):
     """Hydra's run or multirun decided by ``-m`` alone while the block runs.
 
     Before it composes the configuration for the run, Hydra composes the whole of it once more
-    only to read ``hydra.mode`` (``Hydra.get_mode``): 0.2-0.3 s of every ``fedmoo run``, a
-    twentieth of the default run. fedmoo's configurations never set ``hydra.mode``, so that
+    only to read ``hydra.mode`` (``Hydra.get_mode``): 0.15-0.25 s of every ``fedmoo run``
+    (docs/PERFORMANCE.md). fedmoo's configurations never set ``hydra.mode``, so that
     pass is skipped and ``-m`` decides, unless the command line itself sets ``hydra.mode``
     (then Hydra reads it as usual). A ``hydra.mode`` in a user's own config file is not read:
     use ``-m``."""

@@ -187,7 +187,7 @@ def entry() -> None:
     """The ``fedmoo`` command: ``main``'s exit status, without the interpreter's teardown.
 
     Once torch is loaded, Python's teardown of the modules (and the libraries' destructors)
-    takes 0.6-0.8 s on the project's 2-core VM, a sixth of a default ``fedmoo run``
+    takes 0.6-0.8 s on the project's 2-core VM, more than a tenth of a default ``fedmoo run``
     (docs/PERFORMANCE.md). So after ``main`` the exit handlers run (``atexit``: logging's
     shutdown, loggers, multiprocessing) and stdout / stderr are flushed, then the process
     ends. Every file fedmoo writes is closed by then. With a non-daemon thread still running,
