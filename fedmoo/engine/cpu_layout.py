@@ -55,6 +55,16 @@ def row_workers(model: nn.Module, x: Tensor, rows: int) -> int:
     return max(1, min(torch.get_num_threads(), rows))
 
 
+def worker_models(model: nn.Module, workers: int,
+                  kept: list[nn.Module] | None = None) -> list[nn.Module]:
+    """``model`` and ``workers - 1`` copies of it, one per ``each_row`` worker; ``kept`` (a list
+    the caller holds) keeps the copies between calls and grows as needed."""
+    kept = [] if kept is None else kept
+    while len(kept) < workers - 1:
+        kept.append(copy.deepcopy(model))
+    return [model, *kept[: workers - 1]]
+
+
 def each_row(count: int, workers: int, run: Callable[[int, int], None]) -> None:
     """``run(worker, row)`` for rows ``0 .. count - 1``, handed out in order to ``workers``
     threads that each run one intra-op thread (torch's count is restored afterwards). Every row

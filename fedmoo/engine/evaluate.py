@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,7 +10,7 @@ from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
 from fedmoo.engine.common import eval_chunk, forward_stats, gather, sample_losses
-from fedmoo.engine.cpu_layout import each_row, row_workers, step_chunk
+from fedmoo.engine.cpu_layout import each_row, row_workers, step_chunk, worker_models
 from fedmoo.params import set_flat
 
 
@@ -83,7 +82,7 @@ def _forward_stats(model: nn.Module, data: FederatedData, idx: Tensor,
     workers = row_workers(model, data.x, len(starts))
     if workers <= 1:
         return forward_stats(model, data.x, data.y, idx, data.task, chunk)
-    models = [model, *(copy.deepcopy(model) for _ in range(workers - 1))]
+    models = worker_models(model, workers)
     parts: list = [None] * len(starts)
 
     def run(k: int, c: int) -> None:
@@ -141,7 +140,7 @@ def objective_gradient(model: nn.Module, data: FederatedData, params: Tensor, ta
     chunk = step_chunk(data.x) or eval_chunk(data.x)
     starts = list(range(0, split.index.numel(), chunk))
     workers = row_workers(model, data.x, len(starts))
-    models = [model, *(copy.deepcopy(model) for _ in range(workers - 1))]
+    models = worker_models(model, workers)
     wave: list = [None] * workers
 
     def chunk_grad(k: int, c: int) -> None:         # the gradient of chunk starts[c]

@@ -14,7 +14,8 @@ from fedmoo.data.federated import FederatedData
 from fedmoo.engine.common import (LocalTraining, client_batches, forward_stats, gather,
                                   objective_losses, param_views, relabel)
 from fedmoo.engine.sgd import SGD
-from fedmoo.engine.cpu_layout import each_row, fast_layout, row_workers, step_chunk
+from fedmoo.engine.cpu_layout import (each_row, fast_layout, row_workers, step_chunk,
+                                      worker_models)
 from fedmoo.engine.tasks import TaskRows, check_task_spec, task_cohort
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
@@ -143,9 +144,7 @@ class SequentialEngine(LocalTraining):
         idxs = [data.train.of(int(client_ids[i])) for i in row_client]
         plans = [client_batches(idx.numel(), batch, 1, tt.local_steps, gen) for idx in idxs]
         workers = row_workers(model, data.x, max(rows.count, client_ids.numel()))
-        while len(self._task_models) < workers - 1:
-            self._task_models.append(copy.deepcopy(model))
-        models = [model, *self._task_models[: workers - 1]]
+        models = worker_models(model, workers, self._task_models)
         for m in models:
             set_flat(m, w)
         chunk, ids = step_chunk(data.x), client_ids.tolist()
