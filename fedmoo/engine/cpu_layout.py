@@ -7,12 +7,14 @@
   each on one thread: MultiLeNet's small kernels scale across cores far better this way than
   inside one op.
 - ``fast_layout``: a copy of a convolutional network in channels-last memory format (oneDNN's
-  channels-last convolution and max-pooling kernels), its one-input-channel convolutions
-  computed as ``RowConv2d``. It also asks glibc to keep freed memory (``retain_freed_memory``):
+  channels-last convolution and max-pooling kernels), its convolution-pool-ReLU blocks
+  (``ConvPoolReLU``, MultiLeNet's) run by fedmoo's C kernel (``fedmoo.engine.conv_pool``: 2.6x
+  on a MultiLeNet step) and its other one-input-channel convolutions computed as
+  ``RowConv2d``. It also asks glibc to keep freed memory (``retain_freed_memory``):
   each chunk frees and reallocates the same few megabytes, which glibc otherwise hands back to
   the kernel and faults in again.
 
-Both change only the order of float sums: the numbers equal the plain whole-batch NCHW
+All of it changes only the order of float sums: the numbers equal the plain whole-batch NCHW
 arithmetic to rounding (tests/engine/test_tasks_fast.py checks 1e-10 in float64). Measured on
 the 2-core VM in docs/PERFORMANCE.md ("FMGDA on MultiFashion").
 """
@@ -29,6 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from fedmoo.engine import conv_pool
+from fedmoo.models.cnn import ConvPoolReLU
 
 CPU_STEP_BYTES = 1 << 20    # input bytes per chunk (MultiFashion: 334 canvases)
 ROW_THREADS_PARAMS = 100_000  # smaller models run rows side by side (as fedmoo.run's SMALL_MODEL)
@@ -102,8 +107,12 @@ class RowConv2d(nn.Conv2d):
 
     @staticmethod
     def applies(m: nn.Module) -> bool:
-        return (type(m) is nn.Conv2d and m.in_channels == 1 and m.groups == 1
-                and m.stride == (1, 1) and m.dilation == (1, 1) and m.padding_mode == "zeros"
+        return type(m) is nn.Conv2d and RowConv2d.fits(m)
+
+    @staticmethod
+    def fits(m: nn.Conv2d) -> bool:
+        return (m.in_channels == 1 and m.groups == 1 and m.stride == (1, 1)
+                and m.dilation == (1, 1) and m.padding_mode == "zeros"
                 and not isinstance(m.padding, str) and m.kernel_size[0] > 1)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -117,6 +126,17 @@ class RowConv2d(nn.Conv2d):
         rows = rows.contiguous(memory_format=torch.channels_last)
         weight = self.weight.reshape(self.out_channels, kh, 1, kw)
         return F.conv2d(rows, weight, self.bias)
+
+
+class FastConvPoolReLU(ConvPoolReLU):
+    """A ``ConvPoolReLU`` run by fedmoo's C kernel (``fedmoo.engine.conv_pool``) where it fits,
+    else by torch's operators, its convolution a ``RowConv2d`` when it has one input channel."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if conv_pool.fits(self, x):
+            return conv_pool.conv_pool_relu(self, x)
+        conv = RowConv2d.forward if RowConv2d.fits(self) else nn.Conv2d.forward
+        return F.relu(F.max_pool2d(conv(self, x), 2))
 
 
 def retain_freed_memory() -> None:
@@ -147,6 +167,8 @@ def fast_layout(model: nn.Module, x: Tensor) -> nn.Module:
     retain_freed_memory()
     fast = copy.deepcopy(model).to(memory_format=torch.channels_last)
     for m in fast.modules():
-        if RowConv2d.applies(m):
+        if type(m) is ConvPoolReLU:
+            m.__class__ = FastConvPoolReLU
+        elif RowConv2d.applies(m):
             m.__class__ = RowConv2d
     return fast

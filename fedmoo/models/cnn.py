@@ -22,6 +22,15 @@ def _after(size: int, kernel: int, pool: int = 1, padding: int = 0) -> int:
     return (size + 2 * padding - kernel + 1) // pool
 
 
+class ConvPoolReLU(nn.Conv2d):
+    """``relu(max_pool2d(conv(x), 2))`` as one module with the convolution's parameters (the
+    same names and state as the ``nn.Conv2d`` it stands for). A CPU's fast layout
+    (``fedmoo.engine.cpu_layout.fast_layout``) runs it as one fused kernel."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(F.max_pool2d(super().forward(x), 2))
+
+
 class CNNCifar(nn.Module):
     """FedMGDA+ Table 2 (797,962 parameters on CIFAR-10): conv5x5(64)-ReLU, maxpool 2, LRN(2),
     conv5x5(64)-ReLU, LRN(2), maxpool 2, dense 384-ReLU, dense 192-ReLU, dense classes."""

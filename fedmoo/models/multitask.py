@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedmoo.models.cnn import image_shape
+from fedmoo.models.cnn import ConvPoolReLU, image_shape
 from fedmoo.models.resnet import FEATURES, stem_and_blocks
 
 HEADS = "heads."
@@ -48,15 +48,13 @@ class MultiTaskNet(nn.Module):
 class _LeNetTrunk(nn.Module):
     def __init__(self, c: int, h: int, w: int, width: int):
         super().__init__()
-        self.conv1 = nn.Conv2d(c, 10, 5)
-        self.conv2 = nn.Conv2d(10, 20, 5)
+        self.conv1 = ConvPoolReLU(c, 10, 5)
+        self.conv2 = ConvPoolReLU(10, 20, 5)
         hh, ww = ((h - 4) // 2 - 4) // 2, ((w - 4) // 2 - 4) // 2
         self.fc = nn.Linear(20 * hh * ww, width)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2(x), 2))
-        return F.relu(self.fc(x.flatten(1)))
+        return F.relu(self.fc(self.conv2(self.conv1(x)).flatten(1)))
 
 
 class MultiLeNet(MultiTaskNet):

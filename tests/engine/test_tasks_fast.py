@@ -12,7 +12,8 @@ import torch
 
 from fedmoo.data.federated import ClientSplit, FederatedData
 from fedmoo.engine import cpu_layout
-from fedmoo.engine.cpu_layout import RowConv2d, each_row, fast_layout, row_workers, step_chunk
+from fedmoo.engine.cpu_layout import (FastConvPoolReLU, RowConv2d, each_row, fast_layout,
+                                      row_workers, step_chunk)
 from fedmoo.engine.common import sample_losses
 from fedmoo.engine.evaluate import evaluate_clients, objective_gradient
 from fedmoo.engine.sequential import SequentialEngine
@@ -91,7 +92,7 @@ def test_fast_layout_is_a_channels_last_copy_of_conv_nets_only():
     net = lenet()
     fast = fast_layout(net, torch.zeros(2, 1, 16, 16))
     assert fast is not net
-    assert type(fast.trunk.conv1) is RowConv2d and type(fast.trunk.conv2) is torch.nn.Conv2d
+    assert type(fast.trunk.conv1) is FastConvPoolReLU and type(fast.trunk.conv2) is FastConvPoolReLU
     assert fast.trunk.conv2.weight.is_contiguous(memory_format=torch.channels_last)
     assert not fast.trunk.conv2.weight.is_contiguous()
     assert [n for n, _ in fast.named_parameters()] == [n for n, _ in net.named_parameters()]

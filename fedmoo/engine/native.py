@@ -1,0 +1,95 @@
+"""fedmoo's few C kernels (``conv_pool.c``): compiled once per machine with the system's C
+compiler, loaded with ctypes.
+
+Why not ``torch.utils.cpp_extension``: the kernels need raw pointers only, and compiling
+against torch's C++ headers takes about a minute on a 2-core machine where plain C takes about
+a second. ctypes releases the GIL during a call, so rows on separate threads run in parallel.
+
+The library is built with ``-march=native`` into ``$XDG_CACHE_HOME/fedmoo/native/<key>/`` (or
+``~/.cache/fedmoo/...``; a temporary folder without a home), the key a digest of the source,
+the compiler command and the CPU's model and flags, so a home folder shared by different
+machines keeps one build per kind of CPU. A build is written to a temporary file and renamed,
+so concurrent processes never load half a library. ``FEDMOO_NATIVE=0`` turns the kernels off;
+without a compiler, or when the build fails, fedmoo logs one warning and runs torch's operators
+(the same numbers up to float rounding).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from fedmoo.data.cache import user_cache_dir
+
+SOURCE = Path(__file__).with_name("conv_pool.c")
+FLAGS = ["-O3", "-march=native", "-ffp-contract=fast", "-fopenmp-simd", "-std=c11", "-shared",
+         "-fPIC"]
+# C function -> (pointer arguments, size arguments, result), see conv_pool.c
+SIGNATURES = {"conv1_pool_relu": (5, 5, None), "pool_relu": (3, 4, None),
+              "conv_pool_relu_backward": (8, 8, ctypes.c_int)}
+log = logging.getLogger(__name__)
+
+
+def _cpu() -> str:
+    """The CPU's model name and feature flags (Linux), else the machine type."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.machine()
+    keep = [ln for ln in lines if ln.split(":")[0].strip() in ("model name", "flags", "Features")]
+    return "\n".join(sorted(set(keep))) or platform.machine()
+
+
+def _key(compiler: str) -> str:
+    blob = "\0".join([SOURCE.read_text(), compiler, *FLAGS, _cpu(), platform.platform()])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _build(compiler: str, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
+    os.close(fd)
+    try:
+        subprocess.run([compiler, *FLAGS, "-o", tmp, str(SOURCE)], check=True,
+                       capture_output=True, text=True, timeout=300)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@functools.cache
+def library() -> ctypes.CDLL | None:
+    """The compiled kernels, built on first use; None when turned off or not buildable."""
+    if os.environ.get("FEDMOO_NATIVE", "1") == "0":
+        return None
+    compiler = os.environ.get("CC") or "cc"
+    if shutil.which(compiler) is None:
+        log.warning("no C compiler (%s): fedmoo's CPU kernels are off, torch's operators run "
+                    "instead (slower for MultiLeNet)", compiler)
+        return None
+    root = user_cache_dir() or Path(tempfile.gettempdir()) / "fedmoo"
+    target = root / "native" / _key(compiler) / "conv_pool.so"
+    try:
+        if not target.exists():
+            _build(compiler, target)
+        lib = ctypes.CDLL(str(target))
+    except (OSError, subprocess.SubprocessError) as e:
+        detail = getattr(e, "stderr", None) or str(e)
+        log.warning("fedmoo's CPU kernels could not be built (%s); torch's operators run "
+                    "instead", detail.strip().splitlines()[-1] if detail.strip() else e)
+        return None
+    for name, (pointers, sizes, result) in SIGNATURES.items():
+        for suffix in ("_f32", "_f64"):
+            fn = getattr(lib, name + suffix)
+            fn.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_long] * sizes
+            fn.restype = result
+    return lib
