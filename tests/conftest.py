@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from fedmoo.engine.cpu_layout import set_row_threads
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Slow tests (`-m "not slow"` leaves them out) usually say so with @pytest.mark.slow; these are
@@ -48,6 +50,13 @@ def pytest_collection_modifyitems(config, items):
     # ones first (a stable sort), so the workers' last tests are short ones and they finish
     # together.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(autouse=True)
+def _row_threads():
+    """Undo what a run (fedmoo.run.setup.set_threads) does to the rows' thread count."""
+    yield
+    set_row_threads(None)
 
 
 @pytest.fixture(autouse=True)

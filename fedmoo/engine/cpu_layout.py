@@ -39,6 +39,7 @@ CPU_STEP_BYTES = 1 << 20    # input bytes per chunk (MultiFashion: 334 canvases)
 ROW_THREADS_PARAMS = 100_000  # smaller models run rows side by side (as fedmoo.run's SMALL_MODEL)
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3     # glibc's mallopt parameters (malloc.h)
 _retained = False
+_row_threads: int | None = None    # set by a run (fedmoo.run.setup.set_threads)
 
 
 def step_chunk(x: Tensor) -> int | None:
@@ -50,14 +51,23 @@ def step_chunk(x: Tensor) -> int | None:
     return max(64, CPU_STEP_BYTES // max(1, math.prod(x.shape[1:]) * x.element_size()))
 
 
+def set_row_threads(count: int | None) -> None:
+    """The threads ``each_row`` may use (``row_workers``); None: torch's intra-op count. A run
+    sets its ``threads``, and for ``threads=auto`` torch's default count even where it keeps one
+    intra-op thread for a small model: rows side by side each run one thread and do not
+    spin-wait for each other as OpenMP's threads inside one small operator do."""
+    global _row_threads
+    _row_threads = count
+
+
 def row_workers(model: nn.Module, x: Tensor, rows: int) -> int:
     """Threads ``each_row`` uses for ``rows`` independent passes of ``model`` on the samples
-    ``x``: torch's intra-op thread count (at most one per row) for a small model on a CPU, else
+    ``x``: ``set_row_threads``'s count (at most one per row) for a small model on a CPU, else
     1 (a GPU, or a model of ``ROW_THREADS_PARAMS`` or more parameters: intra-op threads serve
     those well, and side by side each thread would hold its own activations)."""
     if x.device.type != "cpu" or sum(p.numel() for p in model.parameters()) >= ROW_THREADS_PARAMS:
         return 1
-    return max(1, min(torch.get_num_threads(), rows))
+    return max(1, min(_row_threads or torch.get_num_threads(), rows))
 
 
 def worker_models(model: nn.Module, workers: int,

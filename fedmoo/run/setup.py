@@ -17,6 +17,7 @@ import fedmoo
 from fedmoo import algorithms, attacks, models
 from fedmoo import data as fdata
 from fedmoo import engine as fengine
+from fedmoo.engine.cpu_layout import set_row_threads
 from fedmoo.errors import UserError
 from fedmoo.params import num_params
 from fedmoo.run.guards import cohort_size
@@ -127,16 +128,21 @@ def resolve_precision(name: Any) -> torch.dtype:
 
 
 def set_threads(threads: Any, model_params: int) -> None:
-    """``threads``: a count, or ``auto`` = one thread for small models (intra-op threading
-    only adds overhead there; measured 15x slower on a busy 2-core machine), torch's default
-    otherwise. ``model_params`` is what one training step works on: a lockstep group passes its
-    model's size times its rows (fedmoo.run.group)."""
+    """``threads``: a count, or ``auto`` = one intra-op thread for small models (intra-op
+    threading only adds overhead there; measured 15x slower on a busy 2-core machine), torch's
+    default otherwise. Independent rows that run side by side, one thread each (FMGDA's
+    per-task trainings over many samples, ``fedmoo.engine.cpu_layout.each_row``), use torch's
+    default count under ``auto`` whatever the model's size, else ``threads``.
+    ``model_params`` is what one training step works on: a lockstep group passes its model's
+    size times its rows (fedmoo.run.group)."""
     if threads in (None, "auto"):
         torch.set_num_threads(1 if model_params < SMALL_MODEL else _TORCH_THREADS)
+        set_row_threads(_TORCH_THREADS)
         return
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise UserError(f"threads={threads!r} must be a positive integer or auto")
     torch.set_num_threads(threads)
+    set_row_threads(threads)
 
 
 def build_model(cfg: dict[str, Any], federation) -> torch.nn.Module:

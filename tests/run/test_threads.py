@@ -1,11 +1,12 @@
 """threads=auto: one thread for small work, torch's default for large (a lockstep group counts
-its model times its rows)."""
+its model times its rows); rows side by side (each_row) get torch's default either way."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from fedmoo.engine.cpu_layout import row_workers
 from fedmoo.errors import UserError
 from fedmoo.run import setup
 
@@ -26,3 +27,17 @@ def test_auto_threads_follow_the_work_size():
     assert torch.get_num_threads() == 1
     with pytest.raises(UserError, match="threads=0 must be a positive integer or auto"):
         setup.set_threads(0, 10)
+
+
+def test_rows_side_by_side_use_the_default_count_under_auto(monkeypatch):
+    """A small model keeps one intra-op thread, but its independent rows (FMGDA's per-task
+    trainings) run on torch's default count under auto, and on ``threads`` when it is set."""
+    monkeypatch.setattr(setup, "_TORCH_THREADS", 3)
+    small, x = torch.nn.Linear(4, 2), torch.zeros(5, 4)
+    setup.set_threads("auto", 100)
+    assert torch.get_num_threads() == 1
+    assert row_workers(small, x, 20) == 3 and row_workers(small, x, 2) == 2
+    setup.set_threads(2, 100)
+    assert torch.get_num_threads() == 2 and row_workers(small, x, 20) == 2
+    setup.set_threads(1, 100)
+    assert row_workers(small, x, 20) == 1
