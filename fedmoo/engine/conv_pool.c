@@ -226,6 +226,36 @@ void NAME(pool_relu)(const T *y, T *out, uint8_t *arg, long B, long HC, long WC,
         }
 }
 
+/* as[p][v] += gv * the patch's row p (K rows, stride apart, read as KV whole vectors). */
+static inline void NAME(patch)(VEC *as, const T *xs, T gv, long K, long KV, long stride)
+{
+    for (long p = 0; p < K; p++)
+        for (long v = 0; v < KV; v++)
+            as[p * KV + v] += gv * NAME(load)(xs + p * stride + v * L);
+}
+
+/* The same for a patch at the end of x, where whole vectors would read past it. */
+static void NAME(patch_tail)(VEC *as, const T *xs, T gv, long K, long KC, long KV, long stride)
+{
+    for (long p = 0; p < K; p++)
+        for (long t = 0; t < KC; t++)
+            as[p * KV + t / L][t % L] += gv * xs[p * stride + t];
+}
+
+/* dxs's patch (K rows of KC values, stride apart) += gv * the weight's rows ws [K][KC]. */
+static inline void NAME(patch_input)(T *dxs, const T *ws, T gv, long K, long KC, long stride)
+{
+    for (long p = 0; p < K; p++) {
+        T *d = dxs + p * stride;
+        const T *v = ws + p * KC;
+        long t = 0;
+        for (; t + L <= KC; t += L)
+            NAME(store)(d + t, NAME(load)(d + t) + gv * NAME(load)(v + t));
+        for (; t < KC; t++)
+            d[t] += gv * v[t];
+    }
+}
+
 /* Backward of a block: g is the gradient of out. Adds the weight's gradient to dw [C][K][K][CI],
  * the bias's to db [C] and, unless dx is NULL, the input's to dx [B][H][W][CI]: each pooled
  * maximum contributes its K x K x CI patch, K rows of K * CI contiguous values. The weight's
@@ -261,26 +291,20 @@ int NAME(conv_pool_relu_backward)(const T *g, const T *out, const uint8_t *arg, 
                     const T gv = g[at];
                     const long r = 2 * i + (arg[at] >> 1), s = 2 * j + (arg[at] & 1);
                     bias[into] += gv;
-                    for (long p = 0; p < K; p++) {
-                        const long from = ((b * H + r + p) * W + s) * CI;
-                        const T *xs = x + from;
-                        VEC *as = acc + (into * K + p) * KV;
-                        if (from + KV * L <= end)
-                            for (long v = 0; v < KV; v++)
-                                as[v] += gv * NAME(load)(xs + v * L);
-                        else
-                            for (long t = 0; t < KC; t++)
-                                as[t / L][t % L] += gv * xs[t];
-                        if (dx && live) {
-                            const T *ws = w + (o * K + p) * KC;
-                            T *dxs = dx + from;
-                            long t = 0;
-                            for (; t + L <= KC; t += L)
-                                NAME(store)(dxs + t, NAME(load)(dxs + t) + gv * NAME(load)(ws + t));
-                            for (; t < KC; t++)
-                                dxs[t] += gv * ws[t];
-                        }
-                    }
+                    const long from = ((b * H + r) * W + s) * CI;
+                    VEC *as = acc + into * K * KV;
+                    if (from + (K - 1) * W * CI + KV * L > end)
+                        NAME(patch_tail)(as, x + from, gv, K, KC, KV, W * CI);
+                    else if (K == 5 && KV == 1)    /* MultiLeNet's blocks: unrolled */
+                        NAME(patch)(as, x + from, gv, 5, 1, W * CI);
+                    else if (K == 5 && KC == 50)
+                        NAME(patch)(as, x + from, gv, 5, (50 + L - 1) / L, W * CI);
+                    else
+                        NAME(patch)(as, x + from, gv, K, KV, W * CI);
+                    if (dx && live && K == 5 && KC == 50)
+                        NAME(patch_input)(dx + from, w + o * K * KC, gv, 5, 50, W * CI);
+                    else if (dx && live)
+                        NAME(patch_input)(dx + from, w + o * K * KC, gv, K, KC, W * CI);
                 }
     for (long o = 0; o < C; o++) {
         db[o] += bias[o];
