@@ -28,10 +28,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the lanes i, j, ... of the concatenation of vectors a and b */
+#if defined(__clang__)
+#define SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define SHUFFLE(a, b, ...) __builtin_shuffle(a, b, (VI){__VA_ARGS__})
+#endif
+
 #define T float
 #define IT int32_t
-#define EVEN {0, 2, 4, 6, 8, 10, 12, 14}
-#define ODD {1, 3, 5, 7, 9, 11, 13, 15}
+#define EVEN(a, b) SHUFFLE(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
+#define ODD(a, b) SHUFFLE(a, b, 1, 3, 5, 7, 9, 11, 13, 15)
 #define NAME(f) f##_f32
 #include "conv_pool.c"
 #undef T
@@ -46,8 +53,8 @@
 
 #define T double
 #define IT int64_t
-#define EVEN {0, 2, 4, 6}
-#define ODD {1, 3, 5, 7}
+#define EVEN(a, b) SHUFFLE(a, b, 0, 2, 4, 6)
+#define ODD(a, b) SHUFFLE(a, b, 1, 3, 5, 7)
 #define NAME(f) f##_f64
 #include "conv_pool.c"
 #undef T
@@ -140,13 +147,12 @@ static inline T NAME(pool4)(T a, T b, T c, T d, uint8_t *which)
 static inline void NAME(pool_lanes)(VEC r0a, VEC r0b, VEC r1a, VEC r1b, T *out, uint8_t *arg,
                                     long n, long C)
 {
-    const VI even = EVEN, odd = ODD;
-    VEC e = __builtin_shuffle(r0a, r0b, even), d = __builtin_shuffle(r0a, r0b, odd);
+    VEC e = EVEN(r0a, r0b), d = ODD(r0a, r0b);
     VI u = (d > e) | (d != d);
     const VEC m0 = NAME(select)(u, d, e);
     const VI k0 = u & 1;
-    e = __builtin_shuffle(r1a, r1b, even);
-    d = __builtin_shuffle(r1a, r1b, odd);
+    e = EVEN(r1a, r1b);
+    d = ODD(r1a, r1b);
     u = (d > e) | (d != d);
     const VEC m1 = NAME(select)(u, d, e);
     const VI k1 = (u & 1) | 2;

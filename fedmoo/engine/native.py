@@ -22,6 +22,7 @@ import hashlib
 import logging
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -48,17 +49,17 @@ def _cpu() -> str:
     return "\n".join(sorted(set(keep))) or platform.machine()
 
 
-def _key(compiler: str) -> str:
-    blob = "\0".join([SOURCE.read_text(), compiler, *FLAGS, _cpu(), platform.platform()])
+def _key(compiler: list[str]) -> str:
+    blob = "\0".join([SOURCE.read_text(), *compiler, *FLAGS, _cpu(), platform.platform()])
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _build(compiler: str, target: Path) -> None:
+def _build(compiler: list[str], target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
     os.close(fd)
     try:
-        subprocess.run([compiler, *FLAGS, "-o", tmp, str(SOURCE)], check=True,
+        subprocess.run([*compiler, *FLAGS, "-o", tmp, str(SOURCE)], check=True,
                        capture_output=True, text=True, timeout=300)
         os.replace(tmp, target)
     finally:
@@ -71,10 +72,10 @@ def library() -> ctypes.CDLL | None:
     """The compiled kernels, built on first use; None when turned off or not buildable."""
     if os.environ.get("FEDMOO_NATIVE", "1") == "0":
         return None
-    compiler = os.environ.get("CC") or "cc"
-    if shutil.which(compiler) is None:
-        log.warning("no C compiler (%s): fedmoo's CPU kernels are off, torch's operators run "
-                    "instead (slower for MultiLeNet)", compiler)
+    compiler = shlex.split(os.environ.get("CC") or "cc")     # CC may carry arguments
+    if not compiler or shutil.which(compiler[0]) is None:
+        log.warning("no C compiler (CC=%s): fedmoo's CPU kernels are off, torch's operators "
+                    "run instead (slower for MultiLeNet)", os.environ.get("CC") or "cc")
         return None
     root = user_cache_dir() or Path(tempfile.gettempdir()) / "fedmoo"
     target = root / "native" / _key(compiler) / "conv_pool.so"
