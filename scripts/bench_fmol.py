@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fedmoo import engine as fengine  # noqa: E402
 from fedmoo.cli.config import compose  # noqa: E402
 from fedmoo.engine.common import round_seed  # noqa: E402
+from fedmoo.engine.cpu_layout import row_threads  # noqa: E402
 from fedmoo.params import get_flat  # noqa: E402
 from fedmoo.run.evaluation import RoundEvaluator  # noqa: E402
 from fedmoo.run.setup import build_parts, set_threads  # noqa: E402
@@ -91,7 +92,9 @@ def one_round(cfg, parts, variant: str) -> tuple[dict[str, tuple[float, float]],
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", default="plain,fast", help="plain and/or fast, in this order")
-    ap.add_argument("--threads", default="auto", help="as `fedmoo run threads=` (auto: 1 here)")
+    ap.add_argument("--threads", default="auto",
+                    help="as `fedmoo run threads=` (auto: one intra-op thread, rows side by side "
+                         "on torch's default count)")
     ap.add_argument("overrides", nargs="*", help="`fedmoo run` overrides (after --)")
     args = ap.parse_args(argv)
     names = [v for v in args.variants.split(",") if v]
@@ -106,7 +109,8 @@ def main(argv=None) -> int:
     sizes = parts.federation.train.sizes.tolist()
     print(f"FMGDA, {cfg['data']['name']}: {len(sizes)} clients x {sizes[0]} samples, "
           f"K = {cfg['algo']['local_steps']}, {parts.federation.num_tasks} tasks, "
-          f"{torch.get_num_threads()} thread(s), load {os.getloadavg()[0]:.2f}")
+          f"{torch.get_num_threads()} intra-op thread(s), rows on {row_threads()}, "
+          f"load {os.getloadavg()[0]:.2f}")
     deltas = {}
     for name in names:
         parts_s, deltas[name] = one_round(cfg, parts, name)

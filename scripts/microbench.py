@@ -1,10 +1,11 @@
 #!/usr/bin/env python
 """Micro-benchmarks behind the batched engine's layout decisions (docs/PERFORMANCE.md).
 
-    python scripts/microbench.py          # about 20 s on a 2-core CPU
+    python scripts/microbench.py          # about 25 s on a 2-core CPU
 
 Each line times one kernel both ways on the MLP workload's shapes (K=10 clients, batch 10, the
-3072 -> 200 first layer) and prints the median of 21 calls in milliseconds.
+3072 -> 200 first layer), the closed-form head's and MultiLeNet's, and prints the median of
+21 calls (11, 7 or 201 for some) in milliseconds.
 """
 
 from __future__ import annotations
@@ -13,13 +14,17 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fedmoo.engine import native  # noqa: E402
 from fedmoo.engine.common import eval_chunk, gather  # noqa: E402
+from fedmoo.engine.cpu_layout import fast_layout  # noqa: E402
+from fedmoo.models.multitask import MultiLeNet  # noqa: E402
 
 K, B, IN, OUT = 10, 10, 3072, 200
 
@@ -83,6 +88,7 @@ def main() -> int:
          ("max_pool2d", ms(lambda: F.max_pool2d(act, 2), 7)),
          ("LRN(2)", ms(lambda: F.local_response_norm(act, 2), 7)))
     head(g)
+    multilenet(g)
     return 0
 
 
@@ -110,6 +116,39 @@ def head(g: torch.Generator) -> None:
     line("log_softmax over 10 classes, G=1: [n,B,out,1] vs squeezed",
          ("dim 2", ms(lambda: torch.log_softmax(z1, 2), 201)),
          ("squeezed", ms(lambda: torch.log_softmax(z1.squeeze(3), 2).unsqueeze(3), 201)))
+
+
+def multilenet(g: torch.Generator) -> None:
+    """FMGDA's MultiFashion step (fedmoo/engine/cpu_layout.py, conv_pool.c): one chunk of 334
+    canvases, forward and backward of a task's loss, on one thread as each row runs; torch's
+    operators (channels-last, RowConv2d) against fedmoo's conv-pool-ReLU kernel."""
+    if native.library() is None:
+        print("MultiLeNet lines skipped: fedmoo's C kernel is not built (no C compiler?)")
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    x = torch.randn(334, 1, 28, 28, generator=g).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 10, (334,), generator=g)
+    net = fast_layout(MultiLeNet((1, 28, 28), 10), x)
+    trunk = net.trunk
+
+    def step():
+        F.cross_entropy(net(x)[:, 0], y).backward()
+
+    def block(m, inp):
+        def run():
+            m(inp).sum().backward()
+        return run
+
+    p1 = trunk.conv1(x).detach().requires_grad_()
+    torch_ops = mock.patch.object(native, "library", lambda: None)
+    for what, fn in [("MultiLeNet step, 334 canvases, 1 thread", step),
+                     ("  its first block (1 -> 10 channels) fwd + bwd", block(trunk.conv1, x)),
+                     ("  its second block (10 -> 20 channels) fwd + bwd", block(trunk.conv2, p1))]:
+        with torch_ops:
+            slow = ms(fn, 11)
+        line(f"{what}: torch ops vs C kernel", ("torch", slow), ("kernel", ms(fn, 11)))
+    torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

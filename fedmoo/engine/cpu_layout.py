@@ -60,6 +60,11 @@ def set_row_threads(count: int | None) -> None:
     _row_threads = count
 
 
+def row_threads() -> int:
+    """The threads ``each_row`` may use: ``set_row_threads``'s count, else torch's."""
+    return _row_threads or torch.get_num_threads()
+
+
 def row_workers(model: nn.Module, x: Tensor, rows: int) -> int:
     """Threads ``each_row`` uses for ``rows`` independent passes of ``model`` on the samples
     ``x``: ``set_row_threads``'s count (at most one per row) for a small model on a CPU, else
@@ -67,7 +72,7 @@ def row_workers(model: nn.Module, x: Tensor, rows: int) -> int:
     those well, and side by side each thread would hold its own activations)."""
     if x.device.type != "cpu" or sum(p.numel() for p in model.parameters()) >= ROW_THREADS_PARAMS:
         return 1
-    return max(1, min(_row_threads or torch.get_num_threads(), rows))
+    return max(1, min(row_threads(), rows))
 
 
 def worker_models(model: nn.Module, workers: int,
