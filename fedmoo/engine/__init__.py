@@ -5,11 +5,13 @@
 (``auto``: the torch.fx lockstep program where the model traces, else vmap over the whole model),
 ``compile`` runs the vmap step through ``torch.compile`` (off by default). ``auto`` (the default)
 is ``batched`` where it is faster (``resolve_auto``), else ``sequential``; the choice and its
-reason are recorded in summary.json.
+reason are recorded in summary.json. If the batched engine ``auto`` chose fails to build
+(a device error while tracing its program, say), the sequential engine runs, with a warning.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from torch import nn
@@ -17,6 +19,7 @@ from torch import nn
 from fedmoo.errors import UserError
 
 ENGINES = ("auto", "sequential", "batched")
+log = logging.getLogger(__name__)
 
 
 # Leaf modules the batched engine trains faster than the sequential loop on a CPU: fused
@@ -60,7 +63,19 @@ def build(engine_cfg, model, data, client_cfg: dict):
             raise UserError(f"engine.{min(opts)} is not an option of engine=auto; "
                             "name the engine: engine=batched or engine=sequential")
         name, why = resolve_auto(model)
-        engine = build(name, model, data, client_cfg)
+        try:
+            engine = build(name, model, data, client_cfg)
+        except UserError:
+            raise
+        except Exception as e:      # noqa: BLE001 -- see below
+            # engine=auto must not end a user's run because the batched engine failed to build
+            # (tracing its program runs the model on the device): the reference engine runs.
+            if name != "batched":
+                raise
+            log.warning("engine=auto: the batched engine failed to build (%s: %s); the "
+                        "sequential engine runs instead", type(e).__name__, e)
+            engine = build("sequential", model, data, client_cfg)
+            why = f"auto: the batched engine failed to build ({type(e).__name__}: {e})"
         engine.choice = why
         return engine
     if name == "sequential" and not opts:

@@ -55,6 +55,7 @@ class Parts:
             "num_clients": self.federation.num_clients,
             "tasks": self.federation.task_names,
             "device": str(device),
+            **({"tf32": torch.backends.cuda.matmul.allow_tf32} if device.type == "cuda" else {}),
             "engine": self.engine.name,
             **({"engine_choice": self.engine.choice} if getattr(self.engine, "choice", None)
                else {}),
@@ -71,6 +72,7 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     ``rundir`` records the federation (partition.npz, attack.json) as soon as it exists.
     ``num_clients=None`` takes the federation's own number of clients (partition=natural)."""
     device = resolve_device(cfg.get("device", "auto"))
+    set_tf32(cfg.get("tf32", False), device)
     algo = algorithms.build(cfg["algo"])
     if num_clients is not None:             # known before any data is read: fail fast
         algo.check_run(num_clients, per_round)
@@ -116,6 +118,19 @@ def resolve_device(name: str) -> torch.device:
         return torch.device(name)
     except RuntimeError:
         raise UserError(f"device={name!r} is not valid; use auto, cpu, cuda or cuda:N") from None
+
+
+def set_tf32(tf32: Any, device: torch.device) -> None:
+    """``tf32``: whether float32 matrix products and convolutions on CUDA may round their inputs
+    to TensorFloat-32 (10-bit mantissa). Off by default, for matrix products and cuDNN's
+    convolutions alike (torch leaves the latter on): the batched and sequential engines then
+    agree to float32 rounding and a run gives the same numbers on any GPU generation.
+    ``tf32=true`` trades that for speed on Ampere and later GPUs (docs/PERFORMANCE.md)."""
+    if not isinstance(tf32, bool):
+        raise UserError(f"tf32={tf32!r} must be true or false")
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
 
 
 PRECISIONS = {"float32": torch.float32, "float64": torch.float64}

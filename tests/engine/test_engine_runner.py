@@ -136,6 +136,29 @@ def test_engine_auto_picks_the_faster_engine_for_the_model_and_device(tmp_path):
         loop.run(small_cfg(engine={"name": "auto", "compile": True}), tmp_path / "x")
 
 
+def test_engine_auto_falls_back_to_sequential_when_the_batched_engine_fails_to_build(
+        tmp_path, monkeypatch, caplog):
+    """A device error while the batched engine builds (its program runs the model on the device)
+    must not end an engine=auto run: the sequential engine runs, with one warning, and
+    summary.json says why. engine=batched named by the user still fails."""
+    import json
+
+    from fedmoo.engine import batched
+
+    def broken(*a, **k):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(batched, "BatchedEngine", broken)
+    result = loop.run(small_cfg(engine="auto", rounds=2), tmp_path / "auto")
+    summary = json.loads((tmp_path / "auto" / "summary.json").read_text())
+    assert summary["engine"] == "sequential" and len(result.rows) == 2
+    assert summary["engine_choice"] == ("auto: the batched engine failed to build (RuntimeError: "
+                                        "CUDA error: an illegal memory access was encountered)")
+    assert caplog.text.count("the batched engine failed to build") == 1
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        loop.run(small_cfg(engine="batched", rounds=1), tmp_path / "batched")
+
+
 def test_summary_names_the_batched_program(tmp_path):
     import json
 
