@@ -74,12 +74,12 @@ def rounds_diff(a: Path, b: Path) -> float:
     return float((ra[cols] - rb[cols]).abs().max().max())
 
 
-def measure(cfgs: list[dict], root: Path) -> dict:
+def measure(cfgs: list[dict], root: Path, alone: bool = True) -> dict:
     alone_dir, together_dir = root / "alone", root / "together"
     t = time.perf_counter()
-    for i, cfg in enumerate(cfgs):
+    for i, cfg in enumerate(cfgs if alone else []):
         loop.run(cfg, alone_dir / str(i))
-    alone = time.perf_counter() - t
+    alone_s = time.perf_counter() - t if alone else float("nan")
     plans = []
     t = time.perf_counter()
     outcomes = group.run_jobs([group.Job(c, together_dir / str(i)) for i, c in enumerate(cfgs)],
@@ -88,8 +88,9 @@ def measure(cfgs: list[dict], root: Path) -> dict:
     bad = [o for o in outcomes if not isinstance(o, loop.RunResult)]
     if bad:
         raise SystemExit(f"a job failed when trained together: {bad[0]}")
-    diff = max(rounds_diff(alone_dir / str(i), together_dir / str(i)) for i in range(len(cfgs)))
-    return {"alone_s": alone, "together_s": together, "grouped": plans[0].grouped,
+    diff = max((rounds_diff(alone_dir / str(i), together_dir / str(i)) for i in range(len(cfgs))
+                if alone), default=float("nan"))
+    return {"alone_s": alone_s, "together_s": together, "grouped": plans[0].grouped,
             "max_diff": diff}
 
 
@@ -103,6 +104,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data-dir", default=None, help="data_dir of the runs (default: as fedmoo run)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    ap.add_argument("--together-only", action="store_true",
+                    help="time the grouped runs only (a grid too long to also run one by one)")
     args = ap.parse_args(argv)
     counts = [int(n) for n in args.runs.split(",")]
     extra = [f"rounds={args.rounds}", "progress=false", f"device={args.device}",
@@ -117,7 +120,7 @@ def main(argv=None) -> int:
         cfgs = [compose(job + extra) for job in jobs[:n]]
         root = Path(tempfile.mkdtemp(prefix="fedmoo-bench-sweep-"))
         try:
-            r = measure(cfgs, root)
+            r = measure(cfgs, root, alone=not args.together_only)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         r["runs"] = n

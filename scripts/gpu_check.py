@@ -1,0 +1,308 @@
+#!/usr/bin/env python
+"""The GPU check (issue "The GPU path") in one command: run on a machine with a CUDA GPU, from
+the checkout's root, after ``scripts/gpu_check.sh`` has installed the carried wheels.
+
+    python scripts/gpu_check.py OUT                      # every part: tests, runs, bench
+    python scripts/gpu_check.py OUT --parts tests,runs   # some of them
+    python scripts/gpu_check.py OUT --device cpu --quick # rehearse on a CPU (no CUDA tests)
+
+Parts:
+  tests  ``pytest -m cuda tests/cuda`` (engines in float64 and float32 with TF32 off and on,
+         resume, every algorithm on CUDA), then the rest of the suite with CUDA present;
+  runs   ``fedmoo run data=fmnist model=cnn_fmnist algo=fedmgda_plus`` (engine=auto), a sweep,
+         a run stopped by SIGTERM and resumed (rows compared with the uninterrupted run), and a
+         ``hydra/launcher=lockstep`` sweep, on the carried Fashion-MNIST (``--data-dir``);
+  bench  ``scripts/bench.py`` CNN workload (FedMGDA+ Table 2 net) at K = 10, 50 and 100;
+  sweep  FedMGDA+ Table 8's grid (104 runs) trained together for 3 rounds on random tensors in
+         CIFAR-10's format (``scripts/bench_sweep.py --together-only``).
+
+Writes to OUT (run directories go to --work): summary.json (the machine, versions, every command with its exit status, seconds
+and parsed results) and one log per part (pytest_cuda.log, pytest_all.log, runs.log,
+bench.log, sweep.log): at most 6 files, so all of them come back from the device tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FEDMOO = [sys.executable, "-m", "fedmoo"]
+
+
+class Check:
+    def __init__(self, out: Path, work: Path, device: str, data_dir: Path, quick: bool,
+                 deadline: float | None = None, bench_k: tuple[int, ...] = (10, 50, 100),
+                 bench_reps: int | None = None):
+        self.out, self.work, self.device, self.data_dir = out, work, device, data_dir
+        self.quick, self.bench_k, self.bench_reps = quick, bench_k, bench_reps
+        self.end = None if deadline is None else time.perf_counter() + deadline
+        shutil.rmtree(work, ignore_errors=True)   # runs of an earlier check would be skipped as done
+        self.summary: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "steps": []}
+
+    def step(self, name: str, cmd: list[str], log: str, timeout: float, **extra) -> dict:
+        """Runs ``cmd`` from the checkout's root, appending its output to ``log``; within
+        ``--deadline``, a step that would start with under 20 s left is skipped (rc "skipped")."""
+        t = time.perf_counter()
+        if self.end is not None:
+            left = self.end - t
+            if left < 20:
+                rec = {"name": name, "cmd": " ".join(cmd), "rc": "skipped", "seconds": 0, **extra}
+                self.summary["steps"].append(rec)
+                self.save()
+                print(f"gpu_check: {name}: skipped (deadline)", flush=True)
+                return rec
+            timeout = min(timeout, left)
+        with open(self.out / log, "a") as f:
+            f.write(f"\n$ {' '.join(cmd)}\n")
+            f.flush()
+            try:
+                rc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                                    timeout=timeout).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+        rec = {"name": name, "cmd": " ".join(cmd), "rc": rc,
+               "seconds": round(time.perf_counter() - t, 1), **extra}
+        self.summary["steps"].append(rec)
+        self.save()
+        print(f"gpu_check: {name}: rc={rc} in {rec['seconds']} s", flush=True)
+        return rec
+
+    def save(self) -> None:
+        (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2, default=str))
+
+    def run_args(self, *more: str) -> list[str]:
+        return [f"data_dir={self.data_dir}", f"device={self.device}", "progress=false", *more]
+
+
+def environment(device: str) -> dict:
+    import torch
+
+    env = {"python": sys.version.split()[0], "torch": torch.__version__,
+           "cuda_available": torch.cuda.is_available(), "device": device}
+    if torch.cuda.is_available():
+        env.update(cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
+                   gpu=torch.cuda.get_device_name(0),
+                   capability=".".join(map(str, torch.cuda.get_device_capability(0))),
+                   torch_tf32_defaults={"matmul": torch.backends.cuda.matmul.allow_tf32,
+                                        "cudnn": torch.backends.cudnn.allow_tf32})
+    try:
+        env["nvidia_smi"] = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
+                                           timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return env
+
+
+def pytest_counts(log: Path) -> str:
+    lines = [ln for ln in log.read_text().splitlines() if re.search(r"\d+ (passed|failed)", ln)]
+    return lines[-1].strip("= ") if lines else "no summary line"
+
+
+def tests(c: Check) -> None:
+    c.step("pytest -m cuda", [sys.executable, "-m", "pytest", "-q", "-rs", "-m", "cuda",
+                              "tests/cuda", "-s"], "pytest_cuda.log", 1200)
+    c.summary["steps"][-1]["result"] = pytest_counts(c.out / "pytest_cuda.log")
+    workers = str(min(8, os.cpu_count() or 1))
+    c.step("pytest (the rest of the suite, CUDA present)",
+           [sys.executable, "-m", "pytest", "-q", "-rs", "-n", workers, "-p", "no:cacheprovider",
+            "-m", "not cuda"],
+           "pytest_all.log", 1500)
+    c.summary["steps"][-1]["result"] = pytest_counts(c.out / "pytest_all.log")
+    c.save()
+
+
+def rows(run_dir: Path) -> list[dict]:
+    path = run_dir / "rounds.csv"
+    return list(csv.DictReader(path.open())) if path.exists() else []
+
+
+def summary_of(run_dir: Path) -> dict:
+    path = run_dir / "summary.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def brief(run_dir: Path) -> dict:
+    s, r = summary_of(run_dir), rows(run_dir)
+    times = [float(x["time/round_s"]) for x in r if x.get("time/round_s")]
+    return {"status": s.get("status"), "engine": s.get("engine"),
+            "engine_choice": s.get("engine_choice"), "tf32": s.get("tf32"),
+            "rounds": len(r), "median_round_s": sorted(times)[len(times) // 2] if times else None,
+            "final": {k: v for k, v in (s.get("final") or {}).items()
+                      if k in ("test/acc_mean", "test/acc_std", "train/loss_mean")}}
+
+
+def runs(c: Check) -> None:
+    n = 5 if c.quick else 20
+    real = c.work / "real"
+    c.step("run fmnist cnn_fmnist fedmgda_plus",
+           FEDMOO + ["run", "data=fmnist", "model=cnn_fmnist", "algo=fedmgda_plus",
+                     f"rounds={n}", f"hydra.run.dir={real}", *c.run_args()],
+           "runs.log", 900)
+    c.summary["steps"][-1]["run"] = brief(real)
+    sweep = c.work / "sweep"
+    c.step("sweep algo x seed", FEDMOO + [
+        "run", "-m", "data=fmnist", "model=cnn_fmnist", "algo=fedavg,fedmgda_plus", "seed=0,1",
+        "rounds=3", f"hydra.sweep.dir={sweep}", *c.run_args()], "runs.log", 900)
+    c.summary["steps"][-1]["jobs"] = {p.name: brief(p) for p in sorted(sweep.glob("*"))
+                                      if (p / "summary.json").exists()}
+    resume_check(c, 4 if c.quick else 12)
+    lock = c.work / "lockstep"
+    c.step("lockstep sweep", FEDMOO + [
+        "run", "-m", "hydra/launcher=lockstep", "data=fmnist", "model=logreg",
+        "algo=fedavg,qfedavg", "seed=0,1,2", "rounds=5", f"hydra.sweep.dir={lock}",
+        *c.run_args()], "runs.log", 900)
+    c.summary["steps"][-1]["jobs"] = {p.name: brief(p) for p in sorted(lock.glob("*"))
+                                      if (p / "summary.json").exists()}
+    with open(c.out / "runs.log") as f:
+        grouped = [ln.strip() for ln in f if "train together" in ln or "in lockstep" in ln]
+    c.summary["steps"][-1]["launcher_says"] = grouped[-3:]
+    c.save()
+
+
+def resume_check(c: Check, rounds: int) -> None:
+    """A run stopped by SIGTERM after a few rounds and started again, against the same run
+    uninterrupted: the resumed run must end completed with every round; on CUDA the rows may
+    differ by the GPU's non-deterministic sums, so the largest difference is recorded."""
+    args = ["run", "data=fmnist", "model=cnn_fmnist", "algo=fedmgda_plus", f"rounds={rounds}",
+            "checkpoint_every=1"]
+    full, cut = c.work / "full", c.work / "cut"
+    c.step("uninterrupted run", FEDMOO + args + [f"hydra.run.dir={full}", *c.run_args()],
+           "runs.log", 900)
+    t = time.perf_counter()
+    with open(c.out / "runs.log", "a") as log:
+        log.write(f"\n$ {' '.join(FEDMOO + args)} hydra.run.dir={cut} ... (SIGTERM after 3 rows)\n")
+        log.flush()
+        proc = subprocess.Popen(FEDMOO + args + [f"hydra.run.dir={cut}", *c.run_args()],
+                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        while proc.poll() is None and len(rows(cut)) < 3 and time.perf_counter() - t < 600:
+            time.sleep(0.2)
+        stopped_at = len(rows(cut))
+        proc.send_signal(signal.SIGTERM)
+        rc_stop = proc.wait(timeout=300)
+    rec = c.step("resumed run", FEDMOO + args + [f"hydra.run.dir={cut}", *c.run_args()],
+                 "runs.log", 900)
+    a, b = rows(full), rows(cut)
+    diff = {}
+    for key in ("test/acc_mean", "train/loss_mean"):
+        pairs = [(float(x[key]), float(y[key])) for x, y in zip(a, b) if x.get(key) and y.get(key)]
+        diff[key] = max((abs(x - y) for x, y in pairs), default=None)
+    rec.update(stopped_after_rows=stopped_at, sigterm_rc=rc_stop,
+               status=summary_of(cut).get("status"), resumed_from=summary_of(cut).get("resumed_from"),
+               rows=[len(a), len(b)], largest_row_difference=diff)
+    c.save()
+
+
+def bench(c: Check) -> None:
+    for k in c.bench_k:
+        reps = ["--reps", str(c.bench_reps)] if c.bench_reps else []
+        rec = c.step(f"bench cnn K={k}", [sys.executable, "scripts/bench.py", "--workloads", "cnn",
+                                          "--clients-per-round", str(k), "--device", c.device,
+                                          "--json", *reps] + (["--quick"] if c.quick else []),
+                     "bench.log", 1500)
+        lines = (c.out / "bench.log").read_text().strip().splitlines()
+        try:
+            rec["result"] = json.loads(lines[-1])
+        except (json.JSONDecodeError, IndexError):
+            rec["result"] = None
+        c.save()
+        if c.quick:
+            break
+
+
+def write_cifar10_like(root: Path, seed: int = 0) -> Path:
+    """CIFAR-10's on-disk format (cifar-10-batches-py: five pickled training batches of 10,000
+    rows and a test batch) holding random images, for a grid of CIFAR-10's shapes where the
+    real set is not at hand."""
+    import pickle
+
+    import numpy as np
+
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    for i, name in enumerate(names):
+        batch = {"batch_label": name, "labels": rng.integers(0, 10, 10_000).tolist(),
+                 "data": rng.integers(0, 256, (10_000, 3072), dtype=np.uint8),
+                 "filenames": [f"{name}_{j}.png" for j in range(10_000)]}
+        with open(folder / name, "wb") as f:
+            pickle.dump(batch, f, protocol=2)
+    meta = {"label_names": ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog",
+                            "horse", "ship", "truck"], "num_cases_per_batch": 10_000,
+            "num_vis": 3072}
+    with open(folder / "batches.meta", "wb") as f:
+        pickle.dump(meta, f, protocol=2)
+    return folder
+
+
+def sweep(c: Check) -> None:
+    """FedMGDA+ Table 8's grid (26 rows x 4 seeds = 104 runs, K=10: 1,040 client rows a round)
+    trained together (fedmoo.run.group, as hydra/launcher=lockstep) for a few rounds on random
+    tensors in CIFAR-10's format and shapes; the wall time per round gives the grid's 2000 rounds."""
+    data = c.work / "cifar-like"
+    write_cifar10_like(data)
+    runs, rounds = (8, 2) if c.quick else (104, 3)
+    rec = c.step("table8 grid together", [
+        sys.executable, "scripts/bench_sweep.py", "--experiment", "fedmgda_plus/table8",
+        "--runs", str(runs), "--rounds", str(rounds), "--together-only", "--device", c.device,
+        "--data-dir", str(data), "--json"], "sweep.log", 1500)
+    lines = (c.out / "sweep.log").read_text().strip().splitlines()
+    try:
+        res = json.loads(lines[-1])["results"][0]
+        rec["result"] = res
+        rec["grid_2000_rounds_s_upper_bound"] = res["together_s"] / rounds * 2000
+    except (json.JSONDecodeError, IndexError, KeyError):
+        rec["result"] = None
+    c.save()
+
+
+PARTS = {"tests": tests, "runs": runs, "bench": bench, "sweep": sweep}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--parts", default="tests,runs,bench")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--data-dir", type=Path, default=ROOT / ".gpu" / "data")
+    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "fedmoo-gpu-check",
+                    help="the runs' directories (kept out of OUT: the device tool returns few "
+                         "files)")
+    ap.add_argument("--quick", action="store_true", help="fewer rounds and one bench size")
+    ap.add_argument("--deadline", type=float, default=None,
+                    help="seconds for all steps: each step's timeout is cut to what is left")
+    ap.add_argument("--bench-k", default="10,50,100", help="bench's clients per round, in order")
+    ap.add_argument("--bench-reps", type=int, default=None, help="bench's timed rounds (default 5)")
+    args = ap.parse_args(argv)
+    parts = args.parts.split(",")
+    if unknown := [p for p in parts if p not in PARTS]:
+        ap.error(f"unknown part {unknown[0]!r}; choose from {', '.join(PARTS)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    c = Check(args.out.resolve(), args.work.resolve(), args.device, args.data_dir.resolve(),
+              args.quick, args.deadline, tuple(int(k) for k in args.bench_k.split(",")),
+              args.bench_reps)
+    c.summary["environment"] = environment(args.device)
+    c.save()
+    for p in parts:
+        PARTS[p](c)
+    c.summary["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    c.save()
+    failed = [s["name"] for s in c.summary["steps"] if s["rc"] not in (0, "skipped")]
+    print(f"gpu_check: {len(c.summary['steps'])} steps, failed: {failed or 'none'}; "
+          f"{c.out / 'summary.json'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
