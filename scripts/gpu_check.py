@@ -46,6 +46,7 @@ class Check:
                  bench_reps: int | None = None):
         self.out, self.work, self.device, self.data_dir = out, work, device, data_dir
         self.quick, self.bench_k, self.bench_reps = quick, bench_k, bench_reps
+        self.sweep_rounds = 3
         self.end = None if deadline is None else time.perf_counter() + deadline
         shutil.rmtree(work, ignore_errors=True)   # runs of an earlier check would be skipped as done
         self.summary: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "steps": []}
@@ -252,7 +253,7 @@ def sweep(c: Check) -> None:
     tensors in CIFAR-10's format and shapes; the wall time per round gives the grid's 2000 rounds."""
     data = c.work / "cifar-like"
     write_cifar10_like(data)
-    runs, rounds = (8, 2) if c.quick else (104, 3)
+    runs, rounds = (8, 2) if c.quick else (104, c.sweep_rounds)
     rec = c.step("table8 grid together", [
         sys.executable, "scripts/bench_sweep.py", "--experiment", "fedmgda_plus/table8",
         "--runs", str(runs), "--rounds", str(rounds), "--together-only", "--device", c.device,
@@ -284,6 +285,7 @@ def main(argv=None) -> int:
                     help="seconds for all steps: each step's timeout is cut to what is left")
     ap.add_argument("--bench-k", default="10,50,100", help="bench's clients per round, in order")
     ap.add_argument("--bench-reps", type=int, default=None, help="bench's timed rounds (default 5)")
+    ap.add_argument("--sweep-rounds", type=int, default=3, help="rounds of the Table 8 grid")
     args = ap.parse_args(argv)
     parts = args.parts.split(",")
     if unknown := [p for p in parts if p not in PARTS]:
@@ -292,6 +294,7 @@ def main(argv=None) -> int:
     c = Check(args.out.resolve(), args.work.resolve(), args.device, args.data_dir.resolve(),
               args.quick, args.deadline, tuple(int(k) for k in args.bench_k.split(",")),
               args.bench_reps)
+    c.sweep_rounds = args.sweep_rounds
     c.summary["environment"] = environment(args.device)
     c.save()
     for p in parts:

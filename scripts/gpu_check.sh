@@ -4,6 +4,7 @@
 #
 #   bash scripts/gpu_check.sh "$OUT"                       # everything, in about 9 minutes
 #   bash scripts/gpu_check.sh "$OUT" --parts bench ...     # one scripts/gpu_check.py call
+#   BENCH=0 SWEEP_ROUNDS=1 bash scripts/gpu_check.sh "$OUT" # no benchmark; 1 round of the grid
 #
 # Installs the carried wheels into /tmp/site (the machine's torch, numpy, ... stay) and puts the
 # checkout on PYTHONPATH (fedmoo and its Hydra plugins, not installed). With OUT alone it runs
@@ -22,9 +23,14 @@ if ! ls .whl/*.whl >/dev/null 2>&1; then
   echo "gpu_check: no wheels in .whl (run scripts/gpu_prepare.sh where pip works; carry .whl)" >&2
   exit 2
 fi
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+# Into the interpreter's own environment where it is writable (the tests' subprocesses then find
+# them whatever PYTHONPATH they set), else into /tmp/site on PYTHONPATH.
+if ! "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 if [ $# -gt 0 ]; then
   exec "$PY" scripts/gpu_check.py "$out" "$@"
@@ -38,7 +44,8 @@ rc=0
 a=$!
 "$PY" scripts/gpu_check.py "$out/runs" --parts runs --deadline "$p1" --work "$work/runs" &
 b=$!
-"$PY" scripts/gpu_check.py "$out/sweep" --parts sweep --deadline "$p1" --work "$work/sweep" &
+"$PY" scripts/gpu_check.py "$out/sweep" --parts sweep --deadline "$p1" --work "$work/sweep" \
+  --sweep-rounds "${SWEEP_ROUNDS:-3}" &
 c=$!
 for pid in $a $b $c; do wait "$pid" || rc=1; done
 if [ -d "$out/sweep" ]; then
@@ -46,6 +53,7 @@ if [ -d "$out/sweep" ]; then
   mv "$out/sweep/summary.json" "$out/runs/sweep_summary.json" 2>/dev/null || true
   rm -rf "$out/sweep"
 fi
+[ "${BENCH:-1}" = 0 ] && exit $rc
 "$PY" scripts/gpu_check.py "$out/bench" --parts bench --deadline "$p2" --work "$work/bench" \
   --bench-k 10,100,50 --bench-reps 3 || rc=1
 exit $rc

@@ -8,6 +8,7 @@ block shows them failing (the next line is ``fedmoo: error: ...``), and the ``EX
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shlex
 from pathlib import Path
@@ -27,6 +28,10 @@ VALUED = {"--cfg", "-c", "--plot", "-p", "--package"}
 # Examples of what a user adds to fedmoo (they compose once the user has written them).
 EXEMPT = {"algo=lossavg": "a user's own algorithm (docs/plugins.md writes it)",
           "experiment=myproj/compare": "a user's own experiment file (docs/plugins.md)"}
+# Launchers of an optional extra (fedmoo[launchers]): their lines compose where it is installed.
+EXTRA_LAUNCHERS = {"submitit_local": "hydra_plugins.hydra_submitit_launcher",
+                   "submitit_slurm": "hydra_plugins.hydra_submitit_launcher",
+                   "joblib": "hydra_plugins.hydra_joblib_launcher"}
 
 
 def doc_commands() -> list[tuple[str, int, str]]:
@@ -114,6 +119,9 @@ def test_doc_command_composes(where, command):
     for key, why in EXEMPT.items():
         if key in command.split():
             pytest.skip(f"{where}: {why}")
+    for launcher, module in EXTRA_LAUNCHERS.items():
+        if f"hydra/launcher={launcher}" in command.split() and importlib.util.find_spec(module) is None:
+            pytest.skip(f"{where}: {module} (an optional extra) is not installed")
     try:
         check(command)
     except UserError as e:

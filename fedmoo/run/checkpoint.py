@@ -74,7 +74,7 @@ def rng_state() -> dict[str, Any]:
 def set_rng_state(s: dict[str, Any]) -> None:
     torch.set_rng_state(s["torch"].cpu())
     name, keys, pos, has_gauss, gauss = s["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    np.random.set_state((name, keys.cpu().numpy().astype(np.uint32), pos, has_gauss, gauss))
     version, internal, gauss_next = s["python"]
     random.setstate((version, tuple(internal), gauss_next))
     cuda = s.get("cuda")

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from fedmoo.run.setup import resolve_device
 from tests.inprocess import cli_in
 
 REQUIRED = ["round", "test/acc_mean", "test/acc_std", "test/acc_worst10", "test/acc_best10",
@@ -40,7 +41,7 @@ def test_default_run_writes_results(cli):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["rounds_completed"] == 3
     assert summary["algorithm"].startswith("fedavg(")
-    assert "torch" in summary["versions"] and summary["device"] == "cpu"
+    assert "torch" in summary["versions"] and summary["device"] == str(resolve_device("auto"))
     assert (out / ".hydra" / "config.yaml").exists()
     assert "test accuracy (%): mean" in r.stdout and "worst10%" in r.stdout
 

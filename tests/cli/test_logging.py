@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from fedmoo import logs
+from fedmoo.run.setup import resolve_device
 from fedmoo.cli.main import HELP, main
 from tests.inprocess import cli_in
 from tests.reliability.helpers import SMALL
@@ -68,7 +69,7 @@ def test_a_sweep_logs_each_line_once_and_into_each_jobs_log(tmp_path):
     lines = r.stderr.splitlines()
     assert len(lines) == len(set(lines)), r.stderr                 # nothing printed twice
     assert "fedmoo: sweep sw: 2 jobs: 1 completed, 1 failed" in lines
-    parts = [x for x in lines if x.startswith("fedmoo: debug: run parts: device cpu, engine ")]
+    parts = [x for x in lines if x.startswith(f"fedmoo: debug: run parts: device {resolve_device('auto')}, engine ")]
     assert len(parts) == 1 and any(x.startswith("fedmoo: debug: Hydra arguments: ") for x in lines)
     assert "fedmoo:" not in r.stdout and "][fedmoo" not in r.stdout  # no copy by Hydra's console
     log0 = (cli.cwd / "sw" / "0" / "fedmoo.log").read_text()
