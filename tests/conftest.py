@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from fedmoo.engine.cpu_layout import set_row_threads
 
@@ -54,9 +55,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _row_threads():
-    """Undo what a run (fedmoo.run.setup.set_threads) does to the rows' thread count."""
+    """Undo what a run (fedmoo.run.setup.set_threads, set_deterministic) does to the rows'
+    thread count and to torch's deterministic mode."""
     yield
     set_row_threads(None)
+    torch.use_deterministic_algorithms(False)
 
 
 @pytest.fixture(autouse=True)

@@ -29,7 +29,10 @@ FILENAME = "checkpoint.pt"
 # Knobs that do not change the numbers a run produces: they may differ between a run and its
 # resume (a preempted job may come back on another node, with another data path).
 VOLATILE_KEYS = ("progress", "traceback", "resume", "checkpoint_every", "device", "data_dir", "threads",
-                 "logger")
+                 "logger", "deterministic")
+# Keys added to the config after runs were checkpointed without them, with the value such a run
+# ran with: a checkpoint that lacks one is compared as if it held that value.
+ADDED_KEYS = {"tf32": False}
 
 
 def run_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -39,7 +42,7 @@ def run_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def config_diff(old: dict[str, Any], new: dict[str, Any], limit: int = 3) -> str:
     """``key: old -> new`` for the first ``limit`` dotted keys that differ (empty if none)."""
-    a, b = _flatten(old), _flatten(new)
+    a, b = _flatten({**ADDED_KEYS, **old}), _flatten({**ADDED_KEYS, **new})
     keys = [k for k in sorted(set(a) | set(b)) if a.get(k, "<unset>") != b.get(k, "<unset>")]
     parts = [f"{k}: {a.get(k, '<unset>')!r} -> {b.get(k, '<unset>')!r}" for k in keys[:limit]]
     if len(keys) > limit:

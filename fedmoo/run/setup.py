@@ -6,6 +6,7 @@ Every builder turns a mistake in the config into a one-line UserError that names
 from __future__ import annotations
 
 import logging
+import os
 import platform
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,7 @@ class Parts:
             "tasks": self.federation.task_names,
             "device": str(device),
             **({"tf32": torch.backends.cuda.matmul.allow_tf32} if device.type == "cuda" else {}),
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
             "engine": self.engine.name,
             **({"engine_choice": self.engine.choice} if getattr(self.engine, "choice", None)
                else {}),
@@ -73,6 +75,7 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     ``num_clients=None`` takes the federation's own number of clients (partition=natural)."""
     device = resolve_device(cfg.get("device", "auto"))
     set_tf32(cfg.get("tf32", False), device)
+    set_deterministic(cfg.get("deterministic", False))
     algo = algorithms.build(cfg["algo"])
     if num_clients is not None:             # known before any data is read: fail fast
         algo.check_run(num_clients, per_round)
@@ -131,6 +134,19 @@ def set_tf32(tf32: Any, device: torch.device) -> None:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
+
+
+def set_deterministic(flag: Any) -> None:
+    """``deterministic``: torch's deterministic kernels only. On a CPU fedmoo's runs repeat bit
+    for bit anyway; on CUDA some kernels sum with atomics (scatter/index additions, some cuBLAS
+    and cuDNN algorithms), so two runs of one config, or a run and its resume, agree only to
+    float32 rounding unless this is on. Kernels without a deterministic version warn (not
+    fail); cuBLAS is given the fixed workspace it needs (CUBLAS_WORKSPACE_CONFIG), unless set."""
+    if not isinstance(flag, bool):
+        raise UserError(f"deterministic={flag!r} must be true or false")
+    if flag:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(flag, warn_only=True)
 
 
 PRECISIONS = {"float32": torch.float32, "float64": torch.float64}

@@ -128,7 +128,7 @@ def test_summary_records_the_tf32_policy(tmp_path):
 
 
 def test_crash_then_resume_on_cuda_equals_the_uninterrupted_run(tmp_path, monkeypatch):
-    cfg = dict(cuda_cfg(rounds=5, checkpoint_every=2, engine="auto",
+    cfg = dict(cuda_cfg(rounds=5, checkpoint_every=2, engine="auto", deterministic=True,
                         model={"name": "mlp", "hidden": [16]}), resume=True)
     run(cfg, tmp_path / "full")
     real_build = fengine.build
@@ -172,3 +172,19 @@ def test_every_algorithm_runs_two_rounds_on_cuda(tmp_path, name):
     assert summary["device"].startswith("cuda") and summary["status"] == "completed", summary
     assert all(math.isfinite(v) for k, v in result.rows[-1].items()
                if isinstance(v, float) and k.startswith("test/"))
+
+
+def test_two_runs_on_cuda_agree_to_float32_rounding_and_bit_for_bit_when_deterministic(tmp_path):
+    """Without ``deterministic`` CUDA's atomic sums may round differently from run to run; the
+    rows then agree to float32 rounding. With it, two runs repeat bit for bit."""
+    def rows(name, **kw):
+        run(cuda_cfg(rounds=3, engine="auto", model={"name": "mlp", "hidden": [16]}, **kw),
+            tmp_path / name)
+        return rows_without_time(tmp_path / name / "rounds.csv")
+
+    a, b = rows("a"), rows("b")
+    for x, y in zip(a, b, strict=True):
+        for k in x:
+            if k.startswith(("train/loss", "test/loss")) and x[k]:
+                assert abs(float(x[k]) - float(y[k])) <= 1e-5 * max(1.0, abs(float(x[k]))), k
+    assert rows("c", deterministic=True) == rows("d", deterministic=True)

@@ -118,8 +118,9 @@ def _reference(run_dir, out):
 def test_terminated_then_killed_cli_run_resumes_exactly(cli):
     """SIGTERM (clean stop) at round >= 4, resume, SIGKILL at round >= 10, resume to the end:
     the same rows and model as one uninterrupted run. The two runs that are stopped are real
-    processes; the last resume runs the same command in this one."""
-    args = ["rounds=30", "checkpoint_every=1", "hydra.run.dir=run"]
+    processes; the last resume runs the same command in this one. (deterministic=true: where
+    device=auto is a GPU, its atomic sums would differ between processes.)"""
+    args = ["rounds=30", "checkpoint_every=1", "hydra.run.dir=run", "deterministic=true"]
     run_dir = cli.cwd / "run"
 
     proc = _start(cli.cwd, *args)
