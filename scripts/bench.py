@@ -12,7 +12,8 @@ engine; repetitions are interleaved (B0, B1, E, EC, B0, ...) and the first one i
   averaging in Python.
 - B1: ``engine=sequential`` (fedmoo's reference loop).
 - E:  ``engine=batched`` eager (the lockstep program where the model traces); EV (``--vmap``):
-  ``engine.program=vmap``; EC: the vmap program with ``engine.compile=true``.
+  ``engine.program=vmap``; EC: the vmap program with ``engine.compile=true``; EG (CUDA):
+  ``engine.cuda_graph=true``, the round's steps replayed from one CUDA graph.
 A round is local training of K clients (1 epoch, batch 10) plus the FedAvg average; evaluation
 is timed apart. Workloads (synthetic tensors of the papers' shapes, 100 clients, 400 samples each):
 cnn (FedMGDA+ Table 2 CIFAR CNN), mlp (3072-200-200-10), lstm (Shakespeare: T=80, vocab 80,
@@ -50,6 +51,7 @@ from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec
 
 NUM_CLIENTS, BATCH, LR, FULL_ROUNDS = 100, 10, 0.01, 2000
+VARIANTS = ("b0", "b1", "e", "ev", "ec", "eg")
 
 # name: model config, input shape, classes, token inputs, samples per client (full, --quick),
 # test samples per client (full, --quick)
@@ -155,7 +157,7 @@ def timed(fn, device, reps: int) -> float:
 
 def server_times(loops, ids, w0, device, reps: int) -> dict[str, float]:
     """Time of the server step (FedAvg, and FedMGDA+'s Gram + K x K QP) on a cohort of E."""
-    loop = loops.get("e") or loops.get("b1")
+    loop = next(loops[v] for v in ("e", "eg", "ec", "ev", "b1") if v in loops)
     cohort = loop.engine.train(torch.tensor(ids, device=device), w0, ClientSpec(), 0)
     out = {}
     for name in ("fedavg", "fedmgda_plus"):
@@ -216,7 +218,8 @@ def bench_workload(name, args, device, variants) -> dict:
         elif v == "b1":
             loops[v] = EngineLoop(fengine.build("sequential", m, data, client))
         else:
-            cfg = {"name": "batched", "compile": v == "ec", "program": "vmap" if v == "ev" else "auto"}
+            cfg = {"name": "batched", "compile": v == "ec", "program": "vmap" if v == "ev" else "auto",
+                   "cuda_graph": v == "eg"}
             loops[v] = EngineLoop(fengine.build(cfg, m, data, client))
     k = args.clients_per_round
     rng = np.random.default_rng(0)
@@ -264,7 +267,7 @@ def bench_workload(name, args, device, variants) -> dict:
         print(f"   * extrapolated: round time x {FULL_ROUNDS} x {scale:g} (400 samples/client)")
     print(f"   evaluation of all {NUM_CLIENTS} clients' test splits ({NUM_CLIENTS * n_test} samples): "
           f"{eval_s:.4f} s")
-    e_best = min(med[v] for v in variants if v in ("e", "ec", "ev"))
+    e_best = min((med[v] for v in variants if v in ("e", "ec", "ev", "eg")), default=float("nan"))
     for algo_name, s in server.items():
         share = (s + eval_s) / (e_best + s + eval_s)
         print(f"   server step {algo_name} on the [K, d] deltas: {s:.4f} s; server + evaluation "
@@ -272,6 +275,8 @@ def bench_workload(name, args, device, variants) -> dict:
     res = {"b0_round_s": med.get("b0", float("nan")), "b1_round_s": med.get("b1", float("nan")),
            "e_round_s": e_best, "eval_s": eval_s,
            **{f"server_{a}_s": s for a, s in server.items()}}
+    res["round_s"] = med
+    res["peak_mb"] = {v: peak[v] / 2**20 for v in peak}
     res["e_vs_b0"] = res["b0_round_s"] / e_best
     res["e_vs_b1"] = res["b1_round_s"] / e_best
     for v in variants:
@@ -295,6 +300,11 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     ap.add_argument("--vmap", action="store_true",
                     help="also time EV: engine=batched with engine.program=vmap")
+    ap.add_argument("--variants", default=None,
+                    help="the engines to time, e.g. e,eg (default: b0,b1,e, and ev/ec/eg as the "
+                         "other options and the device give); one alone shows its own peak memory")
+    ap.add_argument("--tf32", action="store_true",
+                    help="CUDA: TensorFloat-32 matrix products and convolutions (fedmoo's tf32=true)")
     ap.add_argument("--compile", default="auto", choices=["auto", "on", "off"],
                     help="also time engine.compile=true (auto: on CUDA only)")
     args = ap.parse_args(argv)
@@ -302,10 +312,15 @@ def main(argv=None) -> int:
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if args.device == "auto" else args.device))
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32      # as fedmoo's tf32 knob
+        torch.backends.cudnn.allow_tf32 = args.tf32
     compiled = args.compile == "on" or (args.compile == "auto" and device.type == "cuda")
-    variants = ["b0", "b1", "e"] + (["ev"] if args.vmap else []) + (["ec"] if compiled else [])
+    variants = (["b0", "b1", "e"] + (["ev"] if args.vmap else []) + (["ec"] if compiled else [])
+                + (["eg"] if device.type == "cuda" else []))
+    if args.variants:
+        variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+        if bad := [v for v in variants if v not in VARIANTS]:
+            ap.error(f"unknown variant {bad[0]!r}; choose from {', '.join(VARIANTS)}")
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
     bad = [w for w in names if w not in WORKLOADS]
     if bad:
@@ -315,7 +330,8 @@ def main(argv=None) -> int:
     print(f"device: {dev_name}; torch {torch.__version__}, python {platform.python_version()}"
           + (f", CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}"
              if device.type == "cuda" else "")
-          + f"; float32 (TF32 off); {'--quick' if args.quick else 'full'}")
+          + f"; float32 (TF32 {'on' if args.tf32 and device.type == 'cuda' else 'off'}); "
+          + ("--quick" if args.quick else "full"))
     t0 = time.perf_counter()
     out = {name: bench_workload(name, args, device, variants) for name in names}
     print(f"\ntotal {time.perf_counter() - t0:.1f} s; peak RSS "

@@ -12,7 +12,8 @@ Parts:
   runs   ``fedmoo run data=fmnist model=cnn_fmnist algo=fedmgda_plus`` (engine=auto), a sweep,
          a run stopped by SIGTERM and resumed (rows compared with the uninterrupted run), and a
          ``hydra/launcher=lockstep`` sweep, on the carried Fashion-MNIST (``--data-dir``);
-  bench  ``scripts/bench.py`` CNN workload (FedMGDA+ Table 2 net) at K = 10, 50 and 100;
+  bench  ``scripts/bench.py`` CNN workload (FedMGDA+ Table 2 net) at K = 10, 50 and 100, every
+         engine, each engine alone (its own memory), and with TF32;
   sweep  FedMGDA+ Table 8's grid (104 runs) trained together for 3 rounds on random tensors in
          CIFAR-10's format (``scripts/bench_sweep.py --together-only``).
 
@@ -205,12 +206,18 @@ def resume_check(c: Check, rounds: int) -> None:
 
 
 def bench(c: Check) -> None:
-    for k in c.bench_k:
-        reps = ["--reps", str(c.bench_reps)] if c.bench_reps else []
-        rec = c.step(f"bench cnn K={k}", [sys.executable, "scripts/bench.py", "--workloads", "cnn",
-                                          "--clients-per-round", str(k), "--device", c.device,
-                                          "--json", *reps] + (["--quick"] if c.quick else []),
-                     "bench.log", 1500)
+    """The first K with every engine; each engine E and EG alone at every K (their own peak
+    memory: in the full runs B0's and B1's data stay resident beside them); E and EG with TF32
+    at the largest K; then the other Ks with every engine."""
+    ks = list(c.bench_k)
+    steps = [(ks[0], [])] + [(k, ["--variants", v]) for k in ks for v in ("e", "eg")]
+    steps += [(max(ks), ["--variants", "e,eg", "--tf32"])] + [(k, []) for k in ks[1:]]
+    for k, extra in steps:
+        reps = ["--reps", str(c.bench_reps)] if c.bench_reps and not extra else []
+        rec = c.step(f"bench cnn K={k} {' '.join(extra)}".strip(),
+                     [sys.executable, "scripts/bench.py", "--workloads", "cnn",
+                      "--clients-per-round", str(k), "--device", c.device, "--json", *reps,
+                      *extra] + (["--quick"] if c.quick else []), "bench.log", 1500)
         lines = (c.out / "bench.log").read_text().strip().splitlines()
         try:
             rec["result"] = json.loads(lines[-1])

@@ -85,16 +85,18 @@ def build(engine_cfg, model, data, client_cfg: dict):
     if name == "batched":
         from fedmoo.engine.batched import BatchedEngine
 
-        unknown = sorted(set(opts) - {"compile", "program"})
+        unknown = sorted(set(opts) - {"compile", "program", "cuda_graph"})
         if unknown:
             raise UserError(f"engine.{unknown[0]} is not an option of engine=batched; "
-                            "its options are engine.compile (true or false) and engine.program "
-                            "(auto, lockstep or vmap)")
-        compile_step = opts.get("compile", False)
-        if not isinstance(compile_step, bool):
-            raise UserError(f"engine.compile={compile_step!r} must be true or false")
-        return BatchedEngine(model, data, **cfg, compile=compile_step,
-                             program=str(opts.get("program", "auto")))
+                            "its options are engine.compile (true or false), engine.program "
+                            "(auto, lockstep or vmap) and engine.cuda_graph (true or false)")
+        flags = {k: opts.get(k, False) for k in ("compile", "cuda_graph")}
+        for key, value in flags.items():
+            if not isinstance(value, bool):
+                raise UserError(f"engine.{key}={value!r} must be true or false")
+        if flags["cuda_graph"] and next(model.parameters()).device.type != "cuda":
+            raise UserError("engine.cuda_graph=true needs a CUDA device (device=cuda)")
+        return BatchedEngine(model, data, **cfg, **flags, program=str(opts.get("program", "auto")))
     if name == "sequential":
         raise UserError(f"engine.{min(opts)} is not an option of engine=sequential; "
                         "use engine=sequential without options")

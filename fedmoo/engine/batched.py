@@ -66,7 +66,8 @@ def check_batchable(model: nn.Module) -> None:
 class BatchedEngine(LocalTraining):
     def __init__(self, model: nn.Module, data: FederatedData, lr: float, batch_size: int | None,
                  epochs: int = 1, local_steps: int | None = None, momentum: float = 0.0,
-                 weight_decay: float = 0.0, compile: bool = False, program: str = "auto"):
+                 weight_decay: float = 0.0, compile: bool = False, program: str = "auto",
+                 cuda_graph: bool = False):
         check_batchable(model)
         if program not in PROGRAMS:
             raise UserError(f"engine.program={program!r} is not valid; choose one of: "
@@ -74,6 +75,9 @@ class BatchedEngine(LocalTraining):
         if compile and program == "lockstep":
             raise UserError("engine.compile=true runs the vmap program; "
                             "use engine.program=vmap or auto with it")
+        if compile and cuda_graph:
+            raise UserError("engine.compile=true and engine.cuda_graph=true cannot be combined; "
+                            "choose one")
         super().__init__(model, data, lr, batch_size, epochs, local_steps, momentum, weight_decay)
         self.layout = ParamLayout(model)
         self._offsets = data.train.offsets.cpu()
@@ -93,6 +97,10 @@ class BatchedEngine(LocalTraining):
         self.head = None
         if self.program is not None and program == "auto":
             self.head = LinearHead.match(self.program, data.task)
+        if cuda_graph and self.head is not None:
+            raise UserError("engine.cuda_graph=true does not apply to the closed-form softmax "
+                            "regression; set engine.program=lockstep to train it by autograd")
+        self.cuda_graph = cuda_graph   # fedmoo.engine.graph: the round's steps from one CUDA graph
         if self.program is not None:   # (the closed-form head trains in fedmoo.engine.stacked)
             self._step = self._lockstep_step
         else:
@@ -102,9 +110,10 @@ class BatchedEngine(LocalTraining):
     def name(self) -> str:
         if self.head is not None:
             return "batched (closed-form softmax regression)"
+        graph = ", CUDA graph" if self.cuda_graph else ""
         if self.program is not None:
-            return "batched (lockstep program)"
-        return "batched (vmap program" + (", compiled)" if self.compiled else ")")
+            return f"batched (lockstep program{graph})"
+        return "batched (vmap program" + (", compiled" if self.compiled else "") + graph + ")"
 
     # -- the batched program ------------------------------------------------------------------
     def _client_loss(self, params: dict[str, Tensor], x: Tensor, y: Tensor, weight: Tensor,

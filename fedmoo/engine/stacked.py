@@ -22,6 +22,7 @@ from torch import Tensor
 
 from fedmoo.engine.common import eval_chunk, gather, relabel
 from fedmoo.engine.linear_head import Sharing
+from fedmoo.engine.graph import train_steps_graphed
 from fedmoo.engine.plan import RoundPlan, longest_first, make_plan, stack_plans
 from fedmoo.engine.rowsgd import Rows, RowSGD
 from fedmoo.state import ClientSpec, Cohort
@@ -185,6 +186,9 @@ def _train_steps(engine, views, bufs, anchor, base: RoundPlan, src: Tensor, sour
     losses over their last epoch ``[R]``."""
     data, dtype = engine.data, views[0].dtype
     plan = base if sources == list(range(total)) else _row_plan(base, src)
+    if getattr(engine, "cuda_graph", False):
+        return train_steps_graphed(engine, views, bufs, anchor, plan, label_map, scale, lr, mu,
+                                   momentum, wd, capture=views[0].is_cuda)
     lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active
     loss_after = torch.zeros(total, dtype=dtype, device=views[0].device)
     for s in range(plan.steps):

@@ -1,0 +1,86 @@
+"""A round's local steps replayed from one CUDA graph (``engine.cuda_graph=true``).
+
+A lockstep step launches on the order of a hundred kernels. With few rows (K=10 clients of
+FedMGDA+'s CIFAR CNN) the GPU then waits on the launches: 2.6 ms a step on an H200 for 8 GFLOP
+(docs/PERFORMANCE.md, GPU). Every step of a round has the same shapes, reads the same tensors
+(the stacked parameter views, the momentum buffers, the dataset) and reads nothing on the host,
+so one step is captured as a CUDA graph and replayed for the others. Before each replay, the
+step's minibatch indices, sample weights, per-row learning rates and last-epoch weights are
+copied into the fixed tensors the graph reads. The first ``WARMUP`` steps run eagerly on a side
+stream, as capture requires (they set up cuBLAS / cuDNN workspaces and autograd's streams); they
+are real steps of the round.
+
+``capture=False`` runs the same fixed-tensor steps eagerly: the path that tests on a CPU compare
+with the plain loop. The learning rate is a per-row tensor on every step here, where the plain
+loop passes a number on steps that every client takes, so the two agree to rounding.
+Multi-task rounds (fedmoo.engine.tasks) and the closed-form head do not use this path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from fedmoo.engine.common import gather, relabel
+from fedmoo.engine.plan import RoundPlan
+from fedmoo.engine.rowsgd import RowSGD, Rows
+
+WARMUP = 3   # eager steps before the capture (PyTorch asks for a few on a side stream)
+
+
+def run_steps(body: Callable[[], None], load: Callable[[int], None], steps: int,
+              capture: bool) -> None:
+    """``load(s); body()`` for every step ``s``: with ``capture``, the steps after the first
+    ``WARMUP`` replay one CUDA graph of ``body``."""
+    if not capture or steps <= WARMUP:
+        for s in range(steps):
+            load(s)
+            body()
+        return
+    main = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(main)
+    with torch.cuda.stream(side):
+        for s in range(WARMUP):
+            load(s)
+            body()
+    main.wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):      # records the step; nothing runs until a replay
+        body()
+    for s in range(WARMUP, steps):
+        load(s)
+        graph.replay()
+
+
+def train_steps_graphed(engine, views: list[Tensor], bufs: list[Tensor] | None,
+                        anchor: list[Tensor] | None, plan: RoundPlan, label_map: Tensor | None,
+                        scale: Tensor | None, lr: Rows, mu: Rows | None, momentum: Rows | None,
+                        wd: Rows, capture: bool) -> Tensor:
+    """Every step of the round (one row per stacked row in ``plan``) through the engine's
+    program, reading its inputs from fixed tensors; returns the rows' losses over their last
+    epoch ``[R]``."""
+    data = engine.data
+    total, dtype, device = plan.index.shape[0], views[0].dtype, views[0].device
+    rows_lr = (torch.full((total,), lr, dtype=dtype, device=device) if isinstance(lr, float)
+               else lr.to(dtype=dtype, device=device).reshape(total))
+    lr_plan = rows_lr.view(-1, 1) * plan.active               # [R, S]: 0 after a row's last step
+    idx, weight = plan.index[:, 0].clone(), plan.weight[:, 0].clone()
+    step_lr, last = lr_plan[:, 0].clone(), plan.last[:, 0].clone()
+    loss_after = torch.zeros(total, dtype=dtype, device=device)
+
+    def load(s: int) -> None:
+        idx.copy_(plan.index[:, s])
+        weight.copy_(plan.weight[:, s])
+        step_lr.copy_(lr_plan[:, s])
+        last.copy_(plan.last[:, s])
+
+    def body() -> None:
+        rule = RowSGD(views, bufs, anchor, step_lr, mu, momentum, wd)
+        x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
+        loss_after.add_(engine._step(rule, x, y, weight, scale) * last)
+
+    run_steps(body, load, plan.steps, capture)
+    return loss_after
