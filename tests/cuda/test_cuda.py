@@ -225,3 +225,24 @@ def test_a_run_with_cuda_graphs_completes(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "completed"
     assert summary["engine"] == "batched (lockstep program, CUDA graph)"
+
+
+def test_a_groups_models_evaluate_together_on_cuda_as_each_alone():
+    """On CUDA the lockstep program evaluates M runs' models as stacked rows (float64)."""
+    from fedmoo.engine.evaluate import evaluate_clients
+    from fedmoo.engine.evaluate_many import evaluate_models
+
+    make, shape, classes, _ = FAMILIES["cnn_cifar"]
+    torch.manual_seed(0)
+    data = federation(SIZES, shape, classes)
+    data.x = data.x.double()
+    data = data.to("cuda")
+    model = make().to(device="cuda", dtype=torch.float64)
+    engine = BatchedEngine(model, data, lr=0.1, batch_size=4)
+    w = get_flat(model)
+    params = [w + 0.01 * torch.randn_like(w) for _ in range(3)]
+    got = evaluate_models(engine, data, "train", params)
+    assert got is not None
+    for p, ev in zip(params, got):
+        ref = evaluate_clients(model, data, "train", p)
+        assert abs(ev.loss - ref.loss).max() < 1e-10 and (ev.correct == ref.correct).all()

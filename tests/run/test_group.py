@@ -18,6 +18,7 @@ import torch
 from omegaconf import OmegaConf
 
 from fedmoo.cli.config import compose
+from fedmoo.engine import evaluate_many
 from fedmoo.errors import DivergenceError
 from fedmoo.report.results import read_summary
 from fedmoo.run import group, loop
@@ -141,3 +142,25 @@ def test_grouped_sweep_killed_and_resumed_matches_jobs_run_alone(tmp_path):
         loop.run(dict(cfg, resume=False, progress=False, checkpoint_every=0),
                  tmp_path / "alone" / str(i))
         _compare(tmp_path / "alone" / str(i), job)
+
+
+def test_a_grouped_mlp_sweep_evaluates_together_and_equals_one_job_at_a_time(tmp_path, monkeypatch):
+    """Models the lockstep program runs (here an MLP) evaluate a group's runs as stacked rows
+    (fedmoo.engine.evaluate_many; on CUDA by default, here on the CPU), with each job's own
+    numbers."""
+    monkeypatch.setattr(evaluate_many, "STACKED_ON_CPU", True)
+    cfgs = [compose(BASE + ["model=mlp", "model.hidden=[8]"] + o) for o in
+            (["seed=0", "algo=fedavg"], ["seed=0", "algo=fedfv", "client.lr=0.1"],
+             ["seed=1", "algo=fedprox", "algo.mu=0.5"], ["seed=1", "algo=fedavg"])]
+    together = []
+    real = group.evaluate_models
+    monkeypatch.setattr(group, "evaluate_models",
+                        lambda *a, **k: together.append(len(a[3])) or real(*a, **k))
+    for i, cfg in enumerate(cfgs):
+        _alone(cfg, tmp_path / "alone" / str(i))
+    outcomes = group.run_jobs([group.Job(c, tmp_path / "grouped" / str(i))
+                               for i, c in enumerate(cfgs)])
+    assert all(isinstance(o, loop.RunResult) for o in outcomes)
+    assert together and max(together) == len(cfgs)   # one data set: all four share the test split
+    for i in range(len(cfgs)):
+        _compare(tmp_path / "alone" / str(i), tmp_path / "grouped" / str(i))
