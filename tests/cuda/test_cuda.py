@@ -52,8 +52,8 @@ def cuda_cfg(**overrides) -> dict:
     return small_cfg(**{"device": "cuda", **overrides})
 
 
-def engines(family: str, dtype: torch.dtype, program: str = "auto"):
-    """A sequential and a batched engine on CUDA, same initial model, and the cohort's w."""
+def model_and_data(family: str, dtype: torch.dtype):
+    """``family``'s model (dropout off) and the unequal federation, on CUDA in ``dtype``."""
     make, shape, classes, tokens = FAMILIES[family]
     torch.manual_seed(0)
     model = make()
@@ -63,8 +63,12 @@ def engines(family: str, dtype: torch.dtype, program: str = "auto"):
     data = federation(SIZES, shape, classes, tokens=tokens)
     if data.x.is_floating_point():
         data.x = data.x.to(dtype)
-    data = data.to("cuda")
-    model = model.to(device="cuda", dtype=dtype)
+    return model.to(device="cuda", dtype=dtype), data.to("cuda")
+
+
+def engines(family: str, dtype: torch.dtype, program: str = "auto"):
+    """A sequential and a batched engine on CUDA, same initial model, and the cohort's w."""
+    model, data = model_and_data(family, dtype)
     seq = SequentialEngine(copy.deepcopy(model), data, lr=0.1, batch_size=4)
     bat = BatchedEngine(copy.deepcopy(model), data, lr=0.1, batch_size=4, program=program)
     return seq, bat, get_flat(model)
@@ -196,17 +200,7 @@ def test_two_runs_on_cuda_agree_to_float32_rounding_and_bit_for_bit_when_determi
 def test_steps_replayed_from_a_cuda_graph_agree_with_the_plain_loop(family, program):
     """engine.cuda_graph=true: WARMUP eager steps, one captured step, replays for the rest;
     float64, unequal clients (rows finishing early), momentum, weight decay and FedProx."""
-    make, shape, classes, tokens = FAMILIES[family]
-    torch.manual_seed(0)
-    model = make()
-    for m in model.modules():
-        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
-            m.p = 0.0
-    data = federation(SIZES, shape, classes, tokens=tokens)
-    if data.x.is_floating_point():
-        data.x = data.x.double()
-    data = data.to("cuda")
-    model = model.to(device="cuda", dtype=torch.float64)
+    model, data = model_and_data(family, torch.float64)
     client = dict(lr=0.05, batch_size=2, epochs=2, momentum=0.5, weight_decay=0.01, program=program)
     plain = BatchedEngine(copy.deepcopy(model), data, **client)
     graphed = BatchedEngine(copy.deepcopy(model), data, **client, cuda_graph=True)
@@ -232,12 +226,7 @@ def test_a_groups_models_evaluate_together_on_cuda_as_each_alone():
     from fedmoo.engine.evaluate import evaluate_clients
     from fedmoo.engine.evaluate_many import evaluate_models
 
-    make, shape, classes, _ = FAMILIES["cnn_cifar"]
-    torch.manual_seed(0)
-    data = federation(SIZES, shape, classes)
-    data.x = data.x.double()
-    data = data.to("cuda")
-    model = make().to(device="cuda", dtype=torch.float64)
+    model, data = model_and_data("cnn_cifar", torch.float64)
     engine = BatchedEngine(model, data, lr=0.1, batch_size=4)
     w = get_flat(model)
     params = [w + 0.01 * torch.randn_like(w) for _ in range(3)]
