@@ -157,7 +157,9 @@ def timed(fn, device, reps: int) -> float:
 
 def server_times(loops, ids, w0, device, reps: int) -> dict[str, float]:
     """Time of the server step (FedAvg, and FedMGDA+'s Gram + K x K QP) on a cohort of E."""
-    loop = next(loops[v] for v in ("e", "eg", "ec", "ev", "b1") if v in loops)
+    loop = next((loops[v] for v in ("e", "eg", "ec", "ev", "b1") if v in loops), None)
+    if loop is None:              # B0 alone: no fedmoo engine to make the cohort
+        return {}
     cohort = loop.engine.train(torch.tensor(ids, device=device), w0, ClientSpec(), 0)
     out = {}
     for name in ("fedavg", "fedmgda_plus"):
@@ -321,6 +323,8 @@ def main(argv=None) -> int:
         variants = [v.strip() for v in args.variants.split(",") if v.strip()]
         if bad := [v for v in variants if v not in VARIANTS]:
             ap.error(f"unknown variant {bad[0]!r}; choose from {', '.join(VARIANTS)}")
+        if device.type != "cuda" and "eg" in variants:
+            ap.error("variant 'eg' (engine.cuda_graph=true) needs a CUDA device")
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
     bad = [w for w in names if w not in WORKLOADS]
     if bad:

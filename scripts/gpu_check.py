@@ -50,22 +50,32 @@ class Check:
         self.sweep_rounds = 3
         self.end = None if deadline is None else time.perf_counter() + deadline
         shutil.rmtree(work, ignore_errors=True)   # runs of an earlier check would be skipped as done
+        self.output = ""     # the last step's own output
         self.summary: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "steps": []}
 
+    def left(self) -> float:
+        """Seconds left before ``--deadline`` (infinite without one)."""
+        return float("inf") if self.end is None else self.end - time.perf_counter()
+
+    def skip(self, name: str, cmd: list[str], **extra) -> dict:
+        rec = {"name": name, "cmd": " ".join(cmd), "rc": "skipped", "seconds": 0, **extra}
+        self.summary["steps"].append(rec)
+        self.save()
+        self.output = ""
+        print(f"gpu_check: {name}: skipped (deadline)", flush=True)
+        return rec
+
     def step(self, name: str, cmd: list[str], log: str, timeout: float, **extra) -> dict:
-        """Runs ``cmd`` from the checkout's root, appending its output to ``log``; within
-        ``--deadline``, a step that would start with under 20 s left is skipped (rc "skipped")."""
+        """Runs ``cmd`` from the checkout's root, appending its output to ``log`` and keeping
+        it in ``self.output``; within ``--deadline``, a step that would start with under 20 s
+        left is skipped (rc "skipped")."""
         t = time.perf_counter()
-        if self.end is not None:
-            left = self.end - t
-            if left < 20:
-                rec = {"name": name, "cmd": " ".join(cmd), "rc": "skipped", "seconds": 0, **extra}
-                self.summary["steps"].append(rec)
-                self.save()
-                print(f"gpu_check: {name}: skipped (deadline)", flush=True)
-                return rec
-            timeout = min(timeout, left)
-        with open(self.out / log, "a") as f:
+        if self.left() < 20:
+            return self.skip(name, cmd, **extra)
+        timeout = min(timeout, self.left())
+        path = self.out / log
+        start = path.stat().st_size if path.exists() else 0
+        with open(path, "a") as f:
             f.write(f"\n$ {' '.join(cmd)}\n")
             f.flush()
             try:
@@ -73,6 +83,9 @@ class Check:
                                     timeout=timeout).returncode
             except subprocess.TimeoutExpired:
                 rc = "timeout"
+        with open(path, "rb") as f:
+            f.seek(start)
+            self.output = f.read().decode(errors="replace")
         rec = {"name": name, "cmd": " ".join(cmd), "rc": rc,
                "seconds": round(time.perf_counter() - t, 1), **extra}
         self.summary["steps"].append(rec)
@@ -106,22 +119,33 @@ def environment(device: str) -> dict:
     return env
 
 
-def pytest_counts(log: Path) -> str:
-    lines = [ln for ln in log.read_text().splitlines() if re.search(r"\d+ (passed|failed)", ln)]
+def pytest_counts(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if re.search(r"\d+ (passed|failed)", ln)]
     return lines[-1].strip("= ") if lines else "no summary line"
 
 
 def tests(c: Check) -> None:
     c.step("pytest -m cuda", [sys.executable, "-m", "pytest", "-q", "-rs", "-m", "cuda",
                               "tests/cuda", "-s"], "pytest_cuda.log", 1200)
-    c.summary["steps"][-1]["result"] = pytest_counts(c.out / "pytest_cuda.log")
+    c.summary["steps"][-1]["result"] = pytest_counts(c.output)
     workers = str(min(8, os.cpu_count() or 1))
     c.step("pytest (the rest of the suite, CUDA present)",
            [sys.executable, "-m", "pytest", "-q", "-rs", "-n", workers, "-p", "no:cacheprovider",
             "-m", "not cuda"],
            "pytest_all.log", 1500)
-    c.summary["steps"][-1]["result"] = pytest_counts(c.out / "pytest_all.log")
+    c.summary["steps"][-1]["result"] = pytest_counts(c.output)
     c.save()
+
+
+def last_json(c: Check, rec: dict):
+    """The JSON object a successful step printed as its last line, else None."""
+    lines = c.output.strip().splitlines()
+    if rec["rc"] != 0 or not lines:
+        return None
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError:
+        return None
 
 
 def rows(run_dir: Path) -> list[dict]:
@@ -181,17 +205,24 @@ def resume_check(c: Check, rounds: int) -> None:
     full, cut = c.work / "full", c.work / "cut"
     c.step("uninterrupted run", FEDMOO + args + [f"hydra.run.dir={full}", *c.run_args()],
            "runs.log", 900)
-    t = time.perf_counter()
+    cmd = FEDMOO + args + [f"hydra.run.dir={cut}", *c.run_args()]
+    if c.left() < 60:
+        c.skip("stopped run", cmd)
+        return
+    t, limit = time.perf_counter(), min(600.0, c.left() - 30)
     with open(c.out / "runs.log", "a") as log:
-        log.write(f"\n$ {' '.join(FEDMOO + args)} hydra.run.dir={cut} ... (SIGTERM after 3 rows)\n")
+        log.write(f"\n$ {' '.join(cmd)} ... (SIGTERM after 3 rows)\n")
         log.flush()
-        proc = subprocess.Popen(FEDMOO + args + [f"hydra.run.dir={cut}", *c.run_args()],
-                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        while proc.poll() is None and len(rows(cut)) < 3 and time.perf_counter() - t < 600:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        while proc.poll() is None and len(rows(cut)) < 3 and time.perf_counter() - t < limit:
             time.sleep(0.2)
         stopped_at = len(rows(cut))
         proc.send_signal(signal.SIGTERM)
-        rc_stop = proc.wait(timeout=300)
+        try:
+            rc_stop = proc.wait(timeout=max(10.0, min(300.0, c.left() - 20)))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc_stop = f"killed: no exit within the deadline ({proc.wait()})"
     rec = c.step("resumed run", FEDMOO + args + [f"hydra.run.dir={cut}", *c.run_args()],
                  "runs.log", 900)
     a, b = rows(full), rows(cut)
@@ -213,16 +244,12 @@ def bench(c: Check) -> None:
     steps = [(ks[0], [])] + [(k, ["--variants", v]) for k in ks for v in ("e", "eg")]
     steps += [(max(ks), ["--variants", "e,eg", "--tf32"])] + [(k, []) for k in ks[1:]]
     for k, extra in steps:
-        reps = ["--reps", str(c.bench_reps)] if c.bench_reps and not extra else []
+        reps = ["--reps", str(c.bench_reps)] if c.bench_reps else []
         rec = c.step(f"bench cnn K={k} {' '.join(extra)}".strip(),
                      [sys.executable, "scripts/bench.py", "--workloads", "cnn",
                       "--clients-per-round", str(k), "--device", c.device, "--json", *reps,
                       *extra] + (["--quick"] if c.quick else []), "bench.log", 1500)
-        lines = (c.out / "bench.log").read_text().strip().splitlines()
-        try:
-            rec["result"] = json.loads(lines[-1])
-        except (json.JSONDecodeError, IndexError):
-            rec["result"] = None
+        rec["result"] = last_json(c, rec)
         c.save()
         if c.quick:
             break
@@ -265,13 +292,10 @@ def sweep(c: Check) -> None:
         sys.executable, "scripts/bench_sweep.py", "--experiment", "fedmgda_plus/table8",
         "--runs", str(runs), "--rounds", str(rounds), "--together-only", "--device", c.device,
         "--data-dir", str(data), "--json"], "sweep.log", 1500)
-    lines = (c.out / "sweep.log").read_text().strip().splitlines()
-    try:
-        res = json.loads(lines[-1])["results"][0]
-        rec["result"] = res
+    out = last_json(c, rec)
+    rec["result"] = res = None if out is None else out["results"][0]
+    if res is not None:
         rec["grid_2000_rounds_s_upper_bound"] = res["together_s"] / rounds * 2000
-    except (json.JSONDecodeError, IndexError, KeyError):
-        rec["result"] = None
     c.save()
 
 

@@ -101,6 +101,7 @@ class BatchedEngine(LocalTraining):
             raise UserError("engine.cuda_graph=true does not apply to the closed-form softmax "
                             "regression; set engine.program=lockstep to train it by autograd")
         self.cuda_graph = cuda_graph   # fedmoo.engine.graph: the round's steps from one CUDA graph
+        self.graph_pool = None         # the graphs' memory pool, shared by every round's graph
         if self.program is not None:   # (the closed-form head trains in fedmoo.engine.stacked)
             self._step = self._lockstep_step
         else:

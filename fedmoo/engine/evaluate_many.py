@@ -93,7 +93,7 @@ def _program_stats(engine, program, views: list[Tensor], m: int):
                 out, _ = program.forward(views, x.unsqueeze(0).expand(m, *x.shape), None, None)
         finally:
             model.train(was_training)
-        flat, ys = out.flatten(0, 1), y.repeat(m)
+        flat, ys = out.flatten(0, 1), y.unsqueeze(0).expand(m, *y.shape).flatten(0, 1)
         n = y.shape[0]
         return (sample_losses(flat, ys, task).view(m, n).T,
                 sample_correct(flat, ys, task).view(m, n).T)

@@ -31,9 +31,14 @@ WARMUP = 3   # eager steps before the capture (PyTorch asks for a few on a side 
 
 
 def run_steps(body: Callable[[], None], load: Callable[[int], None], steps: int,
-              capture: bool) -> None:
+              capture: bool, pool=None) -> None:
     """``load(s); body()`` for every step ``s``: with ``capture``, the steps after the first
-    ``WARMUP`` replay one CUDA graph of ``body``."""
+    ``WARMUP`` replay one CUDA graph of ``body``, its memory from ``pool`` (a
+    ``torch.cuda.graph_pool_handle()`` kept across rounds).
+
+    The capture is begun directly rather than through ``torch.cuda.graph``, whose entry
+    synchronises, runs Python's garbage collector and empties the caching allocator: once a
+    round, that would cost more than the launches it saves."""
     if not capture or steps <= WARMUP:
         for s in range(steps):
             load(s)
@@ -42,14 +47,17 @@ def run_steps(body: Callable[[], None], load: Callable[[int], None], steps: int,
     main = torch.cuda.current_stream()
     side = torch.cuda.Stream()
     side.wait_stream(main)
-    with torch.cuda.stream(side):
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):      # warm-up and capture off the default stream
         for s in range(WARMUP):
             load(s)
             body()
+        graph.capture_begin(pool=pool)
+        try:
+            body()                     # recorded; nothing runs until a replay
+        finally:
+            graph.capture_end()
     main.wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):      # records the step; nothing runs until a replay
-        body()
     for s in range(WARMUP, steps):
         load(s)
         graph.replay()
@@ -82,5 +90,7 @@ def train_steps_graphed(engine, views: list[Tensor], bufs: list[Tensor] | None,
         x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
         loss_after.add_(engine._step(rule, x, y, weight, scale) * last)
 
-    run_steps(body, load, plan.steps, capture)
+    if capture and engine.graph_pool is None:
+        engine.graph_pool = torch.cuda.graph_pool_handle()
+    run_steps(body, load, plan.steps, capture, engine.graph_pool)
     return loss_after

@@ -34,7 +34,7 @@ from fedmoo.engine.batched import BatchedEngine
 from fedmoo.engine.evaluate_many import evaluate_models
 from fedmoo.params import num_params
 from fedmoo.run.loop import RunResult, Session, _progress, drive, train_each
-from fedmoo.run.setup import set_threads
+from fedmoo.run.setup import set_deterministic, set_threads, set_tf32
 
 
 @dataclass
@@ -116,6 +116,8 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
         train = lead.parts.engine.train_many
         work = num_params(lead.parts.model) * sum(s.parts.per_round for s in group)
     set_threads(lead.cfg.get("threads", "auto"), work)
+    set_tf32(lead.cfg.get("tf32", False), lead.parts.device)   # process-wide: every run was
+    set_deterministic(lead.cfg.get("deterministic", False))    # built first, the last one's set
     show = any(s.cfg.get("progress", True) for s in group)
     desc = (f"{len(group)} runs together" if len(group) > 1
             else f"{group[0].parts.algo.name} on {group[0].cfg['data']['name']}")
@@ -215,7 +217,8 @@ def _signature(s: Session) -> tuple:
     model, data, engine = parts.model, parts.federation, parts.engine
     params = tuple((n, tuple(p.shape), p.dtype, p.requires_grad) for n, p in model.named_parameters())
     modules = tuple((n, type(m).__module__, type(m).__qualname__) for n, m in model.named_modules())
-    return (str(parts.device), params, modules, repr(model), engine.name, data.task,
+    return (str(parts.device), s.cfg.get("tf32", False), s.cfg.get("deterministic", False),
+            params, modules, repr(model), engine.name, data.task,
             tuple(data.x.shape), data.x.dtype, tuple(data.y.shape), data.y.dtype)
 
 

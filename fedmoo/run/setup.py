@@ -56,8 +56,8 @@ class Parts:
             "num_clients": self.federation.num_clients,
             "tasks": self.federation.task_names,
             "device": str(device),
-            **({"tf32": torch.backends.cuda.matmul.allow_tf32} if device.type == "cuda" else {}),
-            "deterministic": torch.are_deterministic_algorithms_enabled(),
+            **({"tf32": bool(cfg.get("tf32", False))} if device.type == "cuda" else {}),
+            "deterministic": bool(cfg.get("deterministic", False)),
             "engine": self.engine.name,
             **({"engine_choice": self.engine.choice} if getattr(self.engine, "choice", None)
                else {}),
@@ -140,8 +140,11 @@ def set_deterministic(flag: Any) -> None:
     """``deterministic``: torch's deterministic kernels only. On a CPU fedmoo's runs repeat bit
     for bit anyway; on CUDA some kernels sum with atomics (scatter/index additions, some cuBLAS
     and cuDNN algorithms), so two runs of one config, or a run and its resume, agree only to
-    float32 rounding unless this is on. Kernels without a deterministic version warn (not
-    fail); cuBLAS is given the fixed workspace it needs (CUBLAS_WORKSPACE_CONFIG), unless set."""
+    float32 rounding unless this is on. A kernel without a deterministic version warns and runs
+    as before (a model that uses one does not repeat bit for bit; the warning names it).
+    cuBLAS is given the fixed workspace it needs (CUBLAS_WORKSPACE_CONFIG) unless set; cuBLAS
+    reads it once per process, so a process that used it before (a sweep trained together whose
+    first run is not deterministic) needs the variable set in its environment."""
     if not isinstance(flag, bool):
         raise UserError(f"deterministic={flag!r} must be true or false")
     if flag:

@@ -18,7 +18,8 @@ from tests.reliability.helpers import rows_without_time
 
 
 def test_set_deterministic_turns_torchs_mode_on_and_off_and_gives_cublas_its_workspace(monkeypatch):
-    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "")      # restored (unset) after the test
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")
     set_deterministic(True)
     assert torch.are_deterministic_algorithms_enabled()
     assert torch.is_deterministic_algorithms_warn_only_enabled()

@@ -164,3 +164,23 @@ def test_a_grouped_mlp_sweep_evaluates_together_and_equals_one_job_at_a_time(tmp
     assert together and max(together) == len(cfgs)   # one data set: all four share the test split
     for i in range(len(cfgs)):
         _compare(tmp_path / "alone" / str(i), tmp_path / "grouped" / str(i))
+
+
+def test_runs_with_other_precision_knobs_train_apart_each_with_its_own(tmp_path, configs, monkeypatch):
+    """tf32 and deterministic are process-wide torch settings: runs that differ in them are not
+    grouped, and each group trains with its own (set when the group starts)."""
+    from fedmoo.run import setup
+
+    seen = []
+    real = setup.set_deterministic
+    monkeypatch.setattr(group, "set_deterministic", lambda flag: seen.append(flag) or real(flag))
+    cfgs = [dict(configs[0], deterministic=True), dict(configs[1], deterministic=False),
+            dict(configs[2], deterministic=True)]
+    plans = []
+    outcomes = group.run_jobs([group.Job(c, tmp_path / str(i)) for i, c in enumerate(cfgs)],
+                              on_plan=plans.append)
+    assert all(isinstance(o, loop.RunResult) for o in outcomes)
+    assert sorted(plans[0].groups) == [[0, 2], [1]]
+    assert sorted(seen) == [False, True]
+    for i, flag in enumerate([True, False, True]):
+        assert read_summary(tmp_path / str(i) / "summary.json")["deterministic"] is flag
