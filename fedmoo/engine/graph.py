@@ -18,6 +18,7 @@ Multi-task rounds (fedmoo.engine.tasks) and the closed-form head do not use this
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -26,6 +27,7 @@ from torch import Tensor
 from fedmoo.engine.common import gather, relabel
 from fedmoo.engine.plan import RoundPlan
 from fedmoo.engine.rowsgd import RowSGD, Rows
+from fedmoo.errors import UserError
 
 WARMUP = 3   # eager steps before the capture (PyTorch asks for a few on a side stream)
 
@@ -55,8 +57,13 @@ def run_steps(body: Callable[[], None], load: Callable[[int], None], steps: int,
         graph.capture_begin(pool=pool)
         try:
             body()                     # recorded; nothing runs until a replay
-        finally:
-            graph.capture_end()
+        except Exception as e:         # noqa: BLE001 -- e.g. a host sync in the model's forward
+            with contextlib.suppress(Exception):
+                graph.capture_end()
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise UserError("engine.cuda_graph=true: this model's step cannot be captured as a "
+                            f"CUDA graph ({type(e).__name__}: {first}); run without it") from None
+        graph.capture_end()
     main.wait_stream(side)
     for s in range(WARMUP, steps):
         load(s)
