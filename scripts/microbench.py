@@ -1,10 +1,11 @@
 #!/usr/bin/env python
 """Micro-benchmarks behind the batched engine's layout decisions (docs/PERFORMANCE.md).
 
-    python scripts/microbench.py          # about 25 s on a 2-core CPU
+    python scripts/microbench.py          # about 40 s on a 2-core CPU
 
 Each line times one kernel both ways on the MLP workload's shapes (K=10 clients, batch 10, the
-3072 -> 200 first layer), the closed-form head's and MultiLeNet's, and prints the median of
+3072 -> 200 first layer), the closed-form head's, MultiLeNet's and a lockstep group's
+evaluation, and prints the median of
 21 calls (11, 7 or 201 for some) in milliseconds.
 """
 
@@ -89,6 +90,7 @@ def main() -> int:
          ("LRN(2)", ms(lambda: F.local_response_norm(act, 2), 7)))
     head(g)
     multilenet(g)
+    group_eval(g)
     return 0
 
 
@@ -151,5 +153,37 @@ def multilenet(g: torch.Generator) -> None:
     torch.set_num_threads(threads)
 
 
+def group_eval(g: torch.Generator) -> None:
+    """A lockstep group's evaluation of M runs' models on one split (evaluate_many.py): the
+    lockstep program's stacked rows against each run's own evaluation (which runs chunks side
+    by side on a CPU); the reason STACKED_ON_CPU is off."""
+    import numpy as np
+
+    from fedmoo import models
+    from fedmoo.data.federated import ClientSplit, FederatedData
+    from fedmoo.engine import evaluate_many
+    from fedmoo.engine.batched import BatchedEngine
+    from fedmoo.engine.evaluate import evaluate_clients
+    from fedmoo.params import get_flat
+
+    for name, m, n, reps in (("mlp", 8, 2000, 7), ("cnn_cifar", 4, 500, 3)):
+        x = torch.randn(n, 3, 32, 32, generator=g)
+        y = torch.randint(0, 10, (n,), generator=g)
+        parts = [np.arange(k, n, 10) for k in range(10)]
+        fed = FederatedData(x=x, y=y, train=ClientSplit.from_lists(parts),
+                            test=ClientSplit.from_lists(parts), val=None, num_classes=10,
+                            input_shape=(3, 32, 32))
+        model = models.build({"name": name}, (3, 32, 32), 10)
+        engine = BatchedEngine(model, fed, lr=0.1, batch_size=10)
+        w = get_flat(model)
+        params = [w + 0.01 * torch.randn(w.shape, generator=g) for _ in range(m)]
+        evaluate_many.STACKED_ON_CPU = True
+        line(f"group evaluation, {m} {name} models on {n} samples: alone vs stacked",
+             ("alone", ms(lambda: [evaluate_clients(model, fed, "test", q) for q in params], reps)),
+             ("stacked", ms(lambda: evaluate_many.evaluate_models(engine, fed, "test", params), reps)))
+        evaluate_many.STACKED_ON_CPU = False
+
+
 if __name__ == "__main__":
     sys.exit(main())
+

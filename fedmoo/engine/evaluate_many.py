@@ -8,8 +8,8 @@ so the split is read once per round for the group instead of once per run:
 - with the lockstep program (fedmoo.engine.lockstep; convolutional nets, MLPs) the M models run
   as M stacked rows on the same chunk, in eval mode (the program was checked against the model
   in eval mode when it was built), with M times smaller chunks. On CUDA only (STACKED_ON_CPU):
-  on the 2-core CPU it was 6-10% slower than the runs' own evaluations, which run chunks side
-  by side there (8 models, 5,000 samples: MLP 0.67 vs 0.63 s, CIFAR CNN 47.7 vs 43.1 s).
+  on the 2-core CPU it is slower than the runs' own evaluations, which run chunks side by side
+  there (scripts/microbench.py: 8 MLPs 1.28x, 4 CIFAR CNNs 1.13x the time).
 
 The per-client sums are those of fedmoo.engine.evaluate; the numbers agree with each run's own
 evaluation to floating-point rounding (other kernels: batched products, grouped convolutions).
