@@ -76,10 +76,12 @@ def rounds_diff(a: Path, b: Path) -> float:
 
 def measure(cfgs: list[dict], root: Path, alone: bool = True) -> dict:
     alone_dir, together_dir = root / "alone", root / "together"
-    t = time.perf_counter()
-    for i, cfg in enumerate(cfgs if alone else []):
-        loop.run(cfg, alone_dir / str(i))
-    alone_s = time.perf_counter() - t if alone else float("nan")
+    alone_s = float("nan")
+    if alone:
+        t = time.perf_counter()
+        for i, cfg in enumerate(cfgs):
+            loop.run(cfg, alone_dir / str(i))
+        alone_s = time.perf_counter() - t
     plans = []
     t = time.perf_counter()
     outcomes = group.run_jobs([group.Job(c, together_dir / str(i)) for i, c in enumerate(cfgs)],

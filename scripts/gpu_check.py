@@ -44,10 +44,10 @@ FEDMOO = [sys.executable, "-m", "fedmoo"]
 class Check:
     def __init__(self, out: Path, work: Path, device: str, data_dir: Path, quick: bool,
                  deadline: float | None = None, bench_k: tuple[int, ...] = (10, 50, 100),
-                 bench_reps: int | None = None):
+                 bench_reps: int | None = None, sweep_rounds: int = 3):
         self.out, self.work, self.device, self.data_dir = out, work, device, data_dir
         self.quick, self.bench_k, self.bench_reps = quick, bench_k, bench_reps
-        self.sweep_rounds = 3
+        self.sweep_rounds = sweep_rounds
         self.end = None if deadline is None else time.perf_counter() + deadline
         shutil.rmtree(work, ignore_errors=True)   # runs of an earlier check would be skipped as done
         self.output = ""     # the last step's own output
@@ -125,15 +125,14 @@ def pytest_counts(text: str) -> str:
 
 
 def tests(c: Check) -> None:
-    c.step("pytest -m cuda", [sys.executable, "-m", "pytest", "-q", "-rs", "-m", "cuda",
-                              "tests/cuda", "-s"], "pytest_cuda.log", 1200)
-    c.summary["steps"][-1]["result"] = pytest_counts(c.output)
+    rec = c.step("pytest -m cuda", [sys.executable, "-m", "pytest", "-q", "-rs", "-m", "cuda",
+                                    "tests/cuda", "-s"], "pytest_cuda.log", 1200)
+    rec["result"] = pytest_counts(c.output)
     workers = str(min(8, os.cpu_count() or 1))
-    c.step("pytest (the rest of the suite, CUDA present)",
-           [sys.executable, "-m", "pytest", "-q", "-rs", "-n", workers, "-p", "no:cacheprovider",
-            "-m", "not cuda"],
-           "pytest_all.log", 1500)
-    c.summary["steps"][-1]["result"] = pytest_counts(c.output)
+    rec = c.step("pytest (the rest of the suite, CUDA present)",
+                 [sys.executable, "-m", "pytest", "-q", "-rs", "-n", workers, "-p",
+                  "no:cacheprovider", "-m", "not cuda"], "pytest_all.log", 1500)
+    rec["result"] = pytest_counts(c.output)
     c.save()
 
 
@@ -171,29 +170,31 @@ def brief(run_dir: Path) -> dict:
 def runs(c: Check) -> None:
     n = 5 if c.quick else 20
     real = c.work / "real"
-    c.step("run fmnist cnn_fmnist fedmgda_plus",
-           FEDMOO + ["run", "data=fmnist", "model=cnn_fmnist", "algo=fedmgda_plus",
-                     f"rounds={n}", f"hydra.run.dir={real}", *c.run_args()],
-           "runs.log", 900)
-    c.summary["steps"][-1]["run"] = brief(real)
+    rec = c.step("run fmnist cnn_fmnist fedmgda_plus",
+                 FEDMOO + ["run", "data=fmnist", "model=cnn_fmnist", "algo=fedmgda_plus",
+                           f"rounds={n}", f"hydra.run.dir={real}", *c.run_args()],
+                 "runs.log", 900)
+    rec["run"] = brief(real)
     sweep = c.work / "sweep"
-    c.step("sweep algo x seed", FEDMOO + [
+    rec = c.step("sweep algo x seed", FEDMOO + [
         "run", "-m", "data=fmnist", "model=cnn_fmnist", "algo=fedavg,fedmgda_plus", "seed=0,1",
         "rounds=3", f"hydra.sweep.dir={sweep}", *c.run_args()], "runs.log", 900)
-    c.summary["steps"][-1]["jobs"] = {p.name: brief(p) for p in sorted(sweep.glob("*"))
-                                      if (p / "summary.json").exists()}
+    rec["jobs"] = jobs(sweep)
     resume_check(c, 4 if c.quick else 12)
     lock = c.work / "lockstep"
-    c.step("lockstep sweep", FEDMOO + [
+    rec = c.step("lockstep sweep", FEDMOO + [
         "run", "-m", "hydra/launcher=lockstep", "data=fmnist", "model=logreg",
         "algo=fedavg,qfedavg", "seed=0,1,2", "rounds=5", f"hydra.sweep.dir={lock}",
         *c.run_args()], "runs.log", 900)
-    c.summary["steps"][-1]["jobs"] = {p.name: brief(p) for p in sorted(lock.glob("*"))
-                                      if (p / "summary.json").exists()}
-    with open(c.out / "runs.log") as f:
-        grouped = [ln.strip() for ln in f if "train together" in ln or "in lockstep" in ln]
-    c.summary["steps"][-1]["launcher_says"] = grouped[-3:]
+    rec["jobs"] = jobs(lock)
+    rec["launcher_says"] = [ln.strip() for ln in c.output.splitlines()
+                            if "train together" in ln or "in lockstep" in ln]
     c.save()
+
+
+def jobs(sweep_dir: Path) -> dict:
+    """``brief`` of each finished job of a sweep directory."""
+    return {p.name: brief(p) for p in sorted(sweep_dir.glob("*")) if (p / "summary.json").exists()}
 
 
 def resume_check(c: Check, rounds: int) -> None:
@@ -324,8 +325,7 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     c = Check(args.out.resolve(), args.work.resolve(), args.device, args.data_dir.resolve(),
               args.quick, args.deadline, tuple(int(k) for k in args.bench_k.split(",")),
-              args.bench_reps)
-    c.sweep_rounds = args.sweep_rounds
+              args.bench_reps, args.sweep_rounds)
     c.summary["environment"] = environment(args.device)
     c.save()
     for p in parts:

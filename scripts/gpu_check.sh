@@ -6,8 +6,8 @@
 #   bash scripts/gpu_check.sh "$OUT" --parts bench ...     # one scripts/gpu_check.py call
 #   BENCH=0 SWEEP_ROUNDS=1 bash scripts/gpu_check.sh "$OUT" # no benchmark; 1 round of the grid
 #
-# Installs the carried wheels into /tmp/site (the machine's torch, numpy, ... stay) and puts the
-# checkout on PYTHONPATH (fedmoo and its Hydra plugins, not installed). With OUT alone it runs
+# Installs the carried wheels (the machine's torch, numpy, ... stay) and puts the checkout on
+# PYTHONPATH (fedmoo and its Hydra plugins, not installed). With OUT alone it runs
 # scripts/gpu_check.py twice over: first the tests, the runs and the Table 8 grid side by side
 # (three processes; CPU-bound tests beside light GPU work) within PHASE1_S seconds, then the
 # round-time benchmark alone on the GPU within PHASE2_S seconds. It leaves 8 files, the most the

@@ -5,8 +5,7 @@
 
 Each line times one kernel both ways on the MLP workload's shapes (K=10 clients, batch 10, the
 3072 -> 200 first layer), the closed-form head's, MultiLeNet's and a lockstep group's
-evaluation, and prints the median of
-21 calls (11, 7 or 201 for some) in milliseconds.
+evaluation, and prints the median of 21 calls (11, 7, 3 or 201 for some) in milliseconds.
 """
 
 from __future__ import annotations
@@ -186,4 +185,3 @@ def group_eval(g: torch.Generator) -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
-

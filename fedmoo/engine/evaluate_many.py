@@ -57,10 +57,11 @@ def evaluate_models(engine, data: FederatedData, split: str, params: list[Tensor
     if head is not None:
         stats, chunk = _head_stats(head, views, m), eval_chunk(data.x)
     else:
-        stats, chunk = _program_stats(engine, program, views, m), max(1, eval_chunk(data.x) // m)
+        stats = _program_stats(engine, program, views, m, data.task)
+        chunk = max(1, eval_chunk(data.x) // m)
     for c in range(0, index.numel(), chunk):
         idx = index[c:c + chunk]
-        loss, correct = stats(gather(data.x, idx), data.y[idx], data.task)
+        loss, correct = stats(gather(data.x, idx), data.y[idx])
         sums[0].index_add_(0, owner[c:c + chunk], loss.double())
         sums[1].index_add_(0, owner[c:c + chunk], correct.double())
     sums[2].index_add_(0, owner, torch.ones(owner.numel(), m, dtype=torch.float64, device=dev))
@@ -74,18 +75,18 @@ def _head_stats(head, views: list[Tensor], m: int):
     """Per-sample ``[n, M]`` loss and correctness of the M closed-form heads."""
     w, bias = views[head.wi], (None if head.bi is None else views[head.bi])
 
-    def stats(x: Tensor, y: Tensor, task: str) -> tuple[Tensor, Tensor]:
+    def stats(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         return head.stats(x.flatten(1), w, bias, y.unsqueeze(1).expand(-1, m))
 
     return stats
 
 
-def _program_stats(engine, program, views: list[Tensor], m: int):
+def _program_stats(engine, program, views: list[Tensor], m: int, task: str):
     """Per-sample ``[n, M]`` loss and correctness of the M models run as stacked rows by the
     lockstep program, in eval mode and without autograd."""
     model = engine.model
 
-    def stats(x: Tensor, y: Tensor, task: str) -> tuple[Tensor, Tensor]:
+    def stats(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         was_training = model.training
         model.eval()
         try:

@@ -79,9 +79,7 @@ def train_steps_graphed(engine, views: list[Tensor], bufs: list[Tensor] | None,
     epoch ``[R]``."""
     data = engine.data
     total, dtype, device = plan.index.shape[0], views[0].dtype, views[0].device
-    rows_lr = (torch.full((total,), lr, dtype=dtype, device=device) if isinstance(lr, float)
-               else lr.to(dtype=dtype, device=device).reshape(total))
-    lr_plan = rows_lr.view(-1, 1) * plan.active               # [R, S]: 0 after a row's last step
+    lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active   # [R, S]
     idx, weight = plan.index[:, 0].clone(), plan.weight[:, 0].clone()
     step_lr, last = lr_plan[:, 0].clone(), plan.last[:, 0].clone()
     loss_after = torch.zeros(total, dtype=dtype, device=device)

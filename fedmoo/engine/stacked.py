@@ -186,7 +186,7 @@ def _train_steps(engine, views, bufs, anchor, base: RoundPlan, src: Tensor, sour
     losses over their last epoch ``[R]``."""
     data, dtype = engine.data, views[0].dtype
     plan = base if sources == list(range(total)) else _row_plan(base, src)
-    if getattr(engine, "cuda_graph", False):
+    if engine.cuda_graph:
         return train_steps_graphed(engine, views, bufs, anchor, plan, label_map, scale, lr, mu,
                                    momentum, wd, capture=views[0].is_cuda)
     lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active

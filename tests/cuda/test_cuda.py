@@ -235,4 +235,3 @@ def test_a_groups_models_evaluate_together_on_cuda_as_each_alone():
     for p, ev in zip(params, got):
         ref = evaluate_clients(model, data, "train", p)
         assert abs(ev.loss - ref.loss).max() < 1e-10 and (ev.correct == ref.correct).all()
-

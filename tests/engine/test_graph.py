@@ -18,7 +18,8 @@ from fedmoo.errors import UserError
 from fedmoo.models.linear import MLP, LogReg
 from fedmoo.params import get_flat
 from fedmoo.state import ClientSpec
-from tests.engine.helpers import SmallCNN, TinyLSTM, federation, rel
+from tests.engine.helpers import federation, rel
+from tests.engine.test_engine_equivalence import FAMILIES
 
 SIZES = [7, 13, 4, 10, 9]   # unequal clients: rows finish at different steps, short last batches
 
@@ -39,11 +40,7 @@ def test_fixed_tensor_steps_agree_with_the_plain_loop(family, program, monkeypat
     real = stacked.train_steps_graphed
     monkeypatch.setattr(stacked, "train_steps_graphed",
                         lambda *a, **k: calls.append(k["capture"]) or real(*a, **k))
-    make, shape, classes, tokens = {
-        "mlp": (lambda: MLP((6,), 3, hidden=(5,)), (6,), 3, False),
-        "cnn": (lambda: SmallCNN(), (2, 8, 8), 3, False),
-        "lstm": (lambda: TinyLSTM(), (5,), 5, True),
-    }[family]
+    make, shape, classes, tokens = FAMILIES[family]
     torch.manual_seed(0)
     data = federation(SIZES, shape, classes, tokens=tokens)
     plain, graphed = pair(make(), data, program, epochs=2, momentum=0.5, weight_decay=0.01)
