@@ -54,7 +54,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
-def _row_threads():
+def _run_process_settings():
     """Undo what a run (fedmoo.run.setup.set_threads, set_deterministic) does to the rows'
     thread count and to torch's deterministic mode."""
     yield
