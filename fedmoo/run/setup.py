@@ -149,7 +149,9 @@ def set_deterministic(flag: Any) -> None:
         raise UserError(f"deterministic={flag!r} must be true or false")
     if flag:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(flag, warn_only=True)
+    if flag or torch.are_deterministic_algorithms_enabled():
+        # only when it changes something: the call imports torch._dynamo (about 2 s on a CPU)
+        torch.use_deterministic_algorithms(flag, warn_only=True)
 
 
 PRECISIONS = {"float32": torch.float32, "float64": torch.float64}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -13,7 +15,7 @@ from fedmoo.errors import UserError
 from fedmoo.run import checkpoint
 from fedmoo.run.loop import run
 from fedmoo.run.setup import set_deterministic
-from tests.conftest import small_cfg
+from tests.conftest import ROOT, small_cfg
 from tests.reliability.helpers import rows_without_time
 
 
@@ -61,3 +63,13 @@ def test_a_run_may_resume_with_deterministic_switched():
     cfg = small_cfg()
     assert checkpoint.run_config(dict(cfg, deterministic=True)) == \
         checkpoint.run_config(dict(cfg, deterministic=False))
+
+
+def test_a_run_without_determinism_does_not_import_dynamo(tmp_path):
+    """``torch.use_deterministic_algorithms`` imports torch._dynamo (about 2 s of every run's
+    start on a CPU), so it is called only when it changes torch's mode."""
+    code = ("import sys; from tests.conftest import small_cfg; from fedmoo.run.loop import run; "
+            f"run(small_cfg(rounds=1), {str(tmp_path)!r}); print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"
