@@ -123,10 +123,13 @@ class RoundEvaluator:
     def summary(self, rows: list[dict[str, Any]]) -> dict[str, float]:
         return self.tasks.summary(rows) if self.tasks is not None else {}
 
-    def clients_rows(self, state) -> list[dict[str, Any]]:
-        """clients.csv: each client's sizes, accuracy and loss (per task on multi-task data)."""
-        ev = evaluate_clients(self.model, self.data, self.split, self.algo.eval_params(state),
-                              chunk=self.chunk)
+    def clients_rows(self, state, done: int) -> list[dict[str, Any]]:
+        """clients.csv after round ``done``: each client's sizes, accuracy and loss (per task on
+        multi-task data); the evaluation of round ``done``'s row when it made one (the last
+        round always does, unless the run resumed past it)."""
+        ev = self.last[1] if self.last is not None and self.last[0] == done else \
+            evaluate_clients(self.model, self.data, self.split, self.algo.eval_params(state),
+                             chunk=self.chunk)
         fed = self.data
         tr = fed.train.sizes.cpu().numpy()
         te = fed.split(self.split).sizes.cpu().numpy()

@@ -305,7 +305,7 @@ class Session:
     def _complete(self) -> RunResult:
         final = {**self.final, **self.evaluator.summary(self.writer.rows)}
         wall = self.elapsed()
-        clients = self.evaluator.clients_rows(self.state)
+        clients = self.evaluator.clients_rows(self.state, self.next_round)
         set_flat(self.parts.model, self.state.w)   # model.pt holds the global model
         self.rundir.complete(self.state, final, wall, clients, self.parts.model)
         self.tracker.finish(final, self.rundir.path)

@@ -52,3 +52,19 @@ def test_rounds_csv_has_improved_frac_and_clients_rounds(tmp_path):
     with open(tmp_path / "clients.csv", newline="") as f:
         final = {int(r["client"]): float(r["accuracy"]) for r in csv.DictReader(f)}
     assert last == final
+
+
+
+def test_clients_csv_is_the_last_rounds_evaluation_not_a_second_one(tmp_path, monkeypatch):
+    from fedmoo.run import evaluation
+    calls = []
+    real = evaluation.evaluate_clients
+    monkeypatch.setattr(evaluation, "evaluate_clients",
+                        lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    run(small_cfg(rounds=3, eval_every=2, track_improved=False), tmp_path)
+    assert calls == ["test", "test"]        # rounds 2 and 3 (the last always evaluates)
+    with open(tmp_path / "clients.csv", newline="") as f:
+        acc = [float(r["accuracy"]) for r in csv.DictReader(f)]
+    fed, model = _setup()                   # the saved final model, evaluated afresh
+    model.load_state_dict(torch.load(tmp_path / "model.pt"))
+    assert acc == [float(a) for a in real(model, fed, "test", get_flat(model)).acc]
