@@ -22,6 +22,8 @@ order; tests/engine checks both programs in float64.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import torch
 from torch import Tensor, nn
@@ -39,6 +41,8 @@ from fedmoo.engine.tasks import TaskRows, check_task_spec, task_cohort
 from fedmoo.errors import UserError
 from fedmoo.params import set_flat
 from fedmoo.state import ClientSpec, Cohort
+
+log = logging.getLogger(__name__)
 
 PROGRAMS = ("auto", "lockstep", "vmap")   # auto: lockstep where torch.fx traces the model
 
@@ -102,6 +106,7 @@ class BatchedEngine(LocalTraining):
                             "regression; set engine.program=lockstep to train it by autograd")
         self.cuda_graph = cuda_graph   # fedmoo.engine.graph: the round's steps from one CUDA graph
         self.graph_pool = None         # the graphs' memory pool, shared by every round's graph
+        self._warned_tasks = False     # per-task rounds do not use the graph: said once
         if self.program is not None:   # (the closed-form head trains in fedmoo.engine.stacked)
             self._step = self._lockstep_step
         else:
@@ -205,6 +210,10 @@ class BatchedEngine(LocalTraining):
         """Per-task training: the (client, task) pairs are the R rows of the stacked copies."""
         data, layout, tt = self.data, self.layout, spec.task_training
         check_task_spec(spec)
+        if self.cuda_graph and not self._warned_tasks:
+            self._warned_tasks = True
+            log.warning("engine.cuda_graph=true: per-task training (FMGDA / FSMGDA rounds) runs "
+                        "its steps without a CUDA graph")
         layout.numel_check(w.numel())
         ids = client_ids.tolist()
         rows = TaskRows.build(self.model, data, client_ids, tt, w)

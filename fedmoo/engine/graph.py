@@ -13,7 +13,8 @@ are real steps of the round.
 ``capture=False`` runs the same fixed-tensor steps eagerly: the path that tests on a CPU compare
 with the plain loop. The learning rate is a per-row tensor on every step here, where the plain
 loop passes a number on steps that every client takes, so the two agree to rounding.
-Multi-task rounds (fedmoo.engine.tasks) and the closed-form head do not use this path.
+Multi-task rounds (fedmoo.engine.tasks) do not use this path (a warning says so once); the
+closed-form head refuses the option.
 """
 
 from __future__ import annotations

@@ -79,6 +79,23 @@ def test_the_engine_names_the_graph():
     assert graphed.name == "batched (lockstep program, CUDA graph)"
 
 
+def test_per_task_rounds_say_once_that_they_run_without_the_graph(caplog):
+    from fedmoo.state import TaskTraining
+    from tests.engine.test_engine_fmol import model, multitask_federation
+    data = multitask_federation()
+    plain = BatchedEngine(model().double(), data, lr=0.1, batch_size=4)
+    graphed = BatchedEngine(model().double(), data, lr=0.1, batch_size=4, cuda_graph=True)
+    w, spec, ids = get_flat(plain.model), ClientSpec(task_training=TaskTraining(2, False)), torch.tensor([0, 3])
+    a = plain.train(ids, w, spec, 1)
+    with caplog.at_level("WARNING", logger="fedmoo.engine.batched"):
+        b = graphed.train(ids, w, spec, 1)
+        graphed.train(ids, w, spec, 2)
+    assert torch.equal(a.deltas, b.deltas)    # the same per-task loop as without the option
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["engine.cuda_graph=true: per-task training (FMGDA / FSMGDA rounds) runs its "
+                    "steps without a CUDA graph"]
+
+
 @pytest.mark.parametrize("opts,message", [
     ({"cuda_graph": True}, "engine.cuda_graph=true needs a CUDA device"),
     ({"cuda_graph": "yes"}, "engine.cuda_graph='yes' must be true or false"),
