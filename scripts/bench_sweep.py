@@ -16,6 +16,10 @@ are multiplied in other kernels than alone, so the two agree to float32 rounding
 the training's own sensitivity (a run near divergence, e.g. Synthetic at client.lr=0.1, turns
 1e-15 into visible differences within a few rounds; tests/run/test_group.py checks agreement to
 1e-10 in float64 on stable runs).
+Trained together, the time is also split into phases: set-up (every job's session started and
+the sweep grouped), each round's training call (``train_many``), the group's evaluations, the
+checkpoints (none unless ``--set checkpoint_every=N``) and the rest (each run's server step,
+records and final files); on CUDA each phase ends with a synchronisation. ``--set KEY=VALUE`` adds an override to every job (``--set tf32=true``).
 The default experiment, ``bench/synthetic``, needs no files: q-FFL's Synthetic(1,1) with 30
 clients (10 a round, batch 10, logistic regression) and a grid of q-FedAvg, FedProx and FedAvg
 rows at two learning rates.
@@ -24,6 +28,7 @@ rows at two learning rates.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import platform
@@ -41,7 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fedmoo.cli.config import compose
 from fedmoo.cli.groups import CONF_DIR
-from fedmoo.run import group, loop
+from fedmoo.engine.batched import BatchedEngine
+from fedmoo.run import group, loop, rundir
 
 SYNTHETIC = ["data=synthetic", "num_clients=30", "clients_per_round=10", "eval_every=5"]
 SYNTHETIC_GRID = {"algo": ["qfedavg", "fedprox", "fedavg"], "client.lr": ["0.01", "0.02"]}
@@ -83,17 +89,73 @@ def measure(cfgs: list[dict], root: Path, alone: bool = True) -> dict:
             loop.run(cfg, alone_dir / str(i))
         alone_s = time.perf_counter() - t
     plans = []
-    t = time.perf_counter()
-    outcomes = group.run_jobs([group.Job(c, together_dir / str(i)) for i, c in enumerate(cfgs)],
-                              on_plan=plans.append)
-    together = time.perf_counter() - t
+    with phases() as ph:
+        outcomes = group.run_jobs([group.Job(c, together_dir / str(i)) for i, c in enumerate(cfgs)],
+                                  on_plan=lambda plan: (plans.append(plan), ph.mark("setup_s")))
+    together = ph.total
     bad = [o for o in outcomes if not isinstance(o, loop.RunResult)]
     if bad:
         raise SystemExit(f"a job failed when trained together: {bad[0]}")
     diff = max((rounds_diff(alone_dir / str(i), together_dir / str(i)) for i in range(len(cfgs))
                 if alone), default=float("nan"))
     return {"alone_s": alone_s, "together_s": together, "grouped": plans[0].grouped,
-            "max_diff": diff}
+            "max_diff": diff, **ph.summary()}
+
+
+class Phases:
+    """Wall time of a grouped sweep's phases (see the module's docstring)."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.total = float("nan")
+        self.marks: dict[str, float] = {}
+        self.rounds: list[float] = []
+        self.evals: list[float] = []
+        self.checkpoints: list[float] = []
+
+    def mark(self, name: str) -> None:
+        sync()
+        self.marks[name] = time.perf_counter() - self.start
+
+    def timed(self, fn, into: list[float]):
+        def wrapper(*args, **kwargs):
+            sync()
+            t = time.perf_counter()
+            out = fn(*args, **kwargs)
+            sync()
+            into.append(time.perf_counter() - t)
+            return out
+        return wrapper
+
+    def summary(self) -> dict:
+        setup = self.marks.get("setup_s", float("nan"))
+        spent = setup + sum(self.rounds) + sum(self.evals) + sum(self.checkpoints)
+        return {"setup_s": setup, "round_s": self.rounds, "eval_s": sum(self.evals),
+                "evals": len(self.evals), "checkpoint_s": sum(self.checkpoints),
+                "checkpoints": len(self.checkpoints), "other_s": self.total - spent}
+
+
+def sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+@contextlib.contextmanager
+def phases():
+    """Times the training calls, group evaluations and checkpoints of the sweep run inside."""
+    ph = Phases()
+    train_many, evaluate = BatchedEngine.train_many, group._evaluate_together
+    save = rundir.RunDir.save_checkpoint
+    BatchedEngine.train_many = ph.timed(train_many, ph.rounds)
+    group._evaluate_together = ph.timed(evaluate, ph.evals)
+    rundir.RunDir.save_checkpoint = ph.timed(save, ph.checkpoints)
+    try:
+        yield ph
+    finally:
+        BatchedEngine.train_many, group._evaluate_together = train_many, evaluate
+        rundir.RunDir.save_checkpoint = save
+        sync()
+        ph.total = time.perf_counter() - ph.start
 
 
 def main(argv=None) -> int:
@@ -108,13 +170,17 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     ap.add_argument("--together-only", action="store_true",
                     help="time the grouped runs only (a grid too long to also run one by one)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override for every job (repeatable), e.g. --set tf32=true")
     args = ap.parse_args(argv)
     counts = [int(n) for n in args.runs.split(",")]
     extra = [f"rounds={args.rounds}", "progress=false", f"device={args.device}",
              "checkpoint_every=0"] + ([f"data_dir={args.data_dir}"] if args.data_dir else [])
+    extra += args.set
     jobs = grid(args.experiment)
     print(f"{args.experiment}: {args.rounds} rounds a run; {platform.processor() or platform.machine()}"
-          f", {torch.get_num_threads()} threads, torch {torch.__version__}")
+          f", {torch.get_num_threads()} threads, torch {torch.__version__}"
+          + (f"; {' '.join(args.set)}" if args.set else ""))
     print(f"{'runs':>5} {'alone s':>9} {'together s':>11} {'ratio':>6} {'ms/run-round':>13} "
           f"{'grouped':>8} {'max diff':>9}")
     out = []
@@ -131,8 +197,13 @@ def main(argv=None) -> int:
         print(f"{n:>5} {r['alone_s']:>9.1f} {r['together_s']:>11.1f} {r['ratio']:>6.2f} "
               f"{1000 * r['together_s'] / (n * args.rounds):>13.1f} {r['grouped']:>8} "
               f"{r['max_diff']:>9.1e}", flush=True)
+        print(f"      together: set-up {r['setup_s']:.1f} s; training calls "
+              f"{', '.join(f'{x:.2f}' for x in r['round_s'])} s; {r['evals']} group evaluations "
+              f"{r['eval_s']:.1f} s; {r['checkpoints']} checkpoints {r['checkpoint_s']:.1f} s; "
+              f"the rest {r['other_s']:.1f} s", flush=True)
     if args.json:
-        print(json.dumps({"experiment": args.experiment, "rounds": args.rounds, "results": out}))
+        print(json.dumps({"experiment": args.experiment, "rounds": args.rounds, "set": args.set,
+                          "results": out}))
     return 0
 
 

@@ -13,9 +13,10 @@ Parts:
          a run stopped by SIGTERM and resumed (rows compared with the uninterrupted run), and a
          ``hydra/launcher=lockstep`` sweep, on the carried Fashion-MNIST (``--data-dir``);
   bench  ``scripts/bench.py`` CNN workload (FedMGDA+ Table 2 net) at K = 10, 50 and 100, every
-         engine, each engine alone (its own memory), and with TF32;
+         engine, E and EG alone (their own memory), and with TF32;
   sweep  FedMGDA+ Table 8's grid (104 runs) trained together for 3 rounds on random tensors in
-         CIFAR-10's format (``scripts/bench_sweep.py --together-only``).
+         CIFAR-10's format (``scripts/bench_sweep.py --together-only``), in float32, with TF32,
+         and with TF32 and CUDA graphs (``--sweep-variants``).
 
 Writes to OUT (run directories go to --work): summary.json (the machine, versions, every command with its exit status, seconds
 and parsed results) and one log per part (pytest_cuda.log, pytest_all.log, runs.log,
@@ -44,10 +45,11 @@ FEDMOO = [sys.executable, "-m", "fedmoo"]
 class Check:
     def __init__(self, out: Path, work: Path, device: str, data_dir: Path, quick: bool,
                  deadline: float | None = None, bench_k: tuple[int, ...] = (10, 50, 100),
-                 bench_reps: int | None = None, sweep_rounds: int = 3):
+                 bench_reps: int | None = None, sweep_rounds: int = 3,
+                 sweep_variants: tuple[str, ...] = ("fp32",)):
         self.out, self.work, self.device, self.data_dir = out, work, device, data_dir
         self.quick, self.bench_k, self.bench_reps = quick, bench_k, bench_reps
-        self.sweep_rounds = sweep_rounds
+        self.sweep_rounds, self.sweep_variants = sweep_rounds, sweep_variants
         self.end = None if deadline is None else time.perf_counter() + deadline
         shutil.rmtree(work, ignore_errors=True)   # runs of an earlier check would be skipped as done
         self.output = ""     # the last step's own output
@@ -238,12 +240,12 @@ def resume_check(c: Check, rounds: int) -> None:
 
 
 def bench(c: Check) -> None:
-    """The first K with every engine; each engine E and EG alone at every K (their own peak
-    memory: in the full runs B0's and B1's data stay resident beside them); E and EG with TF32
-    at the largest K; then the other Ks with every engine."""
+    """The first K (the targets' K=10) with every engine; E and EG each alone at the largest K
+    (their own peak memory: in a run of every engine, B0's and B1's data stay resident beside
+    them); E and EG with TF32 at the first K; then the other Ks with every engine."""
     ks = list(c.bench_k)
-    steps = [(ks[0], [])] + [(k, ["--variants", v]) for k in ks for v in ("e", "eg")]
-    steps += [(max(ks), ["--variants", "e,eg", "--tf32"])] + [(k, []) for k in ks[1:]]
+    steps = [(ks[0], [])] + [(max(ks), ["--variants", v]) for v in ("e", "eg")]
+    steps += [(ks[0], ["--variants", "e,eg", "--tf32"])] + [(k, []) for k in ks[1:]]
     for k, extra in steps:
         reps = ["--reps", str(c.bench_reps)] if c.bench_reps else []
         rec = c.step(f"bench cnn K={k} {' '.join(extra)}".strip(),
@@ -282,22 +284,48 @@ def write_cifar10_like(root: Path, seed: int = 0) -> Path:
     return folder
 
 
+SWEEP_VARIANTS = {"fp32": [], "tf32": ["tf32=true"],   # and each with checkpoint_every=1
+                  "tf32_graph": ["tf32=true", "engine={name:batched,cuda_graph:true}"]}
+
+
 def sweep(c: Check) -> None:
     """FedMGDA+ Table 8's grid (26 rows x 4 seeds = 104 runs, K=10: 1,040 client rows a round)
     trained together (fedmoo.run.group, as hydra/launcher=lockstep) for a few rounds on random
-    tensors in CIFAR-10's format and shapes; the wall time per round gives the grid's 2000 rounds."""
+    tensors in CIFAR-10's format and shapes, once per ``--sweep-variants`` (SWEEP_VARIANTS: the
+    overrides of each). bench_sweep splits the time into set-up, each round's training call,
+    the group evaluations and the rest; the grid's 2000 rounds are estimated from the training
+    calls after the first (its cuDNN / allocator warm-up), 200 evaluations and 199 rounds of
+    checkpoints at the measured cost of one (each run checkpoints after every round but the
+    last here), and the set-up and the rest once."""
     data = c.work / "cifar-like"
     write_cifar10_like(data)
     runs, rounds = (8, 2) if c.quick else (104, c.sweep_rounds)
-    rec = c.step("table8 grid together", [
-        sys.executable, "scripts/bench_sweep.py", "--experiment", "fedmgda_plus/table8",
-        "--runs", str(runs), "--rounds", str(rounds), "--together-only", "--device", c.device,
-        "--data-dir", str(data), "--json"], "sweep.log", 1500)
-    out = last_json(c, rec)
-    rec["result"] = res = None if out is None else out["results"][0]
-    if res is not None:
-        rec["grid_2000_rounds_s_upper_bound"] = res["together_s"] / rounds * 2000
-    c.save()
+    for variant in c.sweep_variants:
+        sets = [a for o in SWEEP_VARIANTS[variant] + ["checkpoint_every=1"] for a in ("--set", o)]
+        rec = c.step(f"table8 grid together {variant}", [
+            sys.executable, "scripts/bench_sweep.py", "--experiment", "fedmgda_plus/table8",
+            "--runs", str(runs), "--rounds", str(rounds), "--together-only", "--device", c.device,
+            "--data-dir", str(data), "--json", *sets], "sweep.log", 1500)
+        out = last_json(c, rec)
+        rec["result"] = res = None if out is None else out["results"][0]
+        if res is not None:
+            rec["grid_2000_rounds_s"] = grid_estimate(res)
+        c.save()
+
+
+def grid_estimate(res: dict, rounds: int = 2000, evals: int = 200,
+                  saves: int = 199) -> float | None:
+    """The whole grid's seconds from one short grouped run's phases (see ``sweep``): Table 8
+    evaluates every 10 rounds (the last included) and checkpoints every 10 (default
+    checkpoint_every; none after the last round). The runs' checkpoints of one round cost
+    ``checkpoint_s`` / (runs' saves) x runs."""
+    trained = res["round_s"][1:] or res["round_s"]
+    if not trained:                  # no group trained (e.g. a rehearsal on a CPU)
+        return None
+    per_eval = res["eval_s"] / res["evals"] if res["evals"] else 0.0
+    per_save_round = res["checkpoint_s"] / res["checkpoints"] * res["runs"] if res["checkpoints"] else 0.0
+    return (res["setup_s"] + res["other_s"] + rounds * sum(trained) / len(trained)
+            + evals * per_eval + saves * per_save_round)
 
 
 PARTS = {"tests": tests, "runs": runs, "bench": bench, "sweep": sweep}
@@ -318,14 +346,19 @@ def main(argv=None) -> int:
     ap.add_argument("--bench-k", default="10,50,100", help="bench's clients per round, in order")
     ap.add_argument("--bench-reps", type=int, default=None, help="bench's timed rounds (default 5)")
     ap.add_argument("--sweep-rounds", type=int, default=3, help="rounds of the Table 8 grid")
+    ap.add_argument("--sweep-variants", default="fp32",
+                    help=f"the grid's settings, in order: {', '.join(SWEEP_VARIANTS)}")
     args = ap.parse_args(argv)
     parts = args.parts.split(",")
     if unknown := [p for p in parts if p not in PARTS]:
         ap.error(f"unknown part {unknown[0]!r}; choose from {', '.join(PARTS)}")
+    variants = tuple(args.sweep_variants.split(","))
+    if unknown := [v for v in variants if v not in SWEEP_VARIANTS]:
+        ap.error(f"unknown sweep variant {unknown[0]!r}; choose from {', '.join(SWEEP_VARIANTS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     c = Check(args.out.resolve(), args.work.resolve(), args.device, args.data_dir.resolve(),
               args.quick, args.deadline, tuple(int(k) for k in args.bench_k.split(",")),
-              args.bench_reps, args.sweep_rounds)
+              args.bench_reps, args.sweep_rounds, variants)
     c.summary["environment"] = environment(args.device)
     c.save()
     for p in parts:

@@ -4,16 +4,18 @@
 #
 #   bash scripts/gpu_check.sh "$OUT"                       # everything, in about 9 minutes
 #   bash scripts/gpu_check.sh "$OUT" --parts bench ...     # one scripts/gpu_check.py call
-#   BENCH=0 SWEEP_ROUNDS=1 bash scripts/gpu_check.sh "$OUT" # no benchmark; 1 round of the grid
+#   BENCH=0 SWEEP=0 bash scripts/gpu_check.sh "$OUT"       # tests and runs only
 #
 # Installs the carried wheels (the machine's torch, numpy, ... stay) and puts the checkout on
 # PYTHONPATH (fedmoo and its Hydra plugins, not installed). With OUT alone it runs
-# scripts/gpu_check.py twice over: first the tests, the runs and the Table 8 grid side by side
-# (three processes; CPU-bound tests beside light GPU work) within PHASE1_S seconds, then the
-# round-time benchmark alone on the GPU within PHASE2_S seconds. It leaves 8 files, the most the
-# device tool returns: OUT/tests/{summary.json,pytest_cuda.log,pytest_all.log},
-# OUT/runs/{summary.json,runs.log,sweep_summary.json} (the grid's log appended to runs.log),
-# OUT/bench/{summary.json,bench.log}.
+# scripts/gpu_check.py in three phases: the tests and the runs side by side (two processes;
+# CPU-bound tests beside light GPU work) within PHASE1_S seconds; then the round-time benchmark
+# alone on the GPU within PHASE2_S; then FedMGDA+ Table 8's grid alone, in float32, with TF32
+# and with TF32 and CUDA graphs (SWEEP_VARIANTS), SWEEP_ROUNDS rounds each, within PHASE3_S.
+# It leaves 8 files, the most the device tool returns:
+# OUT/tests/{summary.json,pytest_cuda.log,pytest_all.log}, OUT/runs/{summary.json,runs.log},
+# OUT/bench/{summary.json,bench.log}, OUT/sweep_summary.json (the grid's log appended to
+# OUT/bench/bench.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bash scripts/gpu_check.sh OUT [gpu_check.py options]}
@@ -36,24 +38,27 @@ if [ $# -gt 0 ]; then
   exec "$PY" scripts/gpu_check.py "$out" "$@"
 fi
 
-p1=${PHASE1_S:-270}
-p2=${PHASE2_S:-250}
+p1=${PHASE1_S:-190}
+p2=${PHASE2_S:-170}
+p3=${PHASE3_S:-190}
 work=${TMPDIR:-/tmp}/fedmoo-gpu-check
 rc=0
 "$PY" scripts/gpu_check.py "$out/tests" --parts tests --deadline "$p1" --work "$work/tests" &
 a=$!
 "$PY" scripts/gpu_check.py "$out/runs" --parts runs --deadline "$p1" --work "$work/runs" &
 b=$!
-"$PY" scripts/gpu_check.py "$out/sweep" --parts sweep --deadline "$p1" --work "$work/sweep" \
-  --sweep-rounds "${SWEEP_ROUNDS:-3}" &
-c=$!
-for pid in $a $b $c; do wait "$pid" || rc=1; done
-if [ -d "$out/sweep" ]; then
-  cat "$out/sweep/sweep.log" >>"$out/runs/runs.log" 2>/dev/null || true
-  mv "$out/sweep/summary.json" "$out/runs/sweep_summary.json" 2>/dev/null || true
+for pid in $a $b; do wait "$pid" || rc=1; done
+if [ "${BENCH:-1}" != 0 ]; then
+  "$PY" scripts/gpu_check.py "$out/bench" --parts bench --deadline "$p2" --work "$work/bench" \
+    --bench-k 10,100,50 --bench-reps 3 || rc=1
+fi
+if [ "${SWEEP:-1}" != 0 ]; then
+  "$PY" scripts/gpu_check.py "$out/sweep" --parts sweep --deadline "$p3" --work "$work/sweep" \
+    --sweep-rounds "${SWEEP_ROUNDS:-2}" --sweep-variants "${SWEEP_VARIANTS:-tf32,fp32,tf32_graph}" \
+    || rc=1
+  mkdir -p "$out/bench"
+  cat "$out/sweep/sweep.log" >>"$out/bench/bench.log" 2>/dev/null || true
+  mv "$out/sweep/summary.json" "$out/sweep_summary.json" 2>/dev/null || true
   rm -rf "$out/sweep"
 fi
-[ "${BENCH:-1}" = 0 ] && exit $rc
-"$PY" scripts/gpu_check.py "$out/bench" --parts bench --deadline "$p2" --work "$work/bench" \
-  --bench-k 10,100,50 --bench-reps 3 || rc=1
 exit $rc

@@ -40,3 +40,21 @@ def test_unknown_workload_is_an_argparse_error(capsys):
         _bench().main(["--workloads", "resnet"])
     assert e.value.code == 2
     assert "unknown workload 'resnet'" in capsys.readouterr().err
+
+
+def test_bench_sweep_splits_the_grouped_time_into_phases(capsys):
+    spec = importlib.util.spec_from_file_location("fedmoo_bench_sweep", BENCH.parent / "bench_sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--runs", "3", "--rounds", "3", "--together-only", "--json",
+                     "--set", "eval_every=1", "--set", "checkpoint_every=1"]) == 0
+    out = capsys.readouterr().out           # the grid's base says eval_every=5, bench none
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last["set"] == ["eval_every=1", "checkpoint_every=1"]
+    res = last["results"][0]
+    assert res["grouped"] == 3 and len(res["round_s"]) == 3 and res["evals"] == 3
+    assert res["checkpoints"] == 6          # rounds 1 and 2 of each run (not the last)
+    parts = (res["setup_s"] + sum(res["round_s"]) + res["eval_s"] + res["checkpoint_s"]
+             + res["other_s"])
+    assert parts == pytest.approx(res["together_s"]) and res["other_s"] >= 0
+    assert "together: set-up" in out
