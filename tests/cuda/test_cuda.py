@@ -235,3 +235,28 @@ def test_a_groups_models_evaluate_together_on_cuda_as_each_alone():
     for p, ev in zip(params, got):
         ref = evaluate_clients(model, data, "train", p)
         assert abs(ev.loss - ref.loss).max() < 1e-10 and (ev.correct == ref.correct).all()
+
+
+def test_dropout_in_a_replayed_graph_draws_a_new_mask_every_step():
+    """A graph replays its kernels, random ones included: each replay must still draw new numbers
+    (torch's CUDA generator advances its offset per replay), or dropout would repeat one mask
+    for the round's steps."""
+    from fedmoo.engine.graph import WARMUP, run_steps
+
+    steps, n = WARMUP + 5, 4096
+    ones = torch.ones(n, device="cuda")
+    step = torch.zeros(1, dtype=torch.long, device="cuda")
+    masks = torch.zeros(steps, n, device="cuda")
+
+    def load(s):
+        step.fill_(s)
+
+    def body():
+        masks.index_copy_(0, step, torch.nn.functional.dropout(ones, 0.5).unsqueeze(0))
+
+    run_steps(body, load, steps, capture=True)
+    kept = (masks > 0).float()
+    assert ((kept.mean(1) - 0.5).abs() < 0.05).all()           # every step drew a mask
+    for i in range(steps):
+        for j in range(i):
+            assert not torch.equal(kept[i], kept[j]), (i, j)    # ... and a different one
