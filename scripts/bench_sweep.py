@@ -18,8 +18,9 @@ the training's own sensitivity (a run near divergence, e.g. Synthetic at client.
 1e-10 in float64 on stable runs).
 Trained together, the time is also split into phases: set-up (every job's session started and
 the sweep grouped), each round's training call (``train_many``), the group's evaluations, the
-checkpoints (none unless ``--set checkpoint_every=N``) and the rest (each run's server step,
-records and final files); on CUDA each phase ends with a synchronisation. ``--set KEY=VALUE`` adds an override to every job (``--set tf32=true``).
+checkpoints (none unless ``--set checkpoint_every=N``), the runs' server steps (attack, server
+rule, divergence checks) and the rest (records, the evaluations a run makes alone, final
+files); on CUDA each phase ends with a synchronisation. ``--set KEY=VALUE`` adds an override to every job (``--set tf32=true``).
 The default experiment, ``bench/synthetic``, needs no files: q-FFL's Synthetic(1,1) with 30
 clients (10 a round, batch 10, logistic regression) and a grid of q-FedAvg, FedProx and FedAvg
 rows at two learning rates.
@@ -112,6 +113,7 @@ class Phases:
         self.rounds: list[float] = []
         self.evals: list[float] = []
         self.checkpoints: list[float] = []
+        self.servers: list[float] = []
 
     def mark(self, name: str) -> None:
         sync()
@@ -129,10 +131,12 @@ class Phases:
 
     def summary(self) -> dict:
         setup = self.marks.get("setup_s", float("nan"))
-        spent = setup + sum(self.rounds) + sum(self.evals) + sum(self.checkpoints)
+        spent = (setup + sum(self.rounds) + sum(self.evals) + sum(self.checkpoints)
+                 + sum(self.servers))
         return {"setup_s": setup, "round_s": self.rounds, "eval_s": sum(self.evals),
                 "evals": len(self.evals), "checkpoint_s": sum(self.checkpoints),
-                "checkpoints": len(self.checkpoints), "other_s": self.total - spent}
+                "checkpoints": len(self.checkpoints), "server_s": sum(self.servers),
+                "other_s": self.total - spent}
 
 
 def sync() -> None:
@@ -145,15 +149,16 @@ def phases():
     """Times the training calls, group evaluations and checkpoints of the sweep run inside."""
     ph = Phases()
     train_many, evaluate = BatchedEngine.train_many, group._evaluate_together
-    save = rundir.RunDir.save_checkpoint
+    save, update = rundir.RunDir.save_checkpoint, loop.Session.update
     BatchedEngine.train_many = ph.timed(train_many, ph.rounds)
     group._evaluate_together = ph.timed(evaluate, ph.evals)
     rundir.RunDir.save_checkpoint = ph.timed(save, ph.checkpoints)
+    loop.Session.update = ph.timed(update, ph.servers)
     try:
         yield ph
     finally:
         BatchedEngine.train_many, group._evaluate_together = train_many, evaluate
-        rundir.RunDir.save_checkpoint = save
+        rundir.RunDir.save_checkpoint, loop.Session.update = save, update
         sync()
         ph.total = time.perf_counter() - ph.start
 
@@ -200,7 +205,7 @@ def main(argv=None) -> int:
         print(f"      together: set-up {r['setup_s']:.1f} s; training calls "
               f"{', '.join(f'{x:.2f}' for x in r['round_s'])} s; {r['evals']} group evaluations "
               f"{r['eval_s']:.1f} s; {r['checkpoints']} checkpoints {r['checkpoint_s']:.1f} s; "
-              f"the rest {r['other_s']:.1f} s", flush=True)
+              f"server steps {r['server_s']:.1f} s; the rest {r['other_s']:.1f} s", flush=True)
     if args.json:
         print(json.dumps({"experiment": args.experiment, "rounds": args.rounds, "set": args.set,
                           "results": out}))

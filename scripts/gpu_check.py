@@ -315,8 +315,8 @@ def sweep(c: Check) -> None:
 
 def grid_estimate(res: dict, rounds: int = 2000, evals: int = 200,
                   saves: int = 199) -> float | None:
-    """The whole grid's seconds from one short grouped run's phases (see ``sweep``): Table 8
-    evaluates every 10 rounds (the last included) and checkpoints every 10 (default
+    """The whole grid's seconds from one short grouped run's phases (see ``sweep``), the rest
+    (which holds the final files) counted once: Table 8 evaluates every 10 rounds (the last included) and checkpoints every 10 (default
     checkpoint_every; none after the last round). The runs' checkpoints of one round cost
     ``checkpoint_s`` / (runs' saves) x runs."""
     trained = res["round_s"][1:] or res["round_s"]
@@ -324,7 +324,8 @@ def grid_estimate(res: dict, rounds: int = 2000, evals: int = 200,
         return None
     per_eval = res["eval_s"] / res["evals"] if res["evals"] else 0.0
     per_save_round = res["checkpoint_s"] / res["checkpoints"] * res["runs"] if res["checkpoints"] else 0.0
-    return (res["setup_s"] + res["other_s"] + rounds * sum(trained) / len(trained)
+    server = res["server_s"] / len(res["round_s"])
+    return (res["setup_s"] + res["other_s"] + rounds * (sum(trained) / len(trained) + server)
             + evals * per_eval + saves * per_save_round)
 
 

@@ -55,6 +55,19 @@ def test_bench_sweep_splits_the_grouped_time_into_phases(capsys):
     assert res["grouped"] == 3 and len(res["round_s"]) == 3 and res["evals"] == 3
     assert res["checkpoints"] == 6          # rounds 1 and 2 of each run (not the last)
     parts = (res["setup_s"] + sum(res["round_s"]) + res["eval_s"] + res["checkpoint_s"]
-             + res["other_s"])
+             + res["server_s"] + res["other_s"])
+    assert res["server_s"] > 0
     assert parts == pytest.approx(res["together_s"]) and res["other_s"] >= 0
     assert "together: set-up" in out
+
+
+def test_gpu_checks_grid_estimate_by_hand():
+    spec = importlib.util.spec_from_file_location("fedmoo_gpu_check", BENCH.parent / "gpu_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    res = {"setup_s": 10, "other_s": 5, "round_s": [9, 2, 2], "server_s": 0.3, "eval_s": 3,
+           "evals": 1, "checkpoint_s": 2.08, "checkpoints": 104, "runs": 104}
+    # 10 + 5 once; 2000 x (2 s training, the first call left out, + 0.1 s server steps);
+    # 200 evaluations x 3 s; 199 rounds of checkpoints x 104 runs x 0.02 s
+    assert mod.grid_estimate(res) == pytest.approx(15 + 4200 + 600 + 199 * 2.08)
+    assert mod.grid_estimate({**res, "round_s": []}) is None
