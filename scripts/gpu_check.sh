@@ -10,7 +10,7 @@
 # PYTHONPATH (fedmoo and its Hydra plugins, not installed). With OUT alone it runs
 # scripts/gpu_check.py in three phases: the tests and the runs side by side (two processes;
 # CPU-bound tests beside light GPU work) within PHASE1_S seconds; then the round-time benchmark
-# alone on the GPU within PHASE2_S; then FedMGDA+ Table 8's grid alone, in float32, with TF32
+# alone on the GPU within PHASE2_S; then FedMGDA+ Table 8's grid alone, with TF32, in float32
 # and with TF32 and CUDA graphs (SWEEP_VARIANTS), SWEEP_ROUNDS rounds each, within PHASE3_S.
 # It leaves 8 files, the most the device tool returns:
 # OUT/tests/{summary.json,pytest_cuda.log,pytest_all.log}, OUT/runs/{summary.json,runs.log},
