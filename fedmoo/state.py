@@ -39,7 +39,7 @@ class Cohort:
     the client's tasks.
 
     ``loss_before`` / ``acc_before``: loss and accuracy (%) of ``w_t`` on each client's whole
-    training set; ``loss_after``: mean loss of the last local epoch (measured during training);
+    training set (None when ``ClientSpec.measure_before`` was false); ``loss_after``: mean loss of the last local epoch (measured during training);
     ``loss_trained`` / ``acc_trained``: loss and accuracy of each client's trained model ``w_k``
     on its whole training set, only when ``ClientSpec.eval_trained`` asked for them (else None).
     """
@@ -102,6 +102,11 @@ class ClientSpec:
       ``Cohort.loss_trained`` / ``acc_trained``: the loss a client reports when it measures it
       after training (q-FedAvg ``loss_at: after``, FedFA ``acc_at: after``, AdaFed ``loss:
       trained``). Not available together with ``task_training``.
+    - ``measure_before``: measure ``Cohort.loss_before`` / ``acc_before`` (a forward pass of
+      ``w_t`` over each client's training set before training). The runner turns it off on
+      rounds that write no rounds.csv row when the algorithm does not read them
+      (``Algorithm.reads_before``); the cohort then carries None for both. Per-task training
+      (``task_training``) measures them always.
     """
 
     prox_mu: float = 0.0
@@ -111,6 +116,7 @@ class ClientSpec:
     label_map: Tensor | None = None
     task_training: "TaskTraining | None" = None
     eval_trained: bool = False
+    measure_before: bool = True
 
 
 @dataclass

@@ -55,6 +55,10 @@ class AdaFed(Algorithm):
     def client_spec(self, state, client_ids):
         return ClientSpec(eval_trained=self.loss == "trained")
 
+    @property
+    def reads_before(self) -> bool:
+        return LOSS_FIELDS[self.loss] == "loss_before"
+
     def step(self, state, cohort):
         field = LOSS_FIELDS[self.loss]
         f = cohort.require(field, self.name).to(torch.float64).cpu().clamp_min(1e-10)

@@ -46,6 +46,15 @@ class Algorithm:
     def client_spec(self, state: ServerState, client_ids: Tensor) -> ClientSpec:
         return ClientSpec()
 
+    @property
+    def reads_before(self) -> bool:
+        """Whether ``server_update`` reads ``cohort.loss_before`` or ``acc_before`` (``w_t``'s
+        loss and accuracy on each client's training set: a forward pass over it before local
+        training). A rule that does not says False, and the runner skips that pass on rounds
+        that write no rounds.csv row. Rules read them with ``cohort.require``, so a rule that
+        says False and reads them anyway fails with a message instead of using a stale value."""
+        return True
+
     def server_update(self, state: ServerState, cohort: Cohort) -> tuple[ServerState, dict[str, float]]:
         """Apply one round: returns the new state (round + 1) and diagnostics.
 

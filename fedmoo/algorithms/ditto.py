@@ -39,6 +39,7 @@ class Ditto(Algorithm):
     """
 
     name = "ditto"
+    reads_before = False           # its rule reads no loss_before / acc_before
     description = "Ditto: FedAvg global model plus regularised personal models (evaluated)"
     state_cls = DittoState
 

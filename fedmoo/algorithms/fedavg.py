@@ -18,6 +18,7 @@ class FedAvg(Algorithm):
     """
 
     name = "fedavg"
+    reads_before = False           # its rule reads no loss_before / acc_before
     description = "Federated averaging: sample-weighted (or uniform) mean of client updates"
 
     def __init__(self, weighting: str = "samples", eta: float = 1.0):

@@ -76,6 +76,10 @@ class FedFA(Algorithm):
     def client_spec(self, state, client_ids):
         return ClientSpec(eval_trained=self.acc_at == "after")
 
+    @property
+    def reads_before(self) -> bool:
+        return self.acc_at == "before"
+
     def step(self, state, cohort):
         ids = cohort.client_ids.cpu()
         freq = state.freq.index_add(0, ids, torch.ones(cohort.size, dtype=torch.float64))

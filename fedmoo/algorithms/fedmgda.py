@@ -55,6 +55,7 @@ class FedMGDA(Algorithm):
     """
 
     name = "fedmgda"
+    reads_before = False           # its rule reads no loss_before / acc_before
     description = "FedMGDA: min-norm (MGDA) combination of raw client updates, eps = 1, eta = 1"
 
     def __init__(self, epsilon: float = 1.0, normalize: bool = False, lambda0: str = "uniform",

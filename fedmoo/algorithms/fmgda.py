@@ -74,6 +74,7 @@ class FMGDA(Algorithm):
     """
 
     name = "fmgda"
+    reads_before = False           # its rule reads no loss_before / acc_before
     description = "FMGDA: per-task local full-batch GD, task averages, S-task min-norm step"
     full_batch = True
     state_cls = FMGDAState

@@ -43,6 +43,10 @@ class QFedAvg(Algorithm):
     def client_spec(self, state, client_ids):
         return ClientSpec(eval_trained=self.loss_at == "after")
 
+    @property
+    def reads_before(self) -> bool:
+        return self.loss_at == "before"
+
     def step(self, state, cohort):
         field = "loss_trained" if self.loss_at == "after" else "loss_before"
         f = cohort.require(field, self.name).to(torch.float64).cpu() + 1e-10

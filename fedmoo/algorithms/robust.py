@@ -20,6 +20,7 @@ class Median(Algorithm):
     """
 
     name = "median"
+    reads_before = False           # its rule reads no loss_before / acc_before
     description = "Coordinate-wise median of client updates (robust aggregator)"
 
     def __init__(self):
@@ -43,6 +44,7 @@ class TrimmedMean(Algorithm):
     """
 
     name = "trimmed_mean"
+    reads_before = False           # its rule reads no loss_before / acc_before
     description = "Coordinate-wise trimmed mean of client updates (robust aggregator)"
 
     def __init__(self, beta: float = 0.1):
@@ -66,6 +68,8 @@ def krum_scores(g: torch.Tensor, f: int) -> torch.Tensor:
 
 
 class _KrumBase(Algorithm):
+    reads_before = False           # its rule reads no loss_before / acc_before
+
     def _check_f(self, clients_per_round: int) -> None:
         if clients_per_round < 2 * self.f + 3:
             raise UserError(

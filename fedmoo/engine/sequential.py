@@ -69,8 +69,10 @@ class SequentialEngine(LocalTraining):
             set_flat(model, w)
             cmap = None if label_map is None else label_map[i]
             targets = None if cmap is None else relabel(cmap, data.y[idx])
-            lb, cb = forward_stats(model, data.x, data.y, idx, task, targets=targets)
-            stats[0, i], stats[1, i], stats[3, i] = lb.mean(), 100.0 * cb.mean(), n  # all tasks
+            stats[3, i] = n
+            if spec.measure_before:
+                lb, cb = forward_stats(model, data.x, data.y, idx, task, targets=targets)
+                stats[0, i], stats[1, i] = lb.mean(), 100.0 * cb.mean()   # all tasks
             opt = self._optimizer(model, self.momentum)
             if personal is not None:
                 set_flat(self.personal_model, personal[i])
@@ -96,9 +98,11 @@ class SequentialEngine(LocalTraining):
             deltas[i] = w - get_flat(model)
             if personal is not None:
                 personal[i] = get_flat(self.personal_model)
+        before = spec.measure_before
         return Cohort(
-            client_ids=client_ids, deltas=deltas, num_samples=stats[3], loss_before=stats[0],
-            loss_after=stats[2], acc_before=stats[1], local_lr=self.lr, personal=personal,
+            client_ids=client_ids, deltas=deltas, num_samples=stats[3],
+            loss_before=stats[0] if before else None, loss_after=stats[2],
+            acc_before=stats[1] if before else None, local_lr=self.lr, personal=personal,
             loss_trained=None if trained is None else trained[0],
             acc_trained=None if trained is None else trained[1],
         )

@@ -154,10 +154,11 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
         loss_after, measured = engine.head.train(share, plan, data.x, data.y,
                                                  RowSGD(views, bufs, anchor, lr, mu, momentum, wd),
                                                  before=first)
-        if measured is not None:
-            befores = [(measured[0][b.rows], measured[1][b.rows],
+        if measured is not None:     # measured with the first step; given where asked for
+            asked = [m.spec.measure_before for m in members]
+            befores = [(measured[0][b.rows] if a else None, measured[1][b.rows] if a else None,
                         m.engine._sizes[m.ids.cpu()].to(device=dev, dtype=dtype))
-                       for m, b in zip(members, blocks)]
+                       for m, b, a in zip(members, blocks, asked)]
     else:
         loss_after = _train_steps(engine, views, bufs, anchor, base, src, sources, total,
                                   label_map, scale, lr, mu, momentum, wd)
@@ -166,7 +167,7 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
     trained_all = _trained(engine, members, blocks, views, label_maps, shared)
     for m, b, trained, (loss_before, acc_before, num_samples) in zip(members, blocks,
                                                                       trained_all, befores):
-        if loss_before.dim() == 2:                     # multi-task data: mean over the tasks
+        if loss_before is not None and loss_before.dim() == 2:   # multi-task data: task mean
             loss_before, acc_before = loss_before.mean(1), acc_before.mean(1)
         out.append(Cohort(
             client_ids=m.ids, deltas=layout.deltas(m.w, views, b.rows),
@@ -209,11 +210,16 @@ def _row_plan(base: RoundPlan, src: Tensor) -> RoundPlan:
 def _befores(engine, members: list[Member], blocks: list[_Block], views: list[Tensor],
              label_maps: list[Tensor | None], shared: bool) -> list[tuple[Tensor, Tensor, Tensor]]:
     """Each member's ``_before`` (loss, accuracy and size of its global model on its cohort's
-    training sets). With the closed-form head, members of one partition and cohort are measured
-    together: each sample is read once for all their models (``LinearHead.stats``)."""
+    training sets; only the sizes, the others None, where ``spec.measure_before`` is false).
+    With the closed-form head, members of one partition and cohort are measured together: each
+    sample is read once for all their models (``LinearHead.stats``)."""
     out: list = [None] * len(members)
     together: dict[object, list[int]] = {}
     for i, m in enumerate(members):
+        if not m.spec.measure_before:
+            sizes = m.engine._sizes[m.ids.cpu()].to(device=views[0].device, dtype=views[0].dtype)
+            out[i] = (None, None, sizes)
+            continue
         key = (m.engine.data.train.digest, tuple(m.ids.tolist())) if shared else i
         together.setdefault(key, []).append(i)
     for group in together.values():

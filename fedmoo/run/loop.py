@@ -20,7 +20,7 @@ import errno
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +228,8 @@ class Session:
         seed_torch(rs, parts.device)
         ids = self.sampler.sample(t)                                                # sample
         spec = parts.attack.client_spec(parts.algo.client_spec(state, ids), ids)
+        if not parts.algo.reads_before and not self.every.evaluate(t + 1):
+            spec = replace(spec, measure_before=False)   # nobody reads that pass
         # what follows training draws from the RNG state the round had before it, so a run
         # gives the same numbers alone and trained together with others (fedmoo.run.group)
         self._round = (t, rs, ids, _rng_state(parts.device))
