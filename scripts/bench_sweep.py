@@ -114,6 +114,7 @@ class Phases:
         self.evals: list[float] = []
         self.checkpoints: list[float] = []
         self.servers: list[float] = []
+        self.with_before: list[bool] = []   # per training call: every row measured loss_before
 
     def mark(self, name: str) -> None:
         sync()
@@ -133,7 +134,8 @@ class Phases:
         setup = self.marks.get("setup_s", float("nan"))
         spent = (setup + sum(self.rounds) + sum(self.evals) + sum(self.checkpoints)
                  + sum(self.servers))
-        return {"setup_s": setup, "round_s": self.rounds, "eval_s": sum(self.evals),
+        return {"setup_s": setup, "round_s": self.rounds, "round_with_before": self.with_before,
+                "eval_s": sum(self.evals),
                 "evals": len(self.evals), "checkpoint_s": sum(self.checkpoints),
                 "checkpoints": len(self.checkpoints), "server_s": sum(self.servers),
                 "other_s": self.total - spent}
@@ -150,7 +152,13 @@ def phases():
     ph = Phases()
     train_many, evaluate = BatchedEngine.train_many, group._evaluate_together
     save, update = rundir.RunDir.save_checkpoint, loop.Session.update
-    BatchedEngine.train_many = ph.timed(train_many, ph.rounds)
+    timed_train = ph.timed(train_many, ph.rounds)
+
+    def train(self, members):
+        ph.with_before.append(all(m.spec.measure_before for m in members))
+        return timed_train(self, members)
+
+    BatchedEngine.train_many = train
     group._evaluate_together = ph.timed(evaluate, ph.evals)
     rundir.RunDir.save_checkpoint = ph.timed(save, ph.checkpoints)
     loop.Session.update = ph.timed(update, ph.servers)
@@ -203,7 +211,8 @@ def main(argv=None) -> int:
               f"{1000 * r['together_s'] / (n * args.rounds):>13.1f} {r['grouped']:>8} "
               f"{r['max_diff']:>9.1e}", flush=True)
         print(f"      together: set-up {r['setup_s']:.1f} s; training calls "
-              f"{', '.join(f'{x:.2f}' for x in r['round_s'])} s; {r['evals']} group evaluations "
+              f"{', '.join(f'{x:.2f}' + ('' if b else '*') for x, b in zip(r['round_s'], r['round_with_before']))}"
+              f" s (*: some runs skipped the loss_before pass); {r['evals']} group evaluations "
               f"{r['eval_s']:.1f} s; {r['checkpoints']} checkpoints {r['checkpoint_s']:.1f} s; "
               f"server steps {r['server_s']:.1f} s; the rest {r['other_s']:.1f} s", flush=True)
     if args.json:

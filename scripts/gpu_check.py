@@ -294,7 +294,8 @@ def sweep(c: Check) -> None:
     tensors in CIFAR-10's format and shapes, once per ``--sweep-variants`` (SWEEP_VARIANTS: the
     overrides of each). bench_sweep splits the time into set-up, each round's training call,
     the group evaluations and the rest; the grid's 2000 rounds are estimated from the training
-    calls after the first (its cuDNN / allocator warm-up), 200 evaluations and 199 rounds of
+    calls after the first (its cuDNN / allocator warm-up; rounds with a row, which measure every
+    run's loss_before, and rounds without apart), 200 evaluations and 199 rounds of
     checkpoints at the measured cost of one (each run checkpoints after every round but the
     last here), and the set-up and the rest once."""
     data = c.work / "cifar-like"
@@ -319,14 +320,19 @@ def grid_estimate(res: dict, rounds: int = 2000, evals: int = 200,
     (which holds the final files) counted once: Table 8 evaluates every 10 rounds (the last included) and checkpoints every 10 (default
     checkpoint_every; none after the last round). The runs' checkpoints of one round cost
     ``checkpoint_s`` / (runs' saves) x runs."""
-    trained = res["round_s"][1:] or res["round_s"]
-    if not trained:                  # no group trained (e.g. a rehearsal on a CPU)
+    calls = list(zip(res["round_s"], res["round_with_before"]))
+    calls = calls[1:] or calls
+    if not calls:                    # no group trained (e.g. a rehearsal on a CPU)
         return None
+    # rounds with a row measure every run's loss_before; the others only for the rules that read it
+    kinds = [[t for t, b in calls if b], [t for t, b in calls if not b]]
+    full, light = (sum(k) / len(k) if k else None for k in kinds)
+    full, light = full if full is not None else light, light if light is not None else full
     per_eval = res["eval_s"] / res["evals"] if res["evals"] else 0.0
     per_save_round = res["checkpoint_s"] / res["checkpoints"] * res["runs"] if res["checkpoints"] else 0.0
     server = res["server_s"] / len(res["round_s"])
-    return (res["setup_s"] + res["other_s"] + rounds * (sum(trained) / len(trained) + server)
-            + evals * per_eval + saves * per_save_round)
+    return (res["setup_s"] + res["other_s"] + evals * full + (rounds - evals) * light
+            + rounds * server + evals * per_eval + saves * per_save_round)
 
 
 PARTS = {"tests": tests, "runs": runs, "bench": bench, "sweep": sweep}

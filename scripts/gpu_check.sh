@@ -54,7 +54,7 @@ if [ "${BENCH:-1}" != 0 ]; then
 fi
 if [ "${SWEEP:-1}" != 0 ]; then
   "$PY" scripts/gpu_check.py "$out/sweep" --parts sweep --deadline "$p3" --work "$work/sweep" \
-    --sweep-rounds "${SWEEP_ROUNDS:-2}" --sweep-variants "${SWEEP_VARIANTS:-tf32,fp32,tf32_graph}" \
+    --sweep-rounds "${SWEEP_ROUNDS:-3}" --sweep-variants "${SWEEP_VARIANTS:-tf32,fp32,tf32_graph}" \
     || rc=1
   mkdir -p "$out/bench"
   cat "$out/sweep/sweep.log" >>"$out/bench/bench.log" 2>/dev/null || true

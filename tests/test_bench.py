@@ -53,6 +53,7 @@ def test_bench_sweep_splits_the_grouped_time_into_phases(capsys):
     assert last["set"] == ["eval_every=1", "checkpoint_every=1"]
     res = last["results"][0]
     assert res["grouped"] == 3 and len(res["round_s"]) == 3 and res["evals"] == 3
+    assert res["round_with_before"] == [True] * 3       # every round writes a row here
     assert res["checkpoints"] == 6          # rounds 1 and 2 of each run (not the last)
     parts = (res["setup_s"] + sum(res["round_s"]) + res["eval_s"] + res["checkpoint_s"]
              + res["server_s"] + res["other_s"])
@@ -65,9 +66,12 @@ def test_gpu_checks_grid_estimate_by_hand():
     spec = importlib.util.spec_from_file_location("fedmoo_gpu_check", BENCH.parent / "gpu_check.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    res = {"setup_s": 10, "other_s": 5, "round_s": [9, 2, 2], "server_s": 0.3, "eval_s": 3,
-           "evals": 1, "checkpoint_s": 2.08, "checkpoints": 104, "runs": 104}
-    # 10 + 5 once; 2000 x (2 s training, the first call left out, + 0.1 s server steps);
-    # 200 evaluations x 3 s; 199 rounds of checkpoints x 104 runs x 0.02 s
-    assert mod.grid_estimate(res) == pytest.approx(15 + 4200 + 600 + 199 * 2.08)
-    assert mod.grid_estimate({**res, "round_s": []}) is None
+    res = {"setup_s": 10, "other_s": 5, "round_s": [9, 1.5, 2], "server_s": 0.3, "eval_s": 3,
+           "round_with_before": [False, False, True], "evals": 1, "checkpoint_s": 2.08,
+           "checkpoints": 104, "runs": 104}
+    # 10 + 5 once; the first call left out: 200 rounds with a row x 2 s, 1800 without x 1.5 s;
+    # 2000 x 0.1 s server steps; 200 evaluations x 3 s; 199 rounds of checkpoints x 104 x 0.02 s
+    assert mod.grid_estimate(res) == pytest.approx(15 + 400 + 2700 + 200 + 600 + 199 * 2.08)
+    one_kind = {**res, "round_s": [9, 2], "round_with_before": [True, True], "server_s": 0.2}
+    assert mod.grid_estimate(one_kind) == pytest.approx(15 + 4000 + 200 + 600 + 199 * 2.08)
+    assert mod.grid_estimate({**res, "round_s": [], "round_with_before": []}) is None
