@@ -39,7 +39,8 @@ class Cohort:
     the client's tasks.
 
     ``loss_before`` / ``acc_before``: loss and accuracy (%) of ``w_t`` on each client's whole
-    training set (None when ``ClientSpec.measure_before`` was false); ``loss_after``: mean loss of the last local epoch (measured during training);
+    training set (None when ``ClientSpec.measure_before`` was false); ``loss_after``: mean loss
+    of the last local epoch (measured during training);
     ``loss_trained`` / ``acc_trained``: loss and accuracy of each client's trained model ``w_k``
     on its whole training set, only when ``ClientSpec.eval_trained`` asked for them (else None).
     """

@@ -155,10 +155,9 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
                                                  RowSGD(views, bufs, anchor, lr, mu, momentum, wd),
                                                  before=first)
         if measured is not None:     # measured with the first step; given where asked for
-            asked = [m.spec.measure_before for m in members]
-            befores = [(measured[0][b.rows] if a else None, measured[1][b.rows] if a else None,
-                        m.engine._sizes[m.ids.cpu()].to(device=dev, dtype=dtype))
-                       for m, b, a in zip(members, blocks, asked)]
+            befores = [(measured[0][b.rows], measured[1][b.rows], _cohort_sizes(m, dev, dtype))
+                       if m.spec.measure_before else (None, None, _cohort_sizes(m, dev, dtype))
+                       for m, b in zip(members, blocks)]
     else:
         loss_after = _train_steps(engine, views, bufs, anchor, base, src, sources, total,
                                   label_map, scale, lr, mu, momentum, wd)
@@ -217,8 +216,7 @@ def _befores(engine, members: list[Member], blocks: list[_Block], views: list[Te
     together: dict[object, list[int]] = {}
     for i, m in enumerate(members):
         if not m.spec.measure_before:
-            sizes = m.engine._sizes[m.ids.cpu()].to(device=views[0].device, dtype=views[0].dtype)
-            out[i] = (None, None, sizes)
+            out[i] = (None, None, _cohort_sizes(m, views[0].device, views[0].dtype))
             continue
         key = (m.engine.data.train.digest, tuple(m.ids.tolist())) if shared else i
         together.setdefault(key, []).append(i)
@@ -235,6 +233,11 @@ def _befores(engine, members: list[Member], blocks: list[_Block], views: list[Te
                                             [label_maps[i] for i in group])):
             out[i] = stats
     return out
+
+
+def _cohort_sizes(m: Member, device, dtype) -> Tensor:
+    """The training-set sizes of ``m``'s cohort ``[K]``."""
+    return m.engine._sizes[m.ids.cpu()].to(device=device, dtype=dtype)
 
 
 def _trained(engine, members: list[Member], blocks: list[_Block], views: list[Tensor],
