@@ -80,7 +80,9 @@ class Cohort:
     def require(self, name: str, algo: str) -> Tensor:
         v = getattr(self, name)
         if v is None:
-            raise ValueError(f"{algo} needs cohort.{name}, which the caller did not provide")
+            hint = (" (an algorithm that reads it must not say reads_before = False, which it "
+                    "may inherit)") if name in ("loss_before", "acc_before") else ""
+            raise ValueError(f"{algo} needs cohort.{name}, which the caller did not provide{hint}")
         return v
 
 

@@ -262,7 +262,7 @@ class Session:
         _set_rng_state(rng)
         cohort = parts.attack.apply(trained, rs)                                     # attack
         try:                                                                         # update
-            reported = [cohort.loss_before, cohort.loss_trained]
+            reported = [cohort.loss_before, cohort.loss_after, cohort.loss_trained]
             check_diverged(state.w, reported, t + 1, cfg, cohort.deltas)  # before a rule reads them
             new_state, diag = parts.algo.server_update(state, cohort)
             check_diverged(new_state.w, cohort.loss_before, t + 1, cfg)

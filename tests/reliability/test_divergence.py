@@ -71,3 +71,29 @@ def test_huge_learning_rate_from_the_cli(tmp_path):
     s = summary(cli.cwd / "out")
     assert s["status"] == "diverged" and s["rounds_completed"] == 0
     assert rows_without_time(cli.cwd / "out" / "rounds.csv") == []
+
+
+def test_a_non_finite_training_loss_stops_a_round_that_writes_no_row(tmp_path, monkeypatch):
+    """Rounds without a row skip the loss_before pass (FedAvg does not read it); the loss of the
+    last local epoch, measured anyway, is checked in its place."""
+    real_build, measured = fengine.build, []
+
+    def inf_build(*args, **kw):  # round 2 reports an infinite last-epoch loss
+        eng = real_build(*args, **kw)
+        train = eng.train
+
+        def train(ids, w, spec, seed, _train=train):
+            measured.append(spec.measure_before)
+            cohort = _train(ids, w, spec, seed)
+            if len(measured) == 2:
+                cohort.loss_after[0] = float("inf")
+            return cohort
+
+        eng.train = train
+        return eng
+
+    monkeypatch.setattr(fengine, "build", inf_build)
+    with pytest.raises(DivergenceError, match="diverged in round 2: the clients' training loss "
+                                              "is not finite"):
+        run(small_cfg(rounds=5, eval_every=4), tmp_path)
+    assert measured == [False, False] and summary(tmp_path)["status"] == "diverged"
