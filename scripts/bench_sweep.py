@@ -34,6 +34,7 @@ import itertools
 import json
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -120,13 +121,15 @@ class Phases:
         sync()
         self.marks[name] = time.perf_counter() - self.start
 
-    def timed(self, fn, into: list[float]):
+    def timed(self, fn, into: list[float], counts=lambda out: True):
+        """``fn`` timed into ``into`` where ``counts(result)`` (else its time is the rest's)."""
         def wrapper(*args, **kwargs):
             sync()
             t = time.perf_counter()
             out = fn(*args, **kwargs)
             sync()
-            into.append(time.perf_counter() - t)
+            if counts(out):
+                into.append(time.perf_counter() - t)
             return out
         return wrapper
 
@@ -159,7 +162,7 @@ def phases():
         return timed_train(self, members)
 
     BatchedEngine.train_many = train
-    group._evaluate_together = ph.timed(evaluate, ph.evals)
+    group._evaluate_together = ph.timed(evaluate, ph.evals, counts=bool)   # rounds with a row
     rundir.RunDir.save_checkpoint = ph.timed(save, ph.checkpoints)
     loop.Session.update = ph.timed(update, ph.servers)
     try:
@@ -169,6 +172,19 @@ def phases():
         rundir.RunDir.save_checkpoint, loop.Session.update = save, update
         sync()
         ph.total = time.perf_counter() - ph.start
+
+
+def calls(r: dict) -> str:
+    """The training calls' seconds, each marked * where some runs skipped the loss_before pass;
+    past 6 calls, the first one and the median of each kind after it."""
+    marked = [(t, "" if b else "*") for t, b in zip(r["round_s"], r["round_with_before"])]
+    if len(marked) <= 6:
+        return ", ".join(f"{t:.2f}{m}" for t, m in marked) + " s (*: some runs skipped the pass)"
+    kinds = {m: statistics.median(t for t, k in marked[1:] if k == m)
+             for m in ("", "*") if any(k == m for _, k in marked[1:])}
+    return (f"first {marked[0][0]:.2f} s, then median " + ", ".join(
+        f"{t:.2f} s {'with' if m == '' else 'without'} every run's loss_before pass"
+        for m, t in kinds.items()))
 
 
 def main(argv=None) -> int:
@@ -210,11 +226,10 @@ def main(argv=None) -> int:
         print(f"{n:>5} {r['alone_s']:>9.1f} {r['together_s']:>11.1f} {r['ratio']:>6.2f} "
               f"{1000 * r['together_s'] / (n * args.rounds):>13.1f} {r['grouped']:>8} "
               f"{r['max_diff']:>9.1e}", flush=True)
-        print(f"      together: set-up {r['setup_s']:.1f} s; training calls "
-              f"{', '.join(f'{x:.2f}' + ('' if b else '*') for x, b in zip(r['round_s'], r['round_with_before']))}"
-              f" s (*: some runs skipped the loss_before pass); {r['evals']} group evaluations "
-              f"{r['eval_s']:.1f} s; {r['checkpoints']} checkpoints {r['checkpoint_s']:.1f} s; "
-              f"server steps {r['server_s']:.1f} s; the rest {r['other_s']:.1f} s", flush=True)
+        print(f"      together: set-up {r['setup_s']:.1f} s; training calls {calls(r)}; "
+              f"{r['evals']} group evaluations {r['eval_s']:.1f} s; {r['checkpoints']} "
+              f"checkpoints {r['checkpoint_s']:.1f} s; server steps {r['server_s']:.1f} s; "
+              f"the rest {r['other_s']:.1f} s", flush=True)
     if args.json:
         print(json.dumps({"experiment": args.experiment, "rounds": args.rounds, "set": args.set,
                           "results": out}))
