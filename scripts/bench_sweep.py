@@ -20,7 +20,8 @@ Trained together, the time is also split into phases: set-up (every job's sessio
 the sweep grouped), each round's training call (``train_many``), the group's evaluations, the
 checkpoints (none unless ``--set checkpoint_every=N``), the runs' server steps (attack, server
 rule, divergence checks) and the rest (records, the evaluations a run makes alone, final
-files); on CUDA each phase ends with a synchronisation. ``--set KEY=VALUE`` adds an override to every job (``--set tf32=true``).
+files); on CUDA each phase ends with a synchronisation. ``--set KEY=VALUE`` adds an override
+to every job (``--set tf32=true``).
 The default experiment, ``bench/synthetic``, needs no files: q-FFL's Synthetic(1,1) with 30
 clients (10 a round, batch 10, logistic regression) and a grid of q-FedAvg, FedProx and FedAvg
 rows at two learning rates.
@@ -151,7 +152,8 @@ def sync() -> None:
 
 @contextlib.contextmanager
 def phases():
-    """Times the training calls, group evaluations and checkpoints of the sweep run inside."""
+    """Times the training calls, group evaluations, checkpoints and server steps of the sweep
+    run inside."""
     ph = Phases()
     train_many, evaluate = BatchedEngine.train_many, group._evaluate_together
     save, update = rundir.RunDir.save_checkpoint, loop.Session.update
