@@ -16,24 +16,30 @@ from tests.inprocess import cli_in
 from tests.reliability.helpers import ONE_THREAD, SMALL, rows_without_time, summary
 
 
-def test_nan_in_round_3_keeps_rows_1_2(tmp_path, monkeypatch):
-    real_build = fengine.build
+def corrupt_round(monkeypatch, round_no: int, corrupt) -> list[bool]:
+    """Every built engine's cohort of round ``round_no`` goes through ``corrupt``; returns the
+    rounds' ``spec.measure_before`` as they train."""
+    real_build, measured = fengine.build, []
 
-    def nan_build(*args, **kw):  # a client update turns NaN in round 3
+    def build(*args, **kw):
         eng = real_build(*args, **kw)
-        train, calls = eng.train, []
 
-        def train(ids, w, spec, seed, _train=train):
-            calls.append(1)
+        def train(ids, w, spec, seed, _train=eng.train):
+            measured.append(spec.measure_before)
             cohort = _train(ids, w, spec, seed)
-            if len(calls) == 3:
-                cohort.deltas[0, 0] = float("nan")
+            if len(measured) == round_no:
+                corrupt(cohort)
             return cohort
 
         eng.train = train
         return eng
 
-    monkeypatch.setattr(fengine, "build", nan_build)
+    monkeypatch.setattr(fengine, "build", build)
+    return measured
+
+
+def test_nan_in_round_3_keeps_rows_1_2(tmp_path, monkeypatch):
+    corrupt_round(monkeypatch, 3, lambda c: c.deltas[0].fill_(float("nan")))   # a NaN update
     # the NaN update is caught before the rule reads it (it used to surface as a NaN model)
     with pytest.raises(DivergenceError, match="diverged in round 3: a client's update is not "
                                               r"finite \(it overflowed in local training\); "
@@ -76,23 +82,7 @@ def test_huge_learning_rate_from_the_cli(tmp_path):
 def test_a_non_finite_training_loss_stops_a_round_that_writes_no_row(tmp_path, monkeypatch):
     """Rounds without a row skip the loss_before pass (FedAvg does not read it); the loss of the
     last local epoch, measured anyway, is checked in its place."""
-    real_build, measured = fengine.build, []
-
-    def inf_build(*args, **kw):  # round 2 reports an infinite last-epoch loss
-        eng = real_build(*args, **kw)
-        train = eng.train
-
-        def train(ids, w, spec, seed, _train=train):
-            measured.append(spec.measure_before)
-            cohort = _train(ids, w, spec, seed)
-            if len(measured) == 2:
-                cohort.loss_after[0] = float("inf")
-            return cohort
-
-        eng.train = train
-        return eng
-
-    monkeypatch.setattr(fengine, "build", inf_build)
+    measured = corrupt_round(monkeypatch, 2, lambda c: c.loss_after.fill_(float("inf")))
     with pytest.raises(DivergenceError, match="diverged in round 2: the clients' training loss "
                                               "is not finite"):
         run(small_cfg(rounds=5, eval_every=4), tmp_path)
