@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.errors import UserError
-from fedmoo.moo.descent import common_descent
+from fedmoo.moo.descent import common_descent, is_zero_move
 from fedmoo.state import ClientSpec, Cohort, GradientProbe, ServerState
 
 
@@ -58,15 +58,19 @@ class Algorithm:
     def server_update(self, state: ServerState, cohort: Cohort) -> tuple[ServerState, dict[str, float]]:
         """Apply one round: returns the new state (round + 1) and diagnostics.
 
-        Every rule logs ``server/d_norm`` (``||d||`` before the step size, in float64) and the
+        Every rule logs ``server/d_norm`` (``||d||`` before the step size, in float64; exactly 0
+        when d is no longer than the updates' rounding level, fedmoo.moo.descent) and the
         common-descent diagnostic of the move ``w_t - w_{t+1} = eta d`` against the cohort's
         updates: ``server/min_cos`` (the smallest cosine) and ``server/harmed`` (how many
         clients it moves against their own update, cosine < 0; fedmoo.moo.descent).
         """
         direction, step, changes, diag = self.step(state, cohort)
         w = state.w - step * direction
-        min_cos, harmed = common_descent(cohort.deltas, direction * float(step), cohort.task_mask)
-        diag = {"server/d_norm": float(torch.linalg.vector_norm(direction, dtype=torch.float64)),
+        move = direction * float(step)
+        min_cos, harmed = common_descent(cohort.deltas, move, cohort.task_mask)
+        zero = is_zero_move(cohort.deltas, direction, cohort.task_mask)   # rounding, not a move
+        d_norm = 0.0 if zero else float(torch.linalg.vector_norm(direction, dtype=torch.float64))
+        diag = {"server/d_norm": d_norm,
                 "server/min_cos": min_cos, "server/harmed": float(harmed), **diag}
         return dataclasses.replace(state, w=w, round=state.round + 1, **changes), diag
 

@@ -14,6 +14,11 @@ from torch import Tensor
 # d orthogonal to a client make cosines that are 0 in exact arithmetic and +-1e-16 (float64) or
 # +-1e-7 (float32 updates) after rounding; those are not harm.
 HARM_TOL = 1e-6
+# A move shorter than ZERO_REL * max_k ||x_k|| is a zero move: at a Pareto-stationary cohort the
+# min-norm point is 0 in exact arithmetic, and what a solver and a weighted sum leave is rounding
+# (1e-16 to 1e-11 seen on FedMGDA+ at epsilon = 1) whose direction is noise. Float32 updates
+# round at ~1e-7 of their norm, so their level is 64 float32 epsilons (7.6e-6).
+ZERO_REL = {torch.float64: 1e-8, torch.float32: 64 * torch.finfo(torch.float32).eps}
 # Rows of updates converted to float64 at once (32 MB).
 BLOCK_ELEMENTS = 2**22
 
@@ -45,6 +50,33 @@ def descent_cosines(x: Tensor, d: Tensor, only: Tensor | None = None) -> Tensor:
     return cos.clamp(-1.0, 1.0)
 
 
+def noise_level(x: Tensor, held: Tensor | None = None) -> float:
+    """Length below which a combination of the rows of ``x [R, d]`` is rounding, not a move:
+    ``ZERO_REL[dtype] * max ||x_r||`` over the rows ``held [R]`` marks (all by default)."""
+    rows = x.reshape(-1, x.shape[-1])
+    if held is not None:
+        rows = rows[held.reshape(-1).to(rows.device)]
+    if rows.shape[0] == 0:
+        return 0.0
+    rel = ZERO_REL.get(x.dtype, 64 * torch.finfo(x.dtype).eps)
+    return rel * float(torch.linalg.vector_norm(rows.to(torch.float64), dim=1).max())
+
+
+def _held(x: Tensor, mask: Tensor | None) -> Tensor:
+    """``[K, S]`` bool: the rows of ``x`` that count (all of them unless a per-task mask)."""
+    k = x.shape[0]
+    s = x.shape[1] if x.dim() == 3 else 1
+    if mask is None or x.dim() != 3:
+        return torch.ones(k, s, dtype=torch.bool)
+    return mask.to(torch.bool).cpu().reshape(k, s)
+
+
+def is_zero_move(x: Tensor, d: Tensor, mask: Tensor | None = None) -> bool:
+    """True when the move ``d`` is no longer than the rounding level of the updates ``x``."""
+    d_norm = float(torch.linalg.vector_norm(d.to(torch.float64)))
+    return d_norm <= noise_level(x, _held(x, mask))
+
+
 def common_descent(x: Tensor, d: Tensor, mask: Tensor | None = None,
                    tol: float = HARM_TOL) -> tuple[float, int]:
     """``(min_cos, harmed)`` of the server direction ``d [d]`` against the updates ``x``.
@@ -53,15 +85,17 @@ def common_descent(x: Tensor, d: Tensor, mask: Tensor | None = None,
     number of clients with a cosine below ``-tol``. ``x [K, S, d]`` (per-task updates, FMOL):
     every (client, task) row that ``mask [K, S]`` marks as held counts; ``min_cos`` is the
     smallest over those rows and ``harmed`` the number of clients with at least one harmed task.
-    No rows gives ``(0.0, 0)``. A zero update or a zero ``d`` has cosine 0 (not harmed).
+    No rows gives ``(0.0, 0)``. A zero update or a zero ``d`` has cosine 0 (not harmed); so has
+    a ``d`` no longer than the updates' rounding level (``noise_level``), and a cosine only
+    counts as harm below ``-max(tol, noise / ||d||)``, the most rounding can tilt it.
     """
-    k = x.shape[0]
-    s = x.shape[1] if x.dim() == 3 else 1
-    held = (torch.ones(k, s, dtype=torch.bool) if mask is None or x.dim() != 3
-            else mask.to(torch.bool).cpu().reshape(k, s))
-    cos = descent_cosines(x, d, held).view(k, s)
-    if not bool(held.any()):
+    held = _held(x, mask)
+    k, s = held.shape
+    if not bool(held.any()) or is_zero_move(x, d, mask):
         return 0.0, 0
+    noise = noise_level(x, held)
+    d_norm = float(torch.linalg.vector_norm(d.to(torch.float64)))
+    cos = descent_cosines(x, d, held).view(k, s)
     min_cos = float(cos[held].min())
-    harmed = int(((cos < -tol) & held).any(1).sum())
+    harmed = int(((cos < -max(tol, noise / d_norm)) & held).any(1).sum())
     return min_cos, harmed

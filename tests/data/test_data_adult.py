@@ -52,3 +52,32 @@ def test_damaged_adult_lines_are_one_line_errors(tmp_path, test_text, needle):
         adult.load(tmp_path, download=False)
     msg = str(e.value)
     assert "\n" not in msg and needle in msg and msg.endswith("re-download the file")
+
+
+def test_authors_code_rows_train_the_record_after_each_domain_record():
+    # records 0..9; Doctorate at 2 and 6. The authors' numbers are i + 1: phd -> {3, 7},
+    # non-phd -> {1, 2, 4, 5, 6, 8, 9, 10}; the first 80% of each set trains (int(0.8 * n)):
+    # phd int(1.6) = 1 -> record 3; non-phd int(6.4) = 6 -> records 1, 2, 4, 5, 6, 8.
+    domain = np.array([1, 1, 0, 1, 1, 1, 0, 1, 1, 1])
+    owner = adult.authors_code_rows(domain)
+    assert owner.tolist() == [-1, 1, 1, 0, 1, 1, 1, -1, 1, -1]
+
+
+def test_authors_code_rows_follow_set_order_not_value_order():
+    # Numbers above the set's table size wrap around: {5000, 3} iterates 3 first only by
+    # luck of the slot; 100 phd numbers spread over 0..32560 do not come out sorted.
+    domain = np.ones(32561, np.int64)
+    rng = np.random.default_rng(0)
+    domain[np.sort(rng.choice(32561, 100, replace=False))] = 0
+    owner = adult.authors_code_rows(domain)
+    numbers = list(set(int(i) + 1 for i in np.flatnonzero(domain == 0)))
+    assert numbers != sorted(numbers)                       # the order matters
+    assert np.flatnonzero(owner == 0).tolist() == sorted(numbers[:80])
+
+
+def test_unknown_train_rows_is_one_line(tmp_path):
+    (tmp_path / "adult").mkdir()
+    (tmp_path / "adult" / "adult.data").write_text(TRAIN)
+    (tmp_path / "adult" / "adult.test").write_text(TEST)
+    with pytest.raises(UserError, match="data.train_rows='paper' is not one of domains, authors_code"):
+        adult.load(tmp_path, download=False, train_rows="paper")

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from fedmoo.moo.descent import HARM_TOL, common_descent, descent_cosines
+from fedmoo.moo.descent import HARM_TOL, common_descent, descent_cosines, is_zero_move
 from fedmoo.moo.gram import combine, sq_norms
 
 
@@ -72,3 +72,38 @@ def test_combine_keeps_coefficients_below_float32_range():
     # in range: the plain float32 product, bit for bit
     c = torch.tensor([0.25, 0.5], dtype=torch.float64)
     assert torch.equal(combine(c, x), c.float() @ x)
+
+
+def test_a_rounding_level_move_is_a_zero_move_that_harms_nobody():
+    # Two opposite updates: the min-norm point is 0; a solver leaves ~1e-12 of one of them.
+    x = torch.tensor([[1.0, 0.0], [-1.0, 0.0]], dtype=torch.float64)
+    d = torch.tensor([-1e-12, 0.0], dtype=torch.float64)        # cos = +1 / -1 in exact math
+    assert is_zero_move(x, d) and common_descent(x, d) == (0.0, 0)
+    # float32 updates round at ~1e-7: a 1e-6 move is still noise there, not in float64
+    d6 = torch.tensor([-1e-6, 0.0])
+    assert common_descent(x.float(), d6) == (0.0, 0)
+    assert common_descent(x, d6.double()) == (-1.0, 1)
+
+
+def test_harm_tolerance_grows_as_the_move_nears_the_noise_level():
+    # noise = 1e-8 * ||x||max = 1e-8; d = 1e-6 long -> cosines above -0.01 are not harm
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    d = torch.tensor([-0.005e-6, 1e-6], dtype=torch.float64)    # cos with client 0 ~ -0.005
+    min_cos, harmed = common_descent(x, d)
+    assert min_cos < -HARM_TOL and harmed == 0
+    d = torch.tensor([-0.05e-6, 1e-6], dtype=torch.float64)     # cos ~ -0.05 < -0.01: harm
+    assert common_descent(x, d)[1] == 1
+
+
+def test_fedmgda_plus_on_a_pareto_stationary_cohort_reports_a_zero_move():
+    from fedmoo.algorithms import get
+    from fedmoo.state import Cohort
+
+    algo = get("fedmgda_plus")(epsilon=1.0)
+    state = algo.init(torch.zeros(2, dtype=torch.float64), num_clients=2)
+    g = torch.tensor([[0.3, 0.1], [-0.7, -0.7 / 3]], dtype=torch.float64)   # 0 is in their hull
+    cohort = Cohort(client_ids=torch.tensor([0, 1]), deltas=g, num_samples=torch.tensor([5, 5]),
+                    loss_before=None, loss_after=torch.ones(2), acc_before=None, local_lr=0.1)
+    _, diag = algo.server_update(state, cohort)
+    assert diag["server/d_norm"] == 0.0
+    assert diag["server/harmed"] == 0.0 and diag["server/min_cos"] == 0.0
