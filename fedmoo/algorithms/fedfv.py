@@ -45,8 +45,9 @@ class FedFV(Algorithm):
       tau: rounds of history for external conflicts, integer >= 0 (grid {0, 1, 3, 10}; default 1).
       order: ``loss`` (default), ``random`` (shuffled, seeded by ``seed`` and the round) or
         ``reverse`` (descending loss).
-      history: ``paper`` (rounds t-tau..t-1, the paper's code) or ``flgo`` (rounds
-        t-tau+1..t, i.e. including this round's clients, as later FLGo code does).
+      history: ``paper`` (rounds t-tau..t-1, the paper's code, from round tau on) or ``flgo``
+        (rounds t-tau+1..t, i.e. including this round's clients, as later FLGo code does; FLGo
+        numbers rounds from 1, so its ``current_round >= tau`` starts at fedmoo's round tau-1).
       eta: server step > 0 (default 1).
       seed: seed of the ``random`` order.
 
@@ -109,7 +110,8 @@ class FedFV(Algorithm):
                                             cohort.deltas.to(state.history.dtype))
             last = state.last_round.index_copy(0, ids, torch.full_like(ids, t))
             changes = {"history": hist, "last_round": last}
-            if t >= self.tau:
+            # FLGo counts rounds from 1 and projects from its round tau on: fedmoo's round tau - 1
+            if t >= (self.tau if self.history == "paper" else self.tau - 1):
                 g = self.external_projection(g, hist, last, t)
 
         uniform = torch.full((k_count,), 1.0 / k_count, dtype=torch.float64)

@@ -143,6 +143,21 @@ def test_fedfv_external_conflicts_with_history(tau, history, expected_w2):
     torch.testing.assert_close(s2.history[:2], torch.tensor([[1.0, 0.0], [-1.0, 1.0]], dtype=torch.float64))
 
 
+@pytest.mark.parametrize("history,expected", [
+    ("paper", (0.5, -0.05)),          # round 0 < tau = 1: no external step, w = -mean
+    ("flgo", (0.0, -0.502494)),       # FLGo's round 1 = our round 0: projected off client 0
+])
+def test_fedfv_flgo_history_starts_one_round_earlier(history, expected):
+    # alpha = 1 keeps both updates: g = mean((1, 0), (-2, 0.1)) = (-0.5, 0.05). flgo at round 0
+    # (FLGo's current_round 1 >= tau 1) projects g off this round's conflicting client 0:
+    # <(1, 0), g> = -0.5 < 0 -> g = (0, 0.05), rescaled to ||mean|| = sqrt(0.2525) = 0.502494.
+    algo = get("fedfv")(alpha=1.0, tau=1, history=history)
+    state = algo.init(torch.zeros(2, dtype=torch.float64), num_clients=2)
+    s1, _ = algo.server_update(state, make_cohort([[1.0, 0.0], [-2.0, 0.1]], ids=[0, 1]))
+    torch.testing.assert_close(s1.w, torch.tensor(expected, dtype=torch.float64),
+                               atol=1e-6, rtol=0)
+
+
 def test_ditto_personal_models_travel_through_the_state():
     # Prepare: 4 clients, personal models start at w0; clients 1 and 3 are sampled
     algo = get("ditto")(lam=0.2)
