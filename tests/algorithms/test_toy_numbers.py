@@ -172,3 +172,25 @@ def test_ditto_personal_models_travel_through_the_state():
     assert algo.eval_params(new).tolist() == [[1.0, 2.0], [5.0, 5.0], [1.0, 2.0], [7.0, 7.0]]
     assert algo.extra_eval_params(new)["global"].tolist() == [0.5, 1.5]
     assert state.personal.tolist() == [[1.0, 2.0]] * 4          # the old state is untouched
+
+
+def test_qfedavg_under_a_1000_bias_moves_the_model_to_the_attackers_local_model():
+    # FedMGDA+ B.2 (docs/results/fedmgda_plus_adult_bias.md): the PhD client reports its loss
+    # + 1000. With q = 5 and L = 1 / lr = 100, F = (1000.35, 0.45) and unit updates:
+    # h_k = q F_k^4 L^2 ||g_k||^2 + L F_k^5; coef_k = L F_k^5 / sum h. The attacker's h is
+    # L F^5 (1 + q L / F) = 1.4998 * L F^5, so its coefficient is 1 / 1.4998 = 0.6668 and the
+    # honest client's is (0.45 / 1000.35)^5 / 1.4998 = 1.2e-17: the step is 2/3 of the PhD
+    # client's own local update and nothing of the other client's, every round.
+    f = torch.tensor([1000.35, 0.45], dtype=torch.float64)
+    g = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    algo = get("qfedavg")(q=5.0)
+    state = algo.init(torch.zeros(2, dtype=torch.float64), num_clients=2)
+    s1, _ = algo.server_update(state, make_cohort(g, loss_before=f, local_lr=0.01))
+    coef_phd = 1.0 / (1.0 + 5.0 * 100.0 / 1000.35)
+    torch.testing.assert_close(-s1.w, torch.tensor([coef_phd, 0.0], dtype=torch.float64),
+                               atol=1e-15, rtol=1e-12)
+    assert 0 < -float(s1.w[1]) < 1e-16
+    # Without the bias (F = (0.35, 0.45)) both clients move the model, in the ratio F_k^5.
+    s0, _ = algo.server_update(state, make_cohort(g, loss_before=f - torch.tensor([1000.0, 0.0],
+                                                  dtype=torch.float64), local_lr=0.01))
+    assert float(s0.w[0] / s0.w[1]) == pytest.approx((0.35 / 0.45) ** 5, rel=1e-9)
