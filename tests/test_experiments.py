@@ -22,8 +22,14 @@ PAPERS = ("fedmgda_plus", "fedfv", "adafed")
 
 
 def sweep_params(name: str) -> dict[str, list[str]]:
+    """The experiment's swept values; a variant that extends another experiment (its defaults
+    name it) and sweeps nothing of its own sweeps what that one does."""
     doc = yaml.safe_load((CONF / "experiment" / f"{name}.yaml").read_text())
-    params = doc["hydra"]["sweeper"]["params"]
+    params = doc["hydra"].get("sweeper", {}).get("params")
+    if params is None:
+        base = [d for d in doc.get("defaults", []) if isinstance(d, str) and d != "_self_"]
+        assert len(base) == 1, f"{name} sweeps nothing and extends {base}"
+        return sweep_params(base[0])
     return {k: [s.strip() for s in str(v).split(",")] for k, v in params.items()}
 
 

@@ -45,6 +45,20 @@ def test_adult_rows_set_the_paper_settings():
     assert spec["rows"]["qfedavg_q2_b10000"]["paper"] == [82.50, 75.69, 82.58]
 
 
+def test_adult_bias_variants_differ_from_the_paper_setup_in_their_named_keys_only():
+    row = "+row/fedmgda_plus/adult_bias=qfedavg_q5_b1000"
+    paper = compose(["experiment=fedmgda_plus/adult_bias", row])
+    assert paper["partition"]["split"] == "dataset" and paper["data"]["train_rows"] == "domains"
+    pooled = compose(["experiment=fedmgda_plus/adult_bias_pooled", row])
+    assert pooled["partition"]["split"] == "pooled" and pooled["partition"]["fractions"] == [0.8, 0.1, 0.1]
+    code = compose(["experiment=fedmgda_plus/adult_bias_authors_code", row])
+    assert code["data"]["train_rows"] == "authors_code" and code["client"]["momentum"] == 0.5
+    for cfg in (pooled, code):
+        for key in ("rounds", "client", "algo", "attack", "seed", "eval_every"):
+            if key != "client" or cfg is pooled:
+                assert cfg[key] == paper[key], key
+
+
 ROW = "{age}, Private, 100000, {edu}, {num}, Never-married, Sales, Not-in-family, White, {sex}, 0, 0, 40, United-States, {y}\n"
 
 
