@@ -211,6 +211,10 @@ def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str
 
 def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...]) -> str:
     """One line for an error Hydra raised while composing the config or making the run dir."""
+    from fedmoo.errors import UserError
+
+    if isinstance(e.__cause__, UserError):   # a plugin Hydra instantiated checked its values
+        return str(e.__cause__)
     text = str(e)
     m = re.search(r"Could not override '([^']+)'", text)
     if m and "not in struct" in f"{text} {e.__cause__}":
