@@ -26,8 +26,9 @@ ENV = "FEDMOO_MEMORY_LIMIT"
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
-def gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB"
+def size(n: float) -> str:
+    """Bytes for a message: ``26.4 GiB``, ``284 MiB``."""
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 def env_limit() -> int | None:
@@ -102,5 +103,5 @@ def check(need: int, what: str, fix: str, device=None) -> None:
         return
     where = "" if device is None or getattr(device, "type", "cpu") == "cpu" else f" on {device}"
     limit = f" ({ENV})" if free == env_limit() else ""
-    raise UserError(f"{what} needs about {gib(need)}, more than the {gib(free)} of memory "
+    raise UserError(f"{what} needs about {size(need)}, more than the {size(free)} of memory "
                     f"available{where}{limit}; {fix}")
