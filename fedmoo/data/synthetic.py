@@ -25,6 +25,11 @@ BYTES_PER_SAMPLE = DIM * 4 + 8 + 8 + 1
 def generate(num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: int = 0,
              iid: bool = False, max_samples: int | None = None,
              train_fraction: float = 0.9) -> Source:
+    fix = ("set fewer num_clients (data.num_users) or cap the samples per user with "
+           "data.max_samples")
+    fewest = min(50, max_samples or 50)       # every user has at least this many samples
+    budget.check(num_users * (fewest * BYTES_PER_SAMPLE + 4 * 8),
+                 f"data=synthetic with {num_users} users (at least {fewest} samples each)", fix)
     rng = np.random.default_rng(seed)
     sizes = rng.lognormal(4, 2, num_users).astype(int) + 50
     if max_samples is not None:
@@ -40,8 +45,7 @@ def generate(num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: i
     # draws, checked before anything of that size is allocated
     budget.check(total * BYTES_PER_SAMPLE + largest * DIM * 8 * 3,
                  f"data=synthetic with {num_users} users ({total:,} samples of {DIM} features)",
-                 "set fewer num_clients (data.num_users) or cap the samples per user with "
-                 "data.max_samples")
+                 fix)
     x_all = np.empty((total, DIM), dtype=np.float32)
     y_all = np.empty(total, dtype=np.int64)
     is_test = np.zeros(total, dtype=bool)

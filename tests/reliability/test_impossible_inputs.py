@@ -105,3 +105,13 @@ def test_generated_data_that_cannot_fit_is_refused_before_generating(tmp_path, c
               "MiB, more than the 100 MiB of memory available (FEDMOO_MEMORY_LIMIT); set "
                  "fewer num_clients")
     assert_no_result(tmp_path)
+
+
+def test_the_number_of_users_is_checked_before_any_draw(monkeypatch):
+    from fedmoo.data import synthetic
+
+    monkeypatch.setenv("FEDMOO_MEMORY_LIMIT", "1G")
+    with pytest.raises(UserError, match=r"^data=synthetic with 1000000000000 users \(at least 20 "
+                                        r"samples each\) needs about 4.*GiB, more than the 1\.0 "
+                                        r"GiB"):
+        synthetic.generate(num_users=10**12, max_samples=20)
