@@ -32,9 +32,7 @@ from fedmoo.errors import UserError
 
 ENV = "FEDMOO_PLUGINS"
 GROUP = "fedmoo.plugins"
-
-
-MARKER = "fedmoo-plugin"
+MARKER = "fedmoo-plugin"        # the empty file that declares a FEDMOO_PLUGINS package
 
 
 def names() -> list[str]:
