@@ -77,3 +77,51 @@ def setup(level: int | None = None) -> None:
     log.addHandler(StderrHandler(env_level() if level is None else level))
     log.setLevel(logging.DEBUG)
     log.propagate = False
+
+
+# What a logging configuration (Hydra's hydra.job_logging / hydra.hydra_logging, given to
+# logging.config.dictConfig) may name: dictConfig imports and calls whatever a ``class`` or
+# ``()`` key names and imports the module of an ``ext://`` value, before any run starts.
+FACTORIES = ("fedmoo.logs.",)                       # ``()``: fedmoo's own factories
+STREAMS = ("ext://sys.stdout", "ext://sys.stderr")
+_BASES = {"handlers": logging.Handler, "formatters": logging.Formatter, "filters": logging.Filter}
+
+
+def _logging_class(path: str, base: type) -> bool:
+    """``path`` names a subclass of ``base`` defined by the logging package itself."""
+    import logging.handlers
+
+    module, _, name = path.rpartition(".")
+    owner = {"logging": logging, "logging.handlers": logging.handlers}.get(module)
+    found = getattr(owner, name, None) if owner is not None else None
+    return isinstance(found, type) and issubclass(found, base)
+
+
+def check_config(config: dict | None, where: str) -> str | None:
+    """Why the dictConfig mapping ``config`` (plain dicts and lists) is refused, or None: a
+    ``class`` that is not one of the logging package's own handlers / formatters / filters, a
+    ``()`` factory that is not fedmoo's, an ``ext://`` other than sys.stdout / sys.stderr."""
+    def walk(node, key: str, section: str | None) -> str | None:
+        if isinstance(node, str):
+            return f"{key}={node}" if node.startswith("ext://") and node not in STREAMS else None
+        items = node.items() if isinstance(node, dict) else \
+            enumerate(node) if isinstance(node, list) else ()
+        for k, v in items:
+            sub = f"{key}.{k}"
+            if k == "class" and not (isinstance(v, str) and _logging_class(
+                    v, _BASES.get(section or "", object))):
+                return f"{sub}={v}"
+            if k == "()" and not (isinstance(v, str) and v.startswith(FACTORIES)):
+                return f"{sub}={v}"
+            bad = walk(v, sub, k if node is config else section)
+            if bad:
+                return bad
+        return None
+
+    bad = walk(config, where, None)
+    if bad is None:
+        return None
+    return (f"{bad} is refused: a logging configuration may name only the logging module's own "
+            "handlers, formatters and filters (logging.FileHandler, logging.StreamHandler, "
+            "logging.handlers.RotatingFileHandler, ...), fedmoo.logs factories and "
+            f"{' or '.join(STREAMS)} (docs/troubleshooting.md)")

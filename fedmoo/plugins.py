@@ -6,7 +6,10 @@ A plugin is an importable Python package. fedmoo finds plugins in two places:
 - the ``fedmoo.plugins`` entry-point group of installed distributions
   (``[project.entry-points."fedmoo.plugins"] myproj = "myproj"`` in the plugin's pyproject.toml);
 - the ``FEDMOO_PLUGINS`` environment variable: comma-separated package names (handy for a
-  project that is on ``PYTHONPATH`` but not installed).
+  project that is on ``PYTHONPATH`` but not installed). Such a package declares itself with an
+  empty file named ``fedmoo-plugin`` in its folder (as ``py.typed`` declares type hints): the
+  variable chooses among declared plugins, it cannot turn any module (``os``, ``json``) into one.
+  The marker is looked up on ``sys.path`` without importing anything.
 
 Importing a plugin package registers its components (``fedmoo.algorithms.register``,
 ``fedmoo.models.register``, ``fedmoo.attacks.register``, ``fedmoo.data.register_source``); its
@@ -29,15 +32,51 @@ from fedmoo.errors import UserError
 
 ENV = "FEDMOO_PLUGINS"
 GROUP = "fedmoo.plugins"
+MARKER = "fedmoo-plugin"        # the empty file that declares a FEDMOO_PLUGINS package
 
 
 def names() -> list[str]:
-    """Declared plugin packages, entry points first, without duplicates."""
+    """Declared plugin packages, entry points first, without duplicates. A ``FEDMOO_PLUGINS``
+    name that is not a package with the marker file is refused (UserError)."""
     from importlib.metadata import entry_points
 
     found = [ep.value.split(":")[0].strip() for ep in entry_points(group=GROUP)]
-    found += [n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()]
-    return list(dict.fromkeys(found))
+    for name in (n.strip() for n in os.environ.get(ENV, "").split(",")):
+        if name and name not in found:
+            _check_declared(name)
+            found.append(name)
+    return found
+
+
+def _not_importable(name: str) -> UserError:
+    return UserError(f"plugin {name!r} (from {ENV} or a {GROUP} entry point) is not "
+                     "importable; install it or put its folder on PYTHONPATH")
+
+
+def _check_declared(name: str) -> None:
+    """``name`` is a package on ``sys.path`` whose folder holds the marker file; found without
+    importing it or its parents (``importlib.util.find_spec`` would import ``a`` for ``a.b``)."""
+    from importlib.machinery import PathFinder
+
+    folders, spec = None, None
+    for part in name.split("."):
+        try:
+            spec = PathFinder.find_spec(part, folders)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            break
+        folders = spec.submodule_search_locations
+        if folders is None:
+            break
+    if spec is None and ("." in name or importlib.util.find_spec(name) is None):
+        raise _not_importable(name)      # (a built-in module such as sys is not a plugin)
+    if spec is not None and folders and any((Path(f) / MARKER).is_file() for f in folders):
+        return
+    where = f" ({', '.join(str(f) for f in folders)})" if spec is not None and folders else ""
+    raise UserError(f"{ENV} names {name!r}, which is not a fedmoo plugin: a plugin is a package "
+                    f"that declares itself with an empty file named {MARKER} in its folder"
+                    f"{where} or with a {GROUP} entry point (docs/plugins.md)")
 
 
 def conf_dir(name: str) -> Path | None:
@@ -47,8 +86,7 @@ def conf_dir(name: str) -> Path | None:
     except (ImportError, ValueError):
         spec = None
     if spec is None:
-        raise UserError(f"plugin {name!r} (from {ENV} or a {GROUP} entry point) is not "
-                          "importable; install it or put its folder on PYTHONPATH")
+        raise _not_importable(name)
     for base in spec.submodule_search_locations or []:
         if (Path(base) / "conf").is_dir():
             return Path(base) / "conf"

@@ -66,3 +66,29 @@ def test_a_missing_plugin_is_one_line(tmp_path):
     assert r.stderr.strip().splitlines() == [
         "fedmoo: error: plugin 'nosuchproj' (from FEDMOO_PLUGINS or a fedmoo.plugins entry "
         "point) is not importable; install it or put its folder on PYTHONPATH"]
+
+
+@pytest.mark.parametrize("name", ["os", "json"])
+def test_an_undeclared_package_is_not_a_plugin(name, tmp_path):
+    # FEDMOO_PLUGINS=os once admitted os.* as callback targets: the command ran os.makedirs
+    r = run_main(["run", "rounds=1", "progress=false", "+hydra.callbacks.x._target_=os.makedirs",
+                  "+hydra.callbacks.x.name=made_by_hydra"], tmp_path, env={"FEDMOO_PLUGINS": name})
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert (f"FEDMOO_PLUGINS names {name!r}, which is not a fedmoo plugin: a plugin is a "
+            "package that declares itself with an empty file named fedmoo-plugin") in r.stderr
+    assert not (tmp_path / "made_by_hydra").exists() and not (tmp_path / "outputs").exists()
+
+
+def test_the_marker_file_declares_a_package(monkeypatch, tmp_path):
+    from fedmoo import plugins
+    from fedmoo.errors import UserError
+
+    pkg = tmp_path / "ownproj"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise SystemExit('imported while checking')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FEDMOO_PLUGINS", "ownproj")
+    with pytest.raises(UserError, match=f"in its folder \\({pkg}\\)"):
+        plugins.names()                          # found, not imported, not declared
+    (pkg / "fedmoo-plugin").write_text("")
+    assert "ownproj" in plugins.names()          # still not imported: its __init__ would exit

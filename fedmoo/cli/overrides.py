@@ -90,13 +90,17 @@ def target_allowed(target: str) -> bool:
 
 def check_targets(args: list[str]) -> str | None:
     """Refuse, before Hydra instantiates anything, a launcher / sweeper / callback whose
-    ``_target_`` is not on ALLOWED_TARGETS. fedmoo's shipped configs are checked by a test, so
-    the config is composed only when an override touches ``hydra``."""
+    ``_target_`` is not on ALLOWED_TARGETS, and a logging configuration that names code other
+    than the logging module's (``fedmoo.logs.check_config``). fedmoo's shipped configs are
+    checked by a test, so the config is composed only when an override touches ``hydra``."""
     if not any(a.lstrip("+~").startswith(("hydra.", "hydra/")) for a in args if "=" in a):
         return None
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from fedmoo import logs
 
     try:
         parsed = OverridesParser.create().parse_overrides(
@@ -113,6 +117,10 @@ def check_targets(args: list[str]) -> str | None:
         return None
     finally:
         GlobalHydra.instance().clear()
+    for part in ("job_logging", "hydra_logging"):     # dictConfig calls what they name
+        bad = logs.check_config(OmegaConf.to_container(hydra.get(part) or {}), f"hydra.{part}")
+        if bad:
+            return bad
     nodes = {"hydra.launcher": hydra.get("launcher"), "hydra.sweeper": hydra.get("sweeper")}
     nodes.update({f"hydra.callbacks.{k}": v for k, v in (hydra.get("callbacks") or {}).items()})
     for where, node in nodes.items():
@@ -203,6 +211,10 @@ def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str
 
 def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...]) -> str:
     """One line for an error Hydra raised while composing the config or making the run dir."""
+    from fedmoo.errors import UserError
+
+    if isinstance(e.__cause__, UserError):   # a plugin Hydra instantiated checked its values
+        return str(e.__cause__)
     text = str(e)
     m = re.search(r"Could not override '([^']+)'", text)
     if m and "not in struct" in f"{text} {e.__cause__}":

@@ -13,16 +13,23 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from fedmoo import budget
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 
 DIM = 60
 NUM_CLASSES = 10
+BYTES_PER_SAMPLE = DIM * 4 + 8 + 8 + 1
 
 
 def generate(num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: int = 0,
              iid: bool = False, max_samples: int | None = None,
              train_fraction: float = 0.9) -> Source:
+    fix = ("set fewer num_clients (data.num_users) or cap the samples per user with "
+           "data.max_samples")
+    fewest = min(50, max_samples or 50)       # every user has at least this many samples
+    budget.check(num_users * (fewest * BYTES_PER_SAMPLE + 4 * 8),
+                 f"data=synthetic with {num_users} users (at least {fewest} samples each)", fix)
     rng = np.random.default_rng(seed)
     sizes = rng.lognormal(4, 2, num_users).astype(int) + 50
     if max_samples is not None:
@@ -33,7 +40,16 @@ def generate(num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: i
     if iid:
         w_global = rng.normal(0, 1, (DIM, NUM_CLASSES))
         b_global = rng.normal(0, 1, NUM_CLASSES)
-    xs, ys, owners, is_test = [], [], [], []
+    total, largest = int(sizes.sum()), int(sizes.max())
+    # the Source's tensors (x float32, y and owner int64, is_test bool) and one user's float64
+    # draws, checked before anything of that size is allocated
+    budget.check(total * BYTES_PER_SAMPLE + largest * DIM * 8 * 3,
+                 f"data=synthetic with {num_users} users ({total:,} samples of {DIM} features)",
+                 fix)
+    x_all = np.empty((total, DIM), dtype=np.float32)
+    y_all = np.empty(total, dtype=np.int64)
+    is_test = np.zeros(total, dtype=bool)
+    start = 0
     for k in range(num_users):
         if iid:
             w, b, v = w_global, b_global, np.zeros(DIM)
@@ -42,20 +58,18 @@ def generate(num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: i
             b = rng.normal(mean_w[k], 1, NUM_CLASSES)
             v = rng.normal(shift[k], 1, DIM)
         x = v + rng.standard_normal((sizes[k], DIM)) * np.sqrt(cov_diag)
-        y = np.argmax(x @ w + b, axis=1)
+        end = start + sizes[k]
+        y_all[start:end] = np.argmax(x @ w + b, axis=1)
+        x_all[start:end] = x                   # float64 -> float32, rounded as torch's .float()
         perm = rng.permutation(sizes[k])
         n_train = int(train_fraction * sizes[k])
-        flag = np.zeros(sizes[k], dtype=bool)
-        flag[perm[n_train:]] = True
-        xs.append(x)
-        ys.append(y)
-        owners.append(np.full(sizes[k], k))
-        is_test.append(flag)
+        is_test[start + perm[n_train:]] = True
+        start = end
     return Source(
-        x=torch.from_numpy(np.concatenate(xs)).float(),
-        y=torch.from_numpy(np.concatenate(ys)).long(),
-        is_test=torch.from_numpy(np.concatenate(is_test)),
-        owner=torch.from_numpy(np.concatenate(owners)).long(),
+        x=torch.from_numpy(x_all),
+        y=torch.from_numpy(y_all),
+        is_test=torch.from_numpy(is_test),
+        owner=torch.from_numpy(np.repeat(np.arange(num_users, dtype=np.int64), sizes)),
         num_classes=NUM_CLASSES,
         input_shape=(DIM,),
         client_names=[f"f_{k:05d}" for k in range(num_users)],

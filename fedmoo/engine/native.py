@@ -9,7 +9,12 @@ The library is built with ``-march=native`` into ``$XDG_CACHE_HOME/fedmoo/native
 ``~/.cache/fedmoo/...``; a temporary folder without a home), the key a digest of the source,
 the compiler command and the CPU's model and flags, so a home folder shared by different
 machines keeps one build per kind of CPU. A build is written to a temporary file and renamed,
-so concurrent processes never load half a library. ``FEDMOO_NATIVE=0`` turns the kernels off;
+so concurrent processes never load half a library, and its SHA-256 digest is written beside it
+(``conv_pool.so.sha256``). Before loading, the library is checked against that digest: a
+damaged copy (a truncated file left by a full disk or a copy of the cache) would otherwise
+kill the process with SIGBUS inside ``dlopen``, without a message. A library that fails the
+check, or has no digest, is rebuilt with one warning (builds hold a file lock, so concurrent
+processes build once). ``FEDMOO_NATIVE=0`` turns the kernels off;
 without a compiler, or when the build fails, fedmoo logs one warning and runs torch's operators
 (the same numbers up to float rounding).
 """
@@ -54,17 +59,51 @@ def _key(compiler: list[str]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _verified(target: Path) -> bool:
+    """The library exists and matches the digest recorded when it was built."""
+    record = target.with_name(target.name + ".sha256")
+    try:
+        return record.read_text().strip() == _digest(target)
+    except OSError:
+        return False
+
+
 def _build(compiler: list[str], target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
     os.close(fd)
+    record = target.with_name(target.name + ".sha256")
     try:
         subprocess.run([*compiler, *FLAGS, "-o", tmp, str(SOURCE)], check=True,
                        capture_output=True, text=True, timeout=300)
+        digest = _digest(Path(tmp))
         os.replace(tmp, target)
+        with open(tmp, "w") as f:           # the digest goes in last, also by a rename
+            f.write(digest + "\n")
+        os.replace(tmp, record)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _ensure(compiler: list[str], target: Path) -> None:
+    """Build ``target`` unless a verified copy is there (a damaged one is rebuilt)."""
+    if _verified(target):
+        return
+    from filelock import FileLock
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target.parent / "build.lock"), timeout=600):
+        if _verified(target):                     # another process built it meanwhile
+            return
+        if target.exists():
+            log.warning("fedmoo's cached CPU kernels in %s are damaged or unverified; "
+                        "rebuilding them", target)
+        _build(compiler, target)
 
 
 @functools.cache
@@ -80,10 +119,9 @@ def library() -> ctypes.CDLL | None:
     root = user_cache_dir() or Path(tempfile.gettempdir()) / "fedmoo"
     target = root / "native" / _key(compiler) / "conv_pool.so"
     try:
-        if not target.exists():
-            _build(compiler, target)
+        _ensure(compiler, target)
         lib = ctypes.CDLL(str(target))
-    except (OSError, subprocess.SubprocessError) as e:
+    except (OSError, subprocess.SubprocessError, TimeoutError) as e:
         detail = getattr(e, "stderr", None) or str(e)
         log.warning("fedmoo's CPU kernels could not be built (%s); torch's operators run "
                     "instead", detail.strip().splitlines()[-1] if detail.strip() else e)

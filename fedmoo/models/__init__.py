@@ -10,8 +10,10 @@ import importlib
 import inspect
 from typing import Any
 
+import torch
 from torch import nn
 
+from fedmoo import budget
 from fedmoo.errors import UserError
 
 # model slug -> "module:class"; the class takes input_shape, num_classes and the model config keys.
@@ -77,7 +79,23 @@ def build(model_cfg: dict[str, Any], input_shape, num_classes: int,
     if unknown:
         raise UserError(f"model.{unknown[0]} is not a setting of model={name}; valid keys: "
                         f"{', '.join(valid) or '(none)'}")
+    shape = tuple(int(s) for s in input_shape)
     try:
-        return cls(tuple(int(s) for s in input_shape), int(num_classes), **cfg)
+        _check_memory(name, lambda: cls(shape, int(num_classes), **cfg))
+        return cls(shape, int(num_classes), **cfg)
     except TypeError as e:
         raise UserError(f"model={name}: {e}") from None
+
+
+def _check_memory(name: str, make) -> None:
+    """Refuse a model whose parameters alone cannot fit in memory, before allocating them: the
+    model is first made on PyTorch's ``meta`` device (shapes only) to count them."""
+    if torch.empty(0).device.type == "meta":      # already shapes only (fedmoo.run.memory)
+        return
+    try:
+        with torch.device("meta"):
+            d = sum(p.numel() for p in make().parameters())
+    except (ValueError, RuntimeError, IndexError, NotImplementedError):
+        return                 # the real construction reports its own error
+    budget.check(d * torch.get_default_dtype().itemsize, f"model={name} ({d:.3g} parameters)",
+                 "choose a smaller model (fewer or narrower layers in model.*)")

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from fedmoo import models
+from fedmoo import budget, models
 from fedmoo.errors import UserError
 
 
@@ -52,17 +52,8 @@ def activations_per_sample(model: torch.nn.Module, x1: torch.Tensor) -> int:
 
 
 def available(device: torch.device) -> int | None:
-    """Free memory of ``device`` in bytes (None if unknown)."""
-    if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    """Bytes fedmoo may still allocate on ``device`` (None if unknown; ``fedmoo.budget``)."""
+    return budget.available(device)
 
 
 def lower_bound(d: int, per_round: int, acts: int = 0, batch: int = 1) -> int:

@@ -112,15 +112,24 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
 
 
 def resolve_device(name: str) -> torch.device:
+    """``device``: auto, cpu, cuda or cuda:N, checked before anything is built on it (``meta``
+    and the other devices torch knows hold no data or are not ones fedmoo trains on)."""
     name = str(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"device={name} but CUDA is not available here; use device=cpu or device=auto")
     try:
-        return torch.device(name)
+        device = torch.device(name)
     except RuntimeError:
-        raise UserError(f"device={name!r} is not valid; use auto, cpu, cuda or cuda:N") from None
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise UserError(f"device={name!r} is not valid; use auto, cpu, cuda or cuda:N")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"device={name} but CUDA is not available here; use device=cpu or device=auto")
+    if device.type == "cuda" and device.index is not None \
+            and device.index >= (count := torch.cuda.device_count()):
+        raise UserError(f"device={name} but {count} GPU(s) are visible; use cuda:0 to "
+                        f"cuda:{count - 1} or device=auto")
+    return device
 
 
 def set_tf32(tf32: Any, device: torch.device) -> None:

@@ -27,7 +27,13 @@ log = logging.getLogger(__name__)
 
 class LockstepLauncher(Launcher):
     def __init__(self, max_rows: int = 4096) -> None:
-        self.max_rows = int(max_rows)
+        if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+            from fedmoo.errors import UserError
+
+            raise UserError(f"hydra.launcher.max_rows={max_rows!r} must be a positive integer "
+                            "(the most clients per round one group trains); e.g. "
+                            "hydra.launcher.max_rows=4096")
+        self.max_rows = max_rows
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
 

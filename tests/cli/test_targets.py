@@ -44,3 +44,33 @@ def test_unknown_launcher_is_named(cli):
     assert r.stderr.strip() == ("fedmoo: error: unknown hydra/launcher 'foo'; choose one of: "
                                 + r.stderr.split("choose one of: ")[1].strip())
     assert "local_gpus" in r.stderr and "writable" not in r.stderr
+
+
+def test_logging_names_only_the_logging_modules_classes(cli):
+    # dictConfig calls a handler's class: a zipfile.ZipFile "handler" wrote made.zip before
+    # Hydra refused it
+    r = cli("run", "rounds=1", "progress=false", "+hydra.job_logging.handlers.z.class=zipfile.ZipFile",
+            "+hydra.job_logging.handlers.z.file=made.zip", "+hydra.job_logging.handlers.z.mode=w")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "hydra.job_logging.handlers.z.class=zipfile.ZipFile is refused" in r.stderr
+    assert not (cli.cwd / "made.zip").exists() and not (cli.cwd / "outputs").exists()
+
+
+@pytest.mark.parametrize("override,bad", [
+    ("hydra.job_logging.handlers.console.stream=ext://os.sep", "handlers.console.stream"),
+    ("hydra.job_logging.handlers.file.class=logging.Formatter", "handlers.file.class"),
+    ("+hydra.job_logging.formatters.simple.class=zipfile.ZipFile", "formatters.simple.class"),
+    ("hydra.hydra_logging.handlers.console.class=shutil.rmtree", "hydra_logging.handlers"),
+])
+def test_logging_configs_are_checked(override, bad):
+    err = check_targets(["rounds=1", override])
+    assert err is not None and bad in err.split(" is refused")[0]
+
+
+@pytest.mark.parametrize("override", [
+    "hydra/job_logging=default", "hydra/job_logging=disabled", "hydra/job_logging=stdout",
+    "hydra/hydra_logging=default", "hydra/hydra_logging=disabled",
+    "hydra.job_logging.handlers.file.class=logging.handlers.RotatingFileHandler",
+])
+def test_shipped_logging_configs_pass(override):
+    assert check_targets(["rounds=1", override]) is None

@@ -85,3 +85,27 @@ def test_natural_partition_rejects_unknown_keys():
     src = data.load_source({"name": "synthetic", "num_users": 4, "max_samples": 60}, ".")
     with pytest.raises(UserError, match=r"^partition=natural has no option partition.foo; "):
         data.federate(src, {"name": "natural", "foo": 1}, 4)
+
+
+def test_generated_in_place_gives_the_same_data():
+    # digest of the data the generator made before it wrote into preallocated arrays
+    # (per-user float64 draws concatenated, then .float()); same seed, same samples
+    import hashlib
+
+    src = generate(num_users=20, seed=1, max_samples=300)
+    h = hashlib.sha256()
+    for t in (src.x, src.y, src.is_test, src.owner):
+        h.update(t.numpy().tobytes())
+    assert src.x.shape == (2855, 60) and h.hexdigest()[:16] == "0a9d2548d4d6ebb7"
+
+
+def test_natural_partition_of_interleaved_owners():
+    from fedmoo.data.federated import Source
+
+    owner = torch.tensor([2, 0, 1, 0, 2, 2, 1, 0, 3])
+    is_test = torch.tensor([0, 0, 1, 1, 0, 1, 0, 0, 0], dtype=torch.bool)
+    src = Source(x=torch.zeros(9, 2), y=torch.zeros(9, dtype=torch.long), is_test=is_test,
+                 num_classes=2, input_shape=(2,), owner=owner)
+    fed = federate(src, {"name": "natural", "seed": 0}, None)
+    assert [fed.train.of(k).tolist() for k in range(4)] == [[1, 7], [6], [0, 4], [8]]
+    assert [fed.test.of(k).tolist() for k in range(4)] == [[3], [2], [5], []]

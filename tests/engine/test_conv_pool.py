@@ -140,7 +140,9 @@ def test_the_library_is_built_once_per_key(fresh_library):
     stamp = built.stat().st_mtime_ns
     native.library.cache_clear()
     assert native.library() is not None
-    assert list(fresh_library.glob("*/*")) == [built] and built.stat().st_mtime_ns == stamp
+    assert sorted(f.name for f in fresh_library.glob("*/*")) == [
+        "build.lock", "conv_pool.so", "conv_pool.so.sha256"]
+    assert built.stat().st_mtime_ns == stamp
 
 
 def test_no_compiler_or_a_failed_build_falls_back_with_one_warning(fresh_library, monkeypatch,
@@ -177,4 +179,34 @@ def test_two_processes_building_at_once_both_load_one_library(tmp_path):
     assert [p.returncode for p in procs] == [0, 0], outs
     assert all(o.strip() == "torch.Size([2, 2, 3, 3])" for o, _ in outs)
     files = sorted(Path(tmp_path, "fedmoo", "native").rglob("*"))
-    assert [f.name for f in files if f.is_file()] == ["conv_pool.so"]
+    assert [f.name for f in files if f.is_file()] == ["build.lock", "conv_pool.so",
+                                                      "conv_pool.so.sha256"]
+
+
+LOAD = ("import torch; from fedmoo.engine import native, conv_pool;"
+        "from fedmoo.models.cnn import ConvPoolReLU;"
+        "m = ConvPoolReLU(1, 2, 3); x = torch.ones(2, 1, 8, 8);"
+        "assert native.library() is not None and conv_pool.fits(m, x);"
+        "print(conv_pool.conv_pool_relu(m, x).shape)")
+
+
+@needs_kernel
+@pytest.mark.parametrize("damage", ["truncated", "zeroed", "no digest"])
+def test_a_damaged_cached_library_is_rebuilt_not_loaded(tmp_path, damage):
+    # a truncated conv_pool.so once killed every FMGDA run with SIGBUS (exit 135) in dlopen
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    first = subprocess.run([sys.executable, "-c", LOAD], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    [lib] = Path(tmp_path, "fedmoo", "native").glob("*/conv_pool.so")
+    good = lib.read_bytes()
+    if damage == "truncated":
+        lib.write_bytes(good[: len(good) // 2])
+    elif damage == "zeroed":                       # same size, a page of zeros in the middle
+        lib.write_bytes(good[:4096] + bytes(4096) + good[8192:])
+    else:
+        lib.with_name("conv_pool.so.sha256").unlink()
+    again = subprocess.run([sys.executable, "-c", LOAD], env=env, capture_output=True, text=True)
+    assert again.returncode == 0, (again.returncode, again.stderr)
+    assert again.stdout.strip() == "torch.Size([2, 2, 3, 3])"
+    assert "cached CPU kernels" in again.stderr and "rebuilding them" in again.stderr
+    assert native._verified(lib)
