@@ -6,7 +6,10 @@ A job is a directory holding ``.hydra/config.yaml`` or ``summary.json``. Its con
 results), else Hydra's ``.hydra/config.yaml``, resolved here. Jobs are grouped by that whole
 configuration, flattened to dotted keys, less ``NOT_A_RESULT_KEY`` and the keys Hydra's record
 sets to ``${seed}``: jobs that differ in anything else (``rounds``, a hyperparameter) are never
-averaged together. A group counts one job per seed (``group_jobs``). A file that cannot be read
+averaged together. Keys a job's record lacks (written before the key existed, or a killed job's
+Hydra record beside finished jobs' summaries) are filled in with their defaults
+(``fedmoo.report.defaults``) before jobs are compared, so they never split a configuration. A
+group counts one job per seed (``group_jobs``). A file that cannot be read
 makes its job ``corrupt`` with a ``reason``; nothing here raises for a damaged job.
 """
 
@@ -22,12 +25,15 @@ from typing import Any
 import yaml
 
 from fedmoo.errors import UserError
+from fedmoo.report import defaults
 from fedmoo.report.results import read_rounds_frame
 
 # Keys (and their sub-keys) that never distinguish configurations: the seed, which varies across
 # repetitions, and knobs that only change where or how a job runs.
+# fedmoo.run.checkpoint.VOLATILE_KEYS are among them (tests/report/test_grouping.py checks).
 NOT_A_RESULT_KEY = ("seed", "hydra", "experiment", "debug", "progress", "device", "data_dir",
-                    "threads", "logger", "resume", "checkpoint_every", "traceback")
+                    "threads", "logger", "resume", "checkpoint_every", "traceback",
+                    "deterministic")
 FINISHED = ("completed", "diverged")
 _FOLLOWS_SEED = re.compile(r"^\$\{\.*seed\}$")
 
@@ -67,6 +73,8 @@ class Job:
     seed_keys: tuple[str, ...] = ()        # keys set to ${seed} in Hydra's record
     mtime: float = 0.0                     # of summary.json (else the directory)
     rounds_problem: str | None = None      # what is wrong with rounds.csv, once read
+    rounds_note: str | None = None         # what was repaired in it (a round written twice)
+    filled: dict[str, Any] = field(default_factory=dict)   # defaults of keys the record lacks
     _rounds: Any = field(default=None, repr=False)
 
     @property
@@ -79,8 +87,10 @@ class Job:
         return flatten(self.config or {})
 
     def identity(self) -> dict[str, Any]:
-        """The flattened configuration that determines the job's results, seed excluded."""
-        return {k: v for k, v in self.flat.items() if is_result_key(k) and k not in self.seed_keys}
+        """The flattened configuration that determines the job's results, seed excluded, with
+        the defaults of the keys its record lacks (``filled``)."""
+        flat = {**self.flat, **self.filled}
+        return {k: v for k, v in flat.items() if is_result_key(k) and k not in self.seed_keys}
 
     def metric(self, key: str) -> float | None:
         if not self.summary:
@@ -196,7 +206,24 @@ def find_jobs(dirs: list[str | Path]) -> list[Job]:
             raise UserError(f"{d} holds no fedmoo run (no .hydra/config.yaml or summary.json "
                             "below it)")
         jobs += [load_job(p) for p in found]
+    fill_defaults(jobs)
     return jobs
+
+
+def fill_defaults(jobs: list[Job]) -> None:
+    """Give every job the default (``fedmoo.report.defaults``) of each result key that another
+    job's configuration holds and its own lacks (``Job.filled``)."""
+    keys: dict[str, None] = {}
+    for j in jobs:
+        keys.update(dict.fromkeys(k for k in j.flat if is_result_key(k)))
+    for j in jobs:
+        if j.config is None:
+            continue
+        for k in keys:
+            if k not in j.flat and k not in j.filled:
+                v = defaults.default(k, j.flat)
+                if v is not defaults.MISSING:
+                    j.filled[k] = v
 
 
 @dataclass
@@ -213,7 +240,7 @@ class Group:
         for j in self.jobs + self.dropped:
             if key in j.overrides:
                 return j.overrides[key]
-        flat = self.jobs[0].flat
+        flat = {**self.jobs[0].flat, **self.jobs[0].filled}
         for k in (key, f"{key}.name"):
             if k in flat:
                 return as_text(flat[k])
