@@ -75,6 +75,7 @@ class Job:
     rounds_problem: str | None = None      # what is wrong with rounds.csv, once read
     rounds_note: str | None = None         # what was repaired in it (a round written twice)
     filled: dict[str, Any] = field(default_factory=dict)   # defaults of keys the record lacks
+    bad_metrics: dict[str, str] = field(default_factory=dict)  # final metrics that are no number
     _rounds: Any = field(default=None, repr=False)
 
     @property
@@ -93,10 +94,16 @@ class Job:
         return {k: v for k, v in flat.items() if is_result_key(k) and k not in self.seed_keys}
 
     def metric(self, key: str) -> float | None:
-        if not self.summary:
+        """summary.json's final value of ``key``; None when missing or not a number (noted in
+        ``bad_metrics``)."""
+        final = (self.summary or {}).get("final")
+        v = final.get(key) if isinstance(final, dict) else None
+        if v is None:
             return None
-        v = (self.summary.get("final") or {}).get(key)
-        return None if v is None else float(v)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.bad_metrics[key] = f"summary.json's final {key} is not a number: {v!r:.60}"
+            return None
+        return float(v)
 
     def expected_rows(self) -> int | None:
         """rounds.csv rows that summary.json's ``rounds_completed`` implies (None: unknown)."""
@@ -108,14 +115,15 @@ class Job:
             return None
 
     def rounds(self):
-        """rounds.csv's whole rows as a DataFrame (read once); sets ``rounds_problem``."""
+        """rounds.csv's whole rows as a DataFrame (read once); sets ``rounds_problem`` and
+        ``rounds_note``."""
         if self._rounds is None:
             if self.rows_path is None:
                 import pandas as pd
 
                 return pd.DataFrame()
-            self._rounds, self.rounds_problem = read_rounds_frame(self.rows_path,
-                                                                  self.expected_rows())
+            self._rounds, self.rounds_problem, self.rounds_note = read_rounds_frame(
+                self.rows_path, self.expected_rows())
         return self._rounds
 
 
@@ -155,23 +163,27 @@ def load_job(path: Path) -> Job:
             for s in yaml.safe_load((hydra / "overrides.yaml").read_text()) or []:
                 key, _, value = str(s).partition("=")
                 job.overrides[key.lstrip("+~")] = value
-    except (OSError, ValueError, TypeError, yaml.YAMLError) as e:
-        problems.append(f".hydra is unreadable: {_one_line(e)}")
+    except (OSError, ValueError, TypeError, RecursionError, yaml.YAMLError) as e:
+        problems.append(f".hydra is unreadable: {_one_line(e) or type(e).__name__}")
     sp = path / "summary.json"
     job.mtime = (sp if sp.exists() else path).stat().st_mtime
     if sp.exists():
         try:
             job.summary = json.loads(sp.read_text())
             if not isinstance(job.summary, dict):
-                raise TypeError("not a JSON object")
+                raise TypeError("does not hold a JSON object")
+            if not isinstance(job.summary.get("final", {}), (dict, type(None))):
+                raise TypeError("holds a 'final' that is not an object")
             job.status = str(job.summary.get("status", "completed"))
             if isinstance(job.summary.get("config"), dict):
                 job.config = job.summary["config"]
-        except (ValueError, TypeError) as e:
+        except (OSError, ValueError, TypeError, RecursionError) as e:
             job.summary = None
             job.status = "corrupt"
-            bad = "does not hold a JSON object" if isinstance(e, TypeError) else \
-                f"is not valid JSON: {_one_line(e)}"
+            bad = (str(e) if isinstance(e, TypeError) else
+                   "is nested too deeply to read" if isinstance(e, RecursionError) else
+                   f"is unreadable: {_one_line(e)}" if isinstance(e, OSError) else
+                   f"is not valid JSON: {_one_line(e)}")
             problems.insert(0, f"summary.json {bad}")
     elif (path / "error.json").exists():
         job.status = "failed"
@@ -226,6 +238,39 @@ def fill_defaults(jobs: list[Job]) -> None:
                     j.filled[k] = v
 
 
+def counts(job: Job, include_failed: bool = False) -> bool:
+    """Whether a report counts ``job``: completed, or (``--include-failed``) any job with a
+    configuration (diverged, interrupted, killed, failed, refused or with damaged files: whatever
+    of its results can be read)."""
+    return job.status == "completed" or (include_failed and job.config is not None)
+
+
+def status_counts(jobs: list[Job]) -> str:
+    """``2 diverged, 1 failed``: how many of ``jobs`` have each status."""
+    by: dict[str, int] = {}
+    for j in jobs:
+        by[j.status] = by.get(j.status, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(by.items()))
+
+
+def left_out(jobs: list[Job], groups: list[Group], include_failed: bool = False) -> list[Job]:
+    """The jobs a report does not count because of their status (repeated seeds aside)."""
+    grouped = {id(j) for g in groups for j in g.jobs + g.dropped}
+    skipped = {id(j) for g in groups for j in g.jobs if not counts(j, include_failed)}
+    return [j for j in jobs if id(j) not in grouped or id(j) in skipped]
+
+
+def skipped_line(jobs: list[Job], groups: list[Group], include_failed: bool = False,
+                 verb: str = "counts") -> str | None:
+    """``left out 2 of 6 jobs (1 diverged, 1 failed): only completed jobs count; ...`` or None."""
+    out = left_out(jobs, groups, include_failed)
+    if not out:
+        return None
+    why = ("they hold no readable configuration" if include_failed else
+           f"only completed jobs with intact files count; --include-failed {verb} what they hold")
+    return f"left out {len(out)} of {len(jobs)} jobs ({status_counts(out)}): {why}"
+
+
 @dataclass
 class Group:
     """Jobs of one configuration: ``jobs`` holds one per seed, ``dropped`` the other jobs of a
@@ -233,6 +278,10 @@ class Group:
     jobs: list[Job]
     dropped: list[Job] = field(default_factory=list)
     kept_for: list[Job] = field(default_factory=list)
+
+    def counted(self, include_failed: bool = False) -> list[Job]:
+        """The jobs (one per seed) whose results the reports use (``counts``)."""
+        return [j for j in self.jobs if counts(j, include_failed)]
 
     def value(self, key: str) -> str:
         """``key`` of this configuration as text: the jobs' override of it, else its value in
@@ -300,6 +349,16 @@ def label_keys(groups: list[Group], primary: list[str] | None = None) -> list[st
         if distinct(keys + [k]) > distinct(keys):
             keys.append(k)
     return keys
+
+
+def short_label(keys: list[str], g: Group, sep: str = ", ", fallback: str = "run") -> str:
+    """``algo=fedfv, beta=0.5``: ``key=value`` of ``keys`` (``algo.name`` as ``algo``, other
+    dotted keys by their last part), leaving out the keys the configuration does not set (a
+    fedavg configuration has no ``algo.beta``)."""
+    def short(k: str) -> str:
+        return k[: -len(".name")] if k.endswith(".name") else k.split(".")[-1]
+
+    return sep.join(f"{short(k)}={g.value(k)}" for k in keys if g.value(k) != "") or fallback
 
 
 def config_keys(jobs: list[Job], primary: list[str] | None = None) -> list[str]:

@@ -114,7 +114,12 @@ def test_plot_warns_about_a_truncated_rounds_csv_and_plots_the_rest(tmp_path, ca
              summary={"rounds_completed": 4}, rounds=rows)
     (d / "rounds.csv").write_text("round,test/acc_mean\n1,10.0\n2,20.0\n3,3")
     assert main(["plot", str(tmp_path), "--out", str(tmp_path / "png"),
-                 "--metric", "test/acc_mean"]) == 0
+                 "--metric", "test/acc_mean"]) == 2      # a table would not count it either
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "fedmoo: error: --metric test/acc_mean: only jobs that did not complete have it; "
+        "--include-failed plots them")
+    assert main(["plot", str(tmp_path), "--out", str(tmp_path / "png"),
+                 "--metric", "test/acc_mean", "--include-failed"]) == 0
     err = capsys.readouterr().err
     assert err == (f"fedmoo plot: {d / 'rounds.csv'}: its last line is cut mid-row; 2 rows where "
                    "summary.json implies 4; plotting its 2 whole rows\n")

@@ -49,6 +49,7 @@ def test_cli_lists_the_front_with_error_bars(tmp_path, capsys):
 
 
 def test_nothing_to_show_is_one_line(tmp_path, capsys):
-    _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 80.0}, status="diverged")
+    _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 80.0, "test/acc_worst10": 1.0},
+         status="diverged")
     assert main(["pareto", str(tmp_path)]) == 2
     assert capsys.readouterr().err.count("\n") == 2   # the left-out note and the error
