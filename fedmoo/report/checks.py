@@ -14,7 +14,7 @@ from fedmoo.errors import UserError
 
 def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str:
     """``; did you mean test/acc_worst10?`` (the closest known names), else ``''``."""
-    close = difflib.get_close_matches(name, list(known), n=n, cutoff=0.6)
+    close = difflib.get_close_matches(name, list(known), n=n, cutoff=0.7)
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 

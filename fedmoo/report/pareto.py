@@ -168,8 +168,13 @@ def plot(recs: list[dict], x: str, y: str, minimize_y: bool, path: str, dpi: int
     from matplotlib.lines import Line2D
 
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    for r in recs:
-        ax.errorbar(r["x"], r["y"], xerr=r["x_std"], yerr=r["y_std"], fmt="o", ms=6,
+    from fedmoo.report.plots import metric_range
+
+    (xlo, xhi), (ylo, yhi) = metric_range(x), metric_range(y)
+    for r in recs:       # bars clipped to what the metric can be (no accuracy below 0 %)
+        xerr = [[min(r["x_std"], r["x"] - xlo)], [min(r["x_std"], xhi - r["x"])]]
+        yerr = [[min(r["y_std"], r["y"] - ylo)], [min(r["y_std"], yhi - r["y"])]]
+        ax.errorbar(r["x"], r["y"], xerr=xerr, yerr=yerr, fmt="o", ms=6,
                     color="C0" if r["front"] else "0.6", capsize=3, zorder=3 if r["front"] else 2)
     on = sorted((r for r in recs if r["front"]), key=lambda r: r["x"])
     handles = [Line2D([], [], color="C0", marker="o", linestyle="-" if len(on) > 1 else "none",

@@ -190,16 +190,16 @@ def covers(ax, legend) -> bool:
                  & (xy[:, 1] >= box.y0) & (xy[:, 1] <= box.y1)).any())
 
 
-def place_legend(ax, fontsize: float = 8) -> str:
+def place_legend(ax, fontsize: float = 8, title: str | None = None) -> str:
     """The legend where matplotlib finds room inside the axes, else beside them (the figure
     grows by the legend's width). Returns ``"inside"`` or ``"outside"``."""
-    legend = ax.legend(fontsize=fontsize, loc="best")
+    opts = {"fontsize": fontsize, "title": title, "title_fontsize": fontsize}
+    legend = ax.legend(loc="best", **opts)
     if not covers(ax, legend):
         return "inside"
     legend.remove()
     fig = ax.figure
-    legend = ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                       borderaxespad=0.0)
+    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **opts)
     fig.canvas.draw()
     width = legend.get_window_extent().width / fig.dpi
     w, h = fig.get_size_inches()
@@ -242,8 +242,7 @@ def plot_metric(groups, label, metric: str, out: Path, logy: bool = False,
         plt.close(fig)
         return False
     ax.set_xlabel("round")
-    ax.set_ylabel(axis_label(metric) + (" (mean ± std over seeds)" if any(
-        "(n=1" not in lab for _, _, lab in drawn) else ""), fontsize=9)
+    ax.set_ylabel(axis_label(metric).replace(", ", "\n", 1), fontsize=9)
     rounds = np.concatenate([x for x, _, _ in drawn])
     if rounds.max() - rounds.min() < 2:        # one or two rounds: whole-number ticks around them
         ax.set_xlim(rounds.min() - 1, rounds.max() + 1)
@@ -253,7 +252,8 @@ def plot_metric(groups, label, metric: str, out: Path, logy: bool = False,
     elif hi == 1.0 and lo == 0.0:
         ax.set_ylim(-0.03, 1.03)
     ax.grid(alpha=0.3)
-    place_legend(ax)
+    place_legend(ax, title="mean ± std over seeds" if any("(n=1" not in lab for _, _, lab in drawn)
+                 else None)
     if any(" = " in lab for _, _, lab in drawn):
         ax.set_title("dashed: the same curve as the one its legend names after '='", fontsize=8)
     _finish(fig, out, dpi, note)
