@@ -6,7 +6,9 @@ A plugin is an importable Python package. fedmoo finds plugins in two places:
 - the ``fedmoo.plugins`` entry-point group of installed distributions
   (``[project.entry-points."fedmoo.plugins"] myproj = "myproj"`` in the plugin's pyproject.toml);
 - the ``FEDMOO_PLUGINS`` environment variable: comma-separated package names (handy for a
-  project that is on ``PYTHONPATH`` but not installed).
+  project that is on ``PYTHONPATH`` but not installed);
+- in Python, a package that registered a component in this process (``import myproj`` before
+  ``fedmoo.api.run``): the registries tell ``note_registered``.
 
 Importing a plugin package registers its components (``fedmoo.algorithms.register``,
 ``fedmoo.models.register``, ``fedmoo.attacks.register``, ``fedmoo.data.register_source``); its
@@ -37,7 +39,21 @@ def names() -> list[str]:
 
     found = [ep.value.split(":")[0].strip() for ep in entry_points(group=GROUP)]
     found += [n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()]
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(found + list(_registered)))
+
+
+# Packages that registered a component in this process (fedmoo.api users import their own
+# project, then call fedmoo.api.run): they count as declared plugins.
+_registered: dict[str, None] = {}
+
+
+def note_registered(module: str) -> None:
+    """A component was registered from ``module`` (its ``__module__``): the top-level package
+    counts as a plugin from now on (its conf folder joins the config search path, its
+    ``_target_`` prefixes are allowed), unless it is fedmoo itself or a script (``__main__``)."""
+    top = str(module).split(".")[0]
+    if top and top not in ("fedmoo", "__main__", "builtins"):
+        _registered[top] = None
 
 
 def conf_dir(name: str) -> Path | None:
