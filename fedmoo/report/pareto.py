@@ -112,9 +112,13 @@ OFFSETS = [(6, 6, "left", "bottom"), (6, -6, "left", "top"), (-6, 6, "right", "b
            (10, 18, "left", "bottom"), (-10, -18, "right", "top")]
 
 
+# Labels sit on a faint white box, above the error bars they may cross.
+PAPER = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.75}
+
+
 def place_labels(ax, recs: list[dict]) -> str:
     """Label every point next to it where the text overlaps no other label or point and stays
-    inside the axes; when some label finds no such place, number the points instead and list
+    inside the axes (error bars it crosses show faintly through its box); when some label finds no such place, number the points instead and list
     the labels beside the axes. Returns ``"beside"`` or ``"numbered"``."""
     fig = ax.figure
     fig.canvas.draw()
@@ -129,8 +133,8 @@ def place_labels(ax, recs: list[dict]) -> str:
     for i, r in enumerate(recs):
         for dx, dy, ha, va in OFFSETS:
             t = ax.annotate(r["label"], (r["x"], r["y"]), textcoords="offset points",
-                            xytext=(dx, dy), ha=ha, va=va, fontsize=7,
-                            color="black" if r["front"] else "0.35")
+                            xytext=(dx, dy), ha=ha, va=va, fontsize=7, zorder=5,
+                            color="black" if r["front"] else "0.35", bbox=PAPER)
             box = t.get_window_extent(renderer)
             inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
                       and box.y1 <= frame.y1)
