@@ -57,9 +57,18 @@ def load_spec(name: str) -> dict[str, Any]:
 
 
 def _row_label(keys: list[str], values) -> str:
+    """``k=v k2=v2``: how a spec names a row (a key the configuration does not set: ``k=``)."""
     if not keys:
         return "all"
     return " ".join(f"{k}={v}" for k, v in zip(keys, values))
+
+
+def _shown_label(keys: list[str], values) -> str:
+    """A row's label in the table: ``_row_label`` without the keys the configuration does not
+    set (fedavg's row of a sweep that also ran fedfv with ``algo.beta`` has no ``algo.beta=``)."""
+    kept = [(k, v) for k, v in zip(keys, values) if v != ""]
+    return _row_label([k for k, _ in kept], [v for _, v in kept]) if kept or not keys else \
+        _row_label(keys, values)
 
 
 def table_keys(groups: list[Group], spec: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -79,8 +88,8 @@ def _row(rows_spec: Any, primary: list[str], keys: list[str],
     info = rows_spec.get(row_key, {}) if isinstance(rows_spec, dict) else {}
     order = list(rows_spec).index(row_key) if row_key in rows_spec else 10**6
     if "label" not in info:
-        return _row_label(keys, [rec[k] for k in keys]), order, info
-    extra = [k for k in keys if k not in primary]
+        return _shown_label(keys, [rec[k] for k in keys]), order, info
+    extra = [k for k in keys if k not in primary and rec[k] != ""]
     suffix = f" ({_row_label(extra, [rec[k] for k in extra])})" if extra else ""
     return info["label"] + suffix, order, info
 

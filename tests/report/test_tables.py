@@ -196,3 +196,8 @@ def test_a_spec_key_that_no_job_has_is_refused_with_the_nearest(tmp_path, monkey
     assert capsys.readouterr().err == (
         f"fedmoo: error: table spec demo/t group_by: alog is not a config key of the jobs under "
         f"{tmp_path / '0'}; did you mean algo?\n")
+
+
+def test_a_key_a_configuration_does_not_set_is_not_in_its_label(sweep):
+    recs, _ = build_table(find_jobs([sweep]), {"metrics": [{"key": "test/acc_mean"}]})
+    assert sorted(r["_label"] for r in recs) == ["algo=fedavg", "algo=fedfv algo.alpha=0.5"]
