@@ -86,10 +86,12 @@ def test_job_outcomes_reads_each_job_summary(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_shared_job_directory_blames_the_refused_job_and_keeps_multirun_yaml(tmp_path):
+@pytest.mark.parametrize("launcher", ["basic", "lockstep"])   # lockstep reports after training
+def test_a_shared_job_directory_blames_the_refused_job_and_keeps_multirun_yaml(tmp_path,
+                                                                                launcher):
     cli = cli_in(tmp_path)
     args = ["run", "-m", *SMALL, "rounds=2", "algo=fedavg,fedprox", "hydra.sweep.subdir=s${seed}",
-            "hydra.sweep.dir=sw"]
+            "hydra.sweep.dir=sw", f"hydra/launcher={launcher}"]
     r = cli(*args)
     assert r.returncode == 1
     sw = cli.cwd / "sw"
