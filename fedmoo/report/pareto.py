@@ -117,9 +117,10 @@ PAPER = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"
 
 
 def place_labels(ax, recs: list[dict]) -> str:
-    """Label every point next to it where the text overlaps no other label or point and stays
-    inside the axes (error bars it crosses show faintly through its box); when some label finds no such place, number the points instead and list
-    the labels beside the axes. Returns ``"beside"`` or ``"numbered"``."""
+    """Label every point next to it where the text overlaps no other label, point or the legend
+    and stays inside the axes (error bars it crosses show faintly through its box); when some
+    label finds no such place, number the points instead and list the labels beside the axes.
+    Returns ``"beside"`` or ``"numbered"``."""
     fig = ax.figure
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
@@ -128,7 +129,8 @@ def place_labels(ax, recs: list[dict]) -> str:
     from matplotlib.transforms import Bbox
 
     dots = [Bbox.from_extents(cx - 5, cy - 5, cx + 5, cy + 5) for cx, cy in centres]
-    placed: list[Any] = []
+    legend = ax.get_legend()
+    placed: list[Any] = [legend.get_window_extent(renderer)] if legend is not None else []
     texts = []
     for i, r in enumerate(recs):
         for dx, dy, ha, va in OFFSETS:

@@ -88,7 +88,9 @@ def test_labels_of_crowded_points_never_overlap_nor_leave_the_axes(tmp_path, cap
     boxes = [t.get_window_extent(r) for t in notes]
     assert sorted(t.get_text() for t in notes) == ["algo=afl", "algo=fedavg", "algo=fedfv beta=0.5",
                                                    "algo=fedprox", "algo=qfedavg"]
+    legend = ax.get_legend().get_window_extent(r)
     for i, a in enumerate(boxes):
+        assert not a.overlaps(legend)
         assert frame.x0 <= a.x0 and a.x1 <= frame.x1 and frame.y0 <= a.y0 and a.y1 <= frame.y1
         assert not any(a.overlaps(b) for b in boxes[i + 1:])
     # one configuration on the front: its legend entry is a marker, no line
