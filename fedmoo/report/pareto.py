@@ -154,10 +154,31 @@ def place_labels(ax, recs: list[dict]) -> str:
 
 
 def _numbered(ax, recs: list[dict]) -> str:
-    """Numbers at the points and a key of ``number  label`` to the right of the axes."""
-    for i, r in enumerate(recs, 1):
-        ax.annotate(str(i), (r["x"], r["y"]), textcoords="offset points", xytext=(4, 4),
-                    fontsize=7, color="black" if r["front"] else "0.35")
+    """Numbers at the points (points within a few pixels of each other share one note,
+    ``1,4,7``) and a key of ``number  label`` to the right of the axes."""
+    px = ax.transData.transform([[r["x"], r["y"]] for r in recs])
+    spots: list[tuple[Any, list[int]]] = []
+    for i, p in enumerate(px):
+        near = next((s for s in spots if abs(s[0][0] - p[0]) < 12 and abs(s[0][1] - p[1]) < 8),
+                    None)
+        if near is None:
+            spots.append((p, [i]))
+        else:
+            near[1].append(i)
+    renderer = ax.figure.canvas.get_renderer()
+    notes: list[Any] = []
+    for _, members in spots:
+        r = recs[members[0]]
+        for dx, dy, ha, va in OFFSETS:             # the first place clear of the other notes
+            t = ax.annotate(",".join(str(i + 1) for i in members), (r["x"], r["y"]),
+                            textcoords="offset points", xytext=(dx, dy), ha=ha, va=va,
+                            fontsize=7, zorder=5, bbox=PAPER,
+                            color="black" if any(recs[i]["front"] for i in members) else "0.35")
+            box = t.get_window_extent(renderer)
+            if not any(_overlaps(box, o) for o in notes) or (dx, dy) == OFFSETS[-1][:2]:
+                notes.append(box)
+                break
+            t.remove()
     key = "\n".join(f"{i}  {r['label']}" for i, r in enumerate(recs, 1))
     ax.text(1.03, 1.0, key, transform=ax.transAxes, fontsize=7, va="top", ha="left")
     return "numbered"

@@ -131,3 +131,16 @@ def test_unknown_metrics_and_unwritable_outputs_are_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"fedmoo: error: --out {tmp_path / 'file' / 'f.png'}: cannot write "
                           "there (") and err.count("\n") == 1
+
+
+def test_points_too_close_to_label_are_numbered_with_a_key_beside(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from fedmoo.report.pareto import plot
+
+    recs = [{"label": f"algo=fedfv alpha={i / 10}", "x": 70.0, "y": 10.0, "x_std": 0.0,
+             "y_std": 0.0, "n": 1, "front": i == 0} for i in range(12)]
+    assert plot(recs, "test/acc_mean", "test/acc_worst10", False, str(tmp_path / "f.png")) == \
+        "numbered"
+    assert (tmp_path / "f.png").stat().st_size > 10_000
