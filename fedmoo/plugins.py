@@ -9,7 +9,9 @@ A plugin is an importable Python package. fedmoo finds plugins in two places:
   project that is on ``PYTHONPATH`` but not installed). Such a package declares itself with an
   empty file named ``fedmoo-plugin`` in its folder (as ``py.typed`` declares type hints): the
   variable chooses among declared plugins, it cannot turn any module (``os``, ``json``) into one.
-  The marker is looked up on ``sys.path`` without importing anything.
+  The marker is looked up on ``sys.path`` without importing anything;
+- in Python, a package that registered a component in this process (``import myproj`` before
+  ``fedmoo.api.run``): the registries tell ``note_registered``.
 
 Importing a plugin package registers its components (``fedmoo.algorithms.register``,
 ``fedmoo.models.register``, ``fedmoo.attacks.register``, ``fedmoo.data.register_source``); its
@@ -45,7 +47,7 @@ def names() -> list[str]:
         if name and name not in found:
             _check_declared(name)
             found.append(name)
-    return found
+    return list(dict.fromkeys(found + list(_registered)))
 
 
 def _not_importable(name: str) -> UserError:
@@ -77,6 +79,20 @@ def _check_declared(name: str) -> None:
     raise UserError(f"{ENV} names {name!r}, which is not a fedmoo plugin: a plugin is a package "
                     f"that declares itself with an empty file named {MARKER} in its folder"
                     f"{where} or with a {GROUP} entry point (docs/plugins.md)")
+
+
+# Packages that registered a component in this process (fedmoo.api users import their own
+# project, then call fedmoo.api.run): they count as declared plugins.
+_registered: dict[str, None] = {}
+
+
+def note_registered(module: str) -> None:
+    """A component was registered from ``module`` (its ``__module__``): the top-level package
+    counts as a plugin from now on (its conf folder joins the config search path, its
+    ``_target_`` prefixes are allowed), unless it is fedmoo itself or a script (``__main__``)."""
+    top = str(module).split(".")[0]
+    if top and top not in ("fedmoo", "__main__", "builtins"):
+        _registered[top] = None
 
 
 def conf_dir(name: str) -> Path | None:

@@ -92,3 +92,44 @@ def test_the_marker_file_declares_a_package(monkeypatch, tmp_path):
         plugins.names()                          # found, not imported, not declared
     (pkg / "fedmoo-plugin").write_text("")
     assert "ownproj" in plugins.names()          # still not imported: its __init__ would exit
+
+def _quiet_plugin(root):
+    """A plugin whose algorithm's YAML has no comment: the class says what it is."""
+    pkg = root / "quietproj"
+    (pkg / "conf" / "algo").mkdir(parents=True)
+    (pkg / "fedmoo-plugin").write_text("")
+    (pkg / "__init__.py").write_text(
+        "from fedmoo.algorithms import register\n"
+        "from fedmoo.algorithms.fedavg import FedAvg\n\n\n"
+        "@register\nclass Quiet(FedAvg):\n"
+        '    """Quiet: FedAvg under another name,\n    described by its docstring.\n\n'
+        '    More text that is not the summary.\n    """\n\n    name = "quiet"\n')
+    (pkg / "conf" / "algo" / "quiet.yaml").write_text("name: quiet\nweighting: samples\neta: 1.0\n")
+
+
+def test_list_describes_a_plugin_algorithm_by_its_class(cli):
+    _quiet_plugin(cli.cwd)
+    env = {"FEDMOO_PLUGINS": "quietproj", "PYTHONPATH": f"{ROOT}:{cli.cwd}"}
+    r = cli("list", "algo", env=env)
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("quiet "))
+    # its own docstring, not the description it inherits from FedAvg
+    assert line.split(None, 1)[1] == ("Quiet: FedAvg under another name, described by its "
+                                      "docstring. [plugin quietproj]")
+
+
+def test_a_plugin_imported_in_python_counts_for_fedmoo_api_run(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import myproj, fedmoo.api as fm\n"
+            f"r = fm.run({SMALL + ['algo=lossavg', 'algo.power=2', 'rounds=1']!r}, run_dir='r')\n"
+            "print(r.status)\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "FEDMOO_PLUGINS"}
+    env.update(PYTHONPATH=f"{ROOT}:{PLUGIN}", OMP_NUM_THREADS="1", FEDMOO_DATA=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "completed"
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["algo"] == "lossavg" and summary["hparams"] == {"power": 2, "eta": 1.0}

@@ -21,6 +21,9 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
     if not cls.name or cls.name in _REGISTRY:
         raise RuntimeError(f"algorithm name {cls.name!r} is empty or registered twice")
     _REGISTRY[cls.name] = cls
+    from fedmoo import plugins
+
+    plugins.note_registered(cls.__module__)   # a package imported in Python counts as a plugin
     return cls
 
 

@@ -35,6 +35,9 @@ def register(cls: type[Attack]) -> type[Attack]:
     if not cls.name or cls.name in ATTACKS:
         raise RuntimeError(f"attack name {cls.name!r} is empty or registered twice")
     ATTACKS[cls.name] = cls
+    from fedmoo import plugins
+
+    plugins.note_registered(cls.__module__)   # a package imported in Python counts as a plugin
     return cls
 
 

@@ -55,6 +55,7 @@ class Job:
     record: dict[str, str]
     multirun: bool
     traceback: bool
+    overrides: list[str] | None = None   # the job's own, for the sweep's report
 
 
 def prepare(cfg: DictConfig) -> tuple[Job, Exception | None]:
@@ -67,7 +68,8 @@ def prepare(cfg: DictConfig) -> tuple[Job, Exception | None]:
 
     hc = HydraConfig.get()
     job = Job(cfg={}, run_dir=Path(hc.runtime.output_dir), record={},
-              multirun=hc.mode == RunMode.MULTIRUN, traceback=bool(cfg.get("traceback", False)))
+              multirun=hc.mode == RunMode.MULTIRUN, traceback=bool(cfg.get("traceback", False)),
+              overrides=[str(o) for o in hc.overrides.task])
     try:
         job.cfg = OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException as e:
@@ -101,14 +103,14 @@ def finish(job: Job, outcome) -> float | None:
             record_failure(run_dir, str(outcome), "user")
         if job.multirun:
             if user:
-                note_job_failure(run_dir, str(outcome))
+                note_job_failure(run_dir, str(outcome), job.overrides)
             return None
         sys.exit(2 if user else 3)
     if isinstance(outcome, BaseException):  # a bug: record it, keep a sweep going, show it
         what = f"{type(outcome).__name__}: {outcome}"
         record_failure(run_dir, what, "internal", "".join(tb.format_exception(outcome)))
         if job.multirun:
-            note_job_failure(run_dir, what)
+            note_job_failure(run_dir, what, job.overrides)
         if not job.multirun or job.traceback:
             raise outcome
         log.error("job failed with %s (traceback in %s)", what, run_dir / "summary.json")

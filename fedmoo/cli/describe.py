@@ -145,7 +145,10 @@ def main(args: list[str]) -> int:
             raise UserError(err)
         info = describe(compose(ns.overrides), model_only=ns.model_only)
         if ns.plot:
-            plot(info, ns.plot)
+            from fedmoo.report.checks import writing
+
+            with writing("--plot", ns.plot):
+                plot(info, ns.plot)
     except UserError as e:
         log.error("%s", e)
         return 2

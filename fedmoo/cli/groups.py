@@ -9,7 +9,8 @@ GROUPS = ("algo", "data", "partition", "model", "client", "attack", "experiment"
 
 
 def group_options(group: str) -> dict[str, str]:
-    """Options of a config group (nested folders give ``sub/name``) with their descriptions:
+    """Options of a config group (nested folders give ``sub/name``) with their descriptions
+    (the YAML's first comment; for a plugin's algorithm without one, its class's description):
     fedmoo's own, then those of the declared plugins' conf folders (marked ``[plugin X]``)."""
     from fedmoo import plugins
 
@@ -22,8 +23,28 @@ def group_options(group: str) -> dict[str, str]:
             name = path.relative_to(root).with_suffix("").as_posix()
             if name not in out:
                 mark = f" [plugin {plugin}]" if plugin else ""
-                out[name] = (describe_yaml(path) + mark).strip()
+                text = describe_yaml(path) or (registered_description(group, name) if plugin
+                                               else "")
+                out[name] = (text + mark).strip()
     return out
+
+
+def registered_description(group: str, name: str) -> str:
+    """A plugin algorithm's own one-line description, for an option whose YAML has no comment:
+    the class's own ``description`` (not one it inherits), else the first paragraph of its
+    docstring ('' if no such algorithm is registered). Imports the algorithms (torch): only
+    in that case."""
+    if group != "algo":
+        return ""
+    from fedmoo import algorithms
+    from fedmoo.errors import UserError
+
+    try:
+        cls = algorithms.get(name)
+    except UserError:
+        return ""
+    text = cls.__dict__.get("description") or (cls.__doc__ or "").strip().split("\n\n")[0]
+    return " ".join(str(text).split())
 
 
 def with_plugins(args: list[str]) -> list[str]:

@@ -34,11 +34,11 @@ commands:
   list [group]           list what exists in each config group (algo, data, partition, model, ...)
   describe [overrides]   dataset sizes, model parameters, per-client sizes and labels (no training);
                          --json, --model-only, --plot FILE.png
-  table DIR... [--spec NAME] [--format csv|md|latex] [--out FILE]
+  table DIR... [--spec NAME] [--format csv|md|latex] [--out FILE] [--include-failed]
                          aggregate runs/sweeps over seeds into a paper-style table
-  plot DIR... --out DIR [--metric M]
+  plot DIR... --out DIR [--metric M] [--format png|pdf|svg] [--dpi N] [--include-failed]
                          curves over rounds (mean ± std over seeds) and client-accuracy histograms
-  pareto DIR... [--x M] [--y M] [--minimize-y] [--ref X Y] [--out FILE.png]
+  pareto DIR... [--x M] [--y M] [--minimize-y] [--ref X Y] [--spec NAME] [--out FILE]
                          the accuracy-fairness trade-off: configurations, Pareto front, hypervolume
 
 options (before the command):

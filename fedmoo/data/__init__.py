@@ -49,6 +49,9 @@ def register_source(name: str, loader) -> None:
     if name in SOURCES:
         raise RuntimeError(f"data source {name!r} is registered twice")
     SOURCES[name] = loader
+    from fedmoo import plugins
+
+    plugins.note_registered(getattr(loader, "__module__", "") or "")   # as algorithms.register
 
 
 _shared: dict[str, Source] | None = None   # sources kept while ``sharing_sources`` is on

@@ -38,6 +38,9 @@ def register(name: str, cls: type[nn.Module]) -> type[nn.Module]:
     if name in MODELS:
         raise RuntimeError(f"model name {name!r} is registered twice")
     MODELS[name] = cls
+    from fedmoo import plugins
+
+    plugins.note_registered(cls.__module__)   # a package imported in Python counts as a plugin
     return cls
 
 

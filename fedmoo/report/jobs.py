@@ -6,7 +6,10 @@ A job is a directory holding ``.hydra/config.yaml`` or ``summary.json``. Its con
 results), else Hydra's ``.hydra/config.yaml``, resolved here. Jobs are grouped by that whole
 configuration, flattened to dotted keys, less ``NOT_A_RESULT_KEY`` and the keys Hydra's record
 sets to ``${seed}``: jobs that differ in anything else (``rounds``, a hyperparameter) are never
-averaged together. A group counts one job per seed (``group_jobs``). A file that cannot be read
+averaged together. Keys a job's record lacks (written before the key existed, or a killed job's
+Hydra record beside finished jobs' summaries) are filled in with their defaults
+(``fedmoo.report.defaults``) before jobs are compared, so they never split a configuration. A
+group counts one job per seed (``group_jobs``). A file that cannot be read
 makes its job ``corrupt`` with a ``reason``; nothing here raises for a damaged job.
 """
 
@@ -22,12 +25,15 @@ from typing import Any
 import yaml
 
 from fedmoo.errors import UserError
+from fedmoo.report import defaults
 from fedmoo.report.results import read_rounds_frame
 
 # Keys (and their sub-keys) that never distinguish configurations: the seed, which varies across
 # repetitions, and knobs that only change where or how a job runs.
+# fedmoo.run.checkpoint.VOLATILE_KEYS are among them (tests/report/test_grouping.py checks).
 NOT_A_RESULT_KEY = ("seed", "hydra", "experiment", "debug", "progress", "device", "data_dir",
-                    "threads", "logger", "resume", "checkpoint_every", "traceback")
+                    "threads", "logger", "resume", "checkpoint_every", "traceback",
+                    "deterministic")
 FINISHED = ("completed", "diverged")
 _FOLLOWS_SEED = re.compile(r"^\$\{\.*seed\}$")
 
@@ -67,6 +73,9 @@ class Job:
     seed_keys: tuple[str, ...] = ()        # keys set to ${seed} in Hydra's record
     mtime: float = 0.0                     # of summary.json (else the directory)
     rounds_problem: str | None = None      # what is wrong with rounds.csv, once read
+    rounds_note: str | None = None         # what was repaired in it (a round written twice)
+    filled: dict[str, Any] = field(default_factory=dict)   # defaults of keys the record lacks
+    bad_metrics: dict[str, str] = field(default_factory=dict)  # final metrics that are no number
     _rounds: Any = field(default=None, repr=False)
 
     @property
@@ -79,14 +88,22 @@ class Job:
         return flatten(self.config or {})
 
     def identity(self) -> dict[str, Any]:
-        """The flattened configuration that determines the job's results, seed excluded."""
-        return {k: v for k, v in self.flat.items() if is_result_key(k) and k not in self.seed_keys}
+        """The flattened configuration that determines the job's results, seed excluded, with
+        the defaults of the keys its record lacks (``filled``)."""
+        flat = {**self.flat, **self.filled}
+        return {k: v for k, v in flat.items() if is_result_key(k) and k not in self.seed_keys}
 
     def metric(self, key: str) -> float | None:
-        if not self.summary:
+        """summary.json's final value of ``key``; None when missing or not a number (noted in
+        ``bad_metrics``)."""
+        final = (self.summary or {}).get("final")
+        v = final.get(key) if isinstance(final, dict) else None
+        if v is None:
             return None
-        v = (self.summary.get("final") or {}).get(key)
-        return None if v is None else float(v)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.bad_metrics[key] = f"summary.json's final {key} is not a number: {v!r:.60}"
+            return None
+        return float(v)
 
     def expected_rows(self) -> int | None:
         """rounds.csv rows that summary.json's ``rounds_completed`` implies (None: unknown)."""
@@ -98,14 +115,15 @@ class Job:
             return None
 
     def rounds(self):
-        """rounds.csv's whole rows as a DataFrame (read once); sets ``rounds_problem``."""
+        """rounds.csv's whole rows as a DataFrame (read once); sets ``rounds_problem`` and
+        ``rounds_note``."""
         if self._rounds is None:
             if self.rows_path is None:
                 import pandas as pd
 
                 return pd.DataFrame()
-            self._rounds, self.rounds_problem = read_rounds_frame(self.rows_path,
-                                                                  self.expected_rows())
+            self._rounds, self.rounds_problem, self.rounds_note = read_rounds_frame(
+                self.rows_path, self.expected_rows())
         return self._rounds
 
 
@@ -145,23 +163,27 @@ def load_job(path: Path) -> Job:
             for s in yaml.safe_load((hydra / "overrides.yaml").read_text()) or []:
                 key, _, value = str(s).partition("=")
                 job.overrides[key.lstrip("+~")] = value
-    except (OSError, ValueError, TypeError, yaml.YAMLError) as e:
-        problems.append(f".hydra is unreadable: {_one_line(e)}")
+    except (OSError, ValueError, TypeError, RecursionError, yaml.YAMLError) as e:
+        problems.append(f".hydra is unreadable: {_one_line(e) or type(e).__name__}")
     sp = path / "summary.json"
     job.mtime = (sp if sp.exists() else path).stat().st_mtime
     if sp.exists():
         try:
             job.summary = json.loads(sp.read_text())
             if not isinstance(job.summary, dict):
-                raise TypeError("not a JSON object")
+                raise TypeError("does not hold a JSON object")
+            if not isinstance(job.summary.get("final", {}), (dict, type(None))):
+                raise TypeError("holds a 'final' that is not an object")
             job.status = str(job.summary.get("status", "completed"))
             if isinstance(job.summary.get("config"), dict):
                 job.config = job.summary["config"]
-        except (ValueError, TypeError) as e:
+        except (OSError, ValueError, TypeError, RecursionError) as e:
             job.summary = None
             job.status = "corrupt"
-            bad = "does not hold a JSON object" if isinstance(e, TypeError) else \
-                f"is not valid JSON: {_one_line(e)}"
+            bad = (str(e) if isinstance(e, TypeError) else
+                   "is nested too deeply to read" if isinstance(e, RecursionError) else
+                   f"is unreadable: {_one_line(e)}" if isinstance(e, OSError) else
+                   f"is not valid JSON: {_one_line(e)}")
             problems.insert(0, f"summary.json {bad}")
     elif (path / "error.json").exists():
         job.status = "failed"
@@ -196,7 +218,57 @@ def find_jobs(dirs: list[str | Path]) -> list[Job]:
             raise UserError(f"{d} holds no fedmoo run (no .hydra/config.yaml or summary.json "
                             "below it)")
         jobs += [load_job(p) for p in found]
+    fill_defaults(jobs)
     return jobs
+
+
+def fill_defaults(jobs: list[Job]) -> None:
+    """Give every job the default (``fedmoo.report.defaults``) of each result key that another
+    job's configuration holds and its own lacks (``Job.filled``)."""
+    keys: dict[str, None] = {}
+    for j in jobs:
+        keys.update(dict.fromkeys(k for k in j.flat if is_result_key(k)))
+    for j in jobs:
+        if j.config is None:
+            continue
+        for k in keys:
+            if k not in j.flat and k not in j.filled:
+                v = defaults.default(k, j.flat)
+                if v is not defaults.MISSING:
+                    j.filled[k] = v
+
+
+def counts(job: Job, include_failed: bool = False) -> bool:
+    """Whether a report counts ``job``: completed, or (``--include-failed``) any job with a
+    configuration (diverged, interrupted, killed, failed, refused or with damaged files: whatever
+    of its results can be read)."""
+    return job.status == "completed" or (include_failed and job.config is not None)
+
+
+def status_counts(jobs: list[Job]) -> str:
+    """``2 diverged, 1 failed``: how many of ``jobs`` have each status."""
+    by: dict[str, int] = {}
+    for j in jobs:
+        by[j.status] = by.get(j.status, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(by.items()))
+
+
+def left_out(jobs: list[Job], groups: list[Group], include_failed: bool = False) -> list[Job]:
+    """The jobs a report does not count because of their status (repeated seeds aside)."""
+    grouped = {id(j) for g in groups for j in g.jobs + g.dropped}
+    skipped = {id(j) for g in groups for j in g.jobs if not counts(j, include_failed)}
+    return [j for j in jobs if id(j) not in grouped or id(j) in skipped]
+
+
+def skipped_line(jobs: list[Job], groups: list[Group], include_failed: bool = False,
+                 verb: str = "counts") -> str | None:
+    """``left out 2 of 6 jobs (1 diverged, 1 failed): only completed jobs count; ...`` or None."""
+    out = left_out(jobs, groups, include_failed)
+    if not out:
+        return None
+    why = ("they hold no readable configuration" if include_failed else
+           f"only completed jobs with intact files count; --include-failed {verb} what they hold")
+    return f"left out {len(out)} of {len(jobs)} jobs ({status_counts(out)}): {why}"
 
 
 @dataclass
@@ -207,13 +279,17 @@ class Group:
     dropped: list[Job] = field(default_factory=list)
     kept_for: list[Job] = field(default_factory=list)
 
+    def counted(self, include_failed: bool = False) -> list[Job]:
+        """The jobs (one per seed) whose results the reports use (``counts``)."""
+        return [j for j in self.jobs if counts(j, include_failed)]
+
     def value(self, key: str) -> str:
         """``key`` of this configuration as text: the jobs' override of it, else its value in
         the config (``algo`` -> ``algo.name``), else ``""``."""
         for j in self.jobs + self.dropped:
             if key in j.overrides:
                 return j.overrides[key]
-        flat = self.jobs[0].flat
+        flat = {**self.jobs[0].flat, **self.jobs[0].filled}
         for k in (key, f"{key}.name"):
             if k in flat:
                 return as_text(flat[k])
@@ -273,6 +349,16 @@ def label_keys(groups: list[Group], primary: list[str] | None = None) -> list[st
         if distinct(keys + [k]) > distinct(keys):
             keys.append(k)
     return keys
+
+
+def short_label(keys: list[str], g: Group, sep: str = ", ", fallback: str = "run") -> str:
+    """``algo=fedfv, beta=0.5``: ``key=value`` of ``keys`` (``algo.name`` as ``algo``, other
+    dotted keys by their last part), leaving out the keys the configuration does not set (a
+    fedavg configuration has no ``algo.beta``)."""
+    def short(k: str) -> str:
+        return k[: -len(".name")] if k.endswith(".name") else k.split(".")[-1]
+
+    return sep.join(f"{short(k)}={g.value(k)}" for k in keys if g.value(k) != "") or fallback
 
 
 def config_keys(jobs: list[Job], primary: list[str] | None = None) -> list[str]:

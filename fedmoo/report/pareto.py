@@ -5,8 +5,9 @@ x = a utility metric (default ``test/acc_mean``), y = a fairness metric (default
 ``test/acc_worst10``; ``--minimize-y`` for one where lower is fairer, such as ``test/acc_std``),
 each the mean over the configuration's completed seeds, with their standard deviation as error
 bars. The configurations no other one beats on both axes (the Pareto front) are joined and listed,
-with the hypervolume they dominate above a reference point (default: the worst x and the worst
-y of all configurations; ``--ref X Y`` to fix it, so numbers compare across plots).
+with the hypervolume they dominate above a reference point. By default that point is the worst x
+and the worst y of the configurations shown, so the number changes when configurations are added;
+``--ref X Y``, or ``pareto: {ref: [X, Y]}`` in a table spec (``--spec``), fixes it for a paper.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from fedmoo.errors import UserError
-from fedmoo.report.jobs import find_jobs, group_jobs, label_keys
+from fedmoo.report.checks import require_known, writing
+from fedmoo.report.jobs import find_jobs, group_jobs, label_keys, short_label
+from fedmoo.report.labels import axis_label
 
 log = logging.getLogger(__name__)
 
 USAGE = ("fedmoo pareto DIR... [--x METRIC] [--y METRIC] [--minimize-y] [--ref X Y] "
-         "[--out FILE.png]")
+         "[--spec NAME] [--out FILE.png|pdf|svg] [--dpi N]")
 
 
 def front(points: np.ndarray) -> np.ndarray:
@@ -55,16 +59,22 @@ def hypervolume(points: np.ndarray, ref: tuple[float, float]) -> float:
 
 def points(dirs: list[str], x: str, y: str) -> list[dict]:
     """One record per configuration with completed seeds: label, x/y means and stds, n."""
-    groups = group_jobs(find_jobs(dirs))
+    jobs = find_jobs(dirs)
+    groups = group_jobs(jobs)
+    known = [k for j in jobs if isinstance((j.summary or {}).get("final"), dict)
+             for k in j.summary["final"]]
+    where = f"a metric of any summary.json under {' '.join(dirs)}"
+    require_known("--x", [x], known, where)
+    require_known("--y", [y], known, where)
     keys = label_keys(groups)
     out = []
     for g in groups:
-        done = [j for j in g.jobs if j.status == "completed"]
+        done = g.counted()
         xs = [j.metric(x) for j in done]
         ys = [j.metric(y) for j in done]
         pairs = [(a, b) for a, b in zip(xs, ys) if a is not None and b is not None
                  and np.isfinite(a) and np.isfinite(b)]
-        label = " ".join(f"{k}={g.value(k)}" for k in keys) or "(one configuration)"
+        label = short_label(keys, g, sep=" ", fallback="(one configuration)")
         if not pairs:
             log.warning("%s: no completed seed reports %s and %s; left out", label, x, y,
                         extra={"prefix": "fedmoo pareto: "})
@@ -75,65 +85,209 @@ def points(dirs: list[str], x: str, y: str) -> list[dict]:
     return out
 
 
-def render(recs: list[dict], x: str, y: str, hv: float, ref: tuple[float, float]) -> str:
+def ref_words(fixed: bool) -> str:
+    return ("fixed" if fixed else "the worst x and worst y of these configurations: it moves "
+            "when configurations are added; fix it with --ref X Y or the spec's pareto.ref")
+
+
+def render(recs: list[dict], x: str, y: str, hv: float, ref: tuple[float, float],
+           fixed: bool = True) -> str:
     lines = [f"| configuration | {x} | {y} | seeds | front |", "|---|---|---|---|---|"]
     for r in sorted(recs, key=lambda r: (not r["front"], -r["x"])):
         lines.append(f"| {r['label']} | {r['x']:.2f} ± {r['x_std']:.2f} | {r['y']:.2f} ± "
                      f"{r['y_std']:.2f} | {r['n']} | {'yes' if r['front'] else ''} |")
     lines.append(f"\nhypervolume of the front above the reference ({ref[0]:.4g}, {ref[1]:.4g}): "
-                 f"{hv:.4g}")
+                 f"{hv:.4g}\nreference point: {ref_words(fixed)}")
     return "\n".join(lines)
 
 
-def plot(recs: list[dict], x: str, y: str, minimize_y: bool, path: str) -> None:
+def _overlaps(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+# Offsets (points) and alignments tried for a label, nearest first.
+OFFSETS = [(6, 6, "left", "bottom"), (6, -6, "left", "top"), (-6, 6, "right", "bottom"),
+           (-6, -6, "right", "top"), (0, 10, "center", "bottom"), (0, -10, "center", "top"),
+           (12, 0, "left", "center"), (-12, 0, "right", "center"),
+           (10, 18, "left", "bottom"), (-10, -18, "right", "top")]
+
+
+# Labels sit on a faint white box, above the error bars they may cross.
+PAPER = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.75}
+
+
+def place_labels(ax, recs: list[dict]) -> str:
+    """Label every point next to it where the text overlaps no other label, point or the legend
+    and stays inside the axes (error bars it crosses show faintly through its box); when some
+    label finds no such place, number the points instead and list the labels beside the axes.
+    Returns ``"beside"`` or ``"numbered"``."""
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    centres = ax.transData.transform([[r["x"], r["y"]] for r in recs])
+    from matplotlib.transforms import Bbox
+
+    dots = [Bbox.from_extents(cx - 5, cy - 5, cx + 5, cy + 5) for cx, cy in centres]
+    legend = ax.get_legend()
+    placed: list[Any] = [legend.get_window_extent(renderer)] if legend is not None else []
+    texts = []
+    for i, r in enumerate(recs):
+        for dx, dy, ha, va in OFFSETS:
+            t = ax.annotate(r["label"], (r["x"], r["y"]), textcoords="offset points",
+                            xytext=(dx, dy), ha=ha, va=va, fontsize=7, zorder=5,
+                            color="black" if r["front"] else "0.35", bbox=PAPER)
+            box = t.get_window_extent(renderer)
+            inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
+                      and box.y1 <= frame.y1)
+            if inside and not any(_overlaps(box, o) for o in placed) and not any(
+                    _overlaps(box, d) for j, d in enumerate(dots) if j != i):
+                placed.append(box)
+                texts.append(t)
+                break
+            t.remove()
+        else:
+            for t in texts:
+                t.remove()
+            return _numbered(ax, recs)
+    return "beside"
+
+
+def _numbered(ax, recs: list[dict]) -> str:
+    """Numbers at the points (points within a few pixels of each other share one note,
+    ``1,4,7``) and a key of ``number  label`` to the right of the axes."""
+    px = ax.transData.transform([[r["x"], r["y"]] for r in recs])
+    spots: list[tuple[Any, list[int]]] = []
+    for i, p in enumerate(px):
+        near = next((s for s in spots if abs(s[0][0] - p[0]) < 12 and abs(s[0][1] - p[1]) < 8),
+                    None)
+        if near is None:
+            spots.append((p, [i]))
+        else:
+            near[1].append(i)
+    renderer = ax.figure.canvas.get_renderer()
+    notes: list[Any] = []
+    for _, members in spots:
+        r = recs[members[0]]
+        for dx, dy, ha, va in OFFSETS:             # the first place clear of the other notes
+            t = ax.annotate(",".join(str(i + 1) for i in members), (r["x"], r["y"]),
+                            textcoords="offset points", xytext=(dx, dy), ha=ha, va=va,
+                            fontsize=7, zorder=5, bbox=PAPER,
+                            color="black" if any(recs[i]["front"] for i in members) else "0.35")
+            box = t.get_window_extent(renderer)
+            if not any(_overlaps(box, o) for o in notes) or (dx, dy) == OFFSETS[-1][:2]:
+                notes.append(box)
+                break
+            t.remove()
+    key = "\n".join(f"{i}  {r['label']}" for i, r in enumerate(recs, 1))
+    ax.text(1.03, 1.0, key, transform=ax.transAxes, fontsize=7, va="top", ha="left")
+    return "numbered"
+
+
+def plot(recs: list[dict], x: str, y: str, minimize_y: bool, path: str, dpi: int = 130,
+         hv: float | None = None, ref: tuple[float, float] | None = None,
+         fixed: bool = True) -> str:
+    """Draw the trade-off; returns how the points are labelled (``place_labels``)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    for r in recs:
-        ax.errorbar(r["x"], r["y"], xerr=r["x_std"], yerr=r["y_std"], fmt="o", ms=6,
+    from fedmoo.report.plots import metric_range
+
+    (xlo, xhi), (ylo, yhi) = metric_range(x), metric_range(y)
+    for r in recs:       # bars clipped to what the metric can be (no accuracy below 0 %)
+        xerr = [[min(r["x_std"], r["x"] - xlo)], [min(r["x_std"], xhi - r["x"])]]
+        yerr = [[min(r["y_std"], r["y"] - ylo)], [min(r["y_std"], yhi - r["y"])]]
+        ax.errorbar(r["x"], r["y"], xerr=xerr, yerr=yerr, fmt="o", ms=6,
                     color="C0" if r["front"] else "0.6", capsize=3, zorder=3 if r["front"] else 2)
-        ax.annotate(r["label"], (r["x"], r["y"]), textcoords="offset points", xytext=(5, 5),
-                    fontsize=7, color="black" if r["front"] else "0.4")
     on = sorted((r for r in recs if r["front"]), key=lambda r: r["x"])
-    ax.plot([r["x"] for r in on], [r["y"] for r in on], "-", color="C0", lw=1.5,
-            label="Pareto front", zorder=1)
-    ax.set_xlabel(f"{x} (higher is better)")
-    ax.set_ylabel(f"{y} ({'lower' if minimize_y else 'higher'} is better)")
-    ax.set_title("accuracy-fairness trade-off (mean ± std over seeds)")
+    handles = [Line2D([], [], color="C0", marker="o", linestyle="-" if len(on) > 1 else "none",
+                      label="Pareto front" if len(on) > 1 else "Pareto front (one point)")]
+    if len(on) > 1:
+        ax.plot([r["x"] for r in on], [r["y"] for r in on], "-", color="C0", lw=1.5, zorder=1)
+    if len(on) < len(recs):
+        handles.append(Line2D([], [], color="0.6", marker="o", linestyle="none",
+                              label="dominated"))
+    if ref is not None:
+        ax.plot([ref[0]], [ref[1]], "x", color="C3", ms=7, zorder=4)
+        handles.append(Line2D([], [], color="C3", marker="x", linestyle="none",
+                              label=f"reference ({'fixed' if fixed else 'worst x, worst y'})"
+                              + (f": HV {hv:.4g}" if hv is not None else "")))
+    ax.margins(0.12)
+    ax.set_xlabel(f"{axis_label(x)} (higher is better)", fontsize=9)
+    ax.set_ylabel(f"{axis_label(y)} ({'lower' if minimize_y else 'higher'} is better)",
+                  fontsize=9)
+    ax.set_title("accuracy-fairness trade-off (mean ± std over seeds)", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+    ax.legend(handles=handles, loc="best", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    how = place_labels(ax, recs)
+    if how == "numbered":
+        fig.set_size_inches(9.6, 4.8)
+        fig.tight_layout()
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
+    return how
+
+
+def spec_settings(name: str | None) -> dict[str, Any]:
+    """The ``pareto:`` section of table spec ``name`` (x, y, minimize_y, ref), checked."""
+    if not name:
+        return {}
+    from fedmoo.report.tables import load_spec
+
+    section = load_spec(name).get("pareto") or {}
+    bad = [k for k in section if k not in ("x", "y", "minimize_y", "ref")]
+    if not isinstance(section, dict) or bad:
+        raise UserError(f"table spec {name}: pareto holds {bad or section!r}; it takes x, y, "
+                        "minimize_y and ref: [X, Y]")
+    ref = section.get("ref")
+    if ref is not None and not (isinstance(ref, list) and len(ref) == 2 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in ref)):
+        raise UserError(f"table spec {name}: pareto.ref is {ref!r}; give two numbers [X, Y]")
+    return section
 
 
 def main(args: list[str]) -> int:
     p = argparse.ArgumentParser(prog="fedmoo pareto", usage=USAGE,
                                 description=__doc__.split("\n\n")[1].replace("\n", " "))
     p.add_argument("dirs", nargs="+", help="run or sweep directories")
-    p.add_argument("--x", default="test/acc_mean", help="utility metric, higher is better")
-    p.add_argument("--y", default="test/acc_worst10", help="fairness metric")
-    p.add_argument("--minimize-y", action="store_true", help="lower y is fairer (test/acc_std)")
+    p.add_argument("--x", help="utility metric, higher is better (default test/acc_mean)")
+    p.add_argument("--y", help="fairness metric (default test/acc_worst10)")
+    p.add_argument("--minimize-y", action="store_true", default=None,
+                   help="lower y is fairer (test/acc_std)")
     p.add_argument("--ref", nargs=2, type=float, metavar=("X", "Y"),
                    help="reference point of the hypervolume (in the metrics' own units)")
-    p.add_argument("--out", metavar="FILE.png", help="draw the trade-off")
+    p.add_argument("--spec", help="table spec whose pareto: section sets x, y, minimize_y and "
+                   "ref (the command line wins)")
+    p.add_argument("--out", metavar="FILE", help="draw the trade-off (.png, .pdf or .svg)")
+    p.add_argument("--dpi", type=int, default=130, help="resolution of a PNG (default 130)")
     ns = p.parse_args(args)
-    recs = points(ns.dirs, ns.x, ns.y)
+    conf = spec_settings(ns.spec)
+    x = ns.x or conf.get("x") or "test/acc_mean"
+    y = ns.y or conf.get("y") or "test/acc_worst10"
+    minimize_y = bool(ns.minimize_y if ns.minimize_y is not None else conf.get("minimize_y"))
+    given = ns.ref or conf.get("ref")
+    if ns.out and Path(ns.out).suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise UserError(f"--out {ns.out}: give a .png, .pdf or .svg file")
+    recs = points(ns.dirs, x, y)
     if not recs:
         raise UserError(f"no configuration below {', '.join(ns.dirs)} has completed runs that "
-                        f"report {ns.x} and {ns.y} (see `fedmoo table` for the metrics)")
-    sign = -1.0 if ns.minimize_y else 1.0
+                        f"report {x} and {y} (see `fedmoo table` for the metrics)")
+    sign = -1.0 if minimize_y else 1.0
     pts = np.array([[r["x"], sign * r["y"]] for r in recs])
     for r, on in zip(recs, front(pts)):
         r["front"] = bool(on)
-    ref = (ns.ref[0], ns.ref[1]) if ns.ref else (pts[:, 0].min(), sign * pts[:, 1].min())
+    ref = (float(given[0]), float(given[1])) if given else (pts[:, 0].min(),
+                                                            sign * pts[:, 1].min())
     hv = hypervolume(pts, (ref[0], sign * ref[1]))
-    print(render(recs, ns.x, ns.y, hv, ref))
+    print(render(recs, x, y, hv, ref, fixed=given is not None))
     if ns.out:
-        Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
-        plot(recs, ns.x, ns.y, ns.minimize_y, ns.out)
+        with writing("--out", ns.out):
+            Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
+            plot(recs, x, y, minimize_y, ns.out, ns.dpi, hv, ref, fixed=given is not None)
         print(f"plot: {ns.out}")
     return 0

@@ -2,12 +2,16 @@
 for multi-task runs, the final per-task values (``--radar``: a radar chart, bars below 3 tasks).
 
 One curve per configuration, grouped as ``fedmoo table`` groups them (the whole configuration but
-the seed, one job per seed; see ``fedmoo.report.jobs``), labelled like the table: by a table spec's
-row labels (``--spec``, by default the spec of the jobs' ``experiment``), else by the overrides
-that vary. Bands are clipped to the metric's range (accuracy 0-100 %, shares 0-1, losses and
-norms >= 0); curves of few rounds carry markers; a curve identical to an earlier one is drawn
-dashed and says so in the legend. Damaged files are warned about on stderr and left out: a
-rounds.csv cut short is plotted up to its last whole row.
+the seed, one job per seed; see ``fedmoo.report.jobs``) and of the same jobs: the completed ones,
+unless ``--include-failed``. The jobs left out are counted in the legend and under the figure.
+Curves are labelled like the table: by a table spec's row labels (``--spec``, by default the
+spec of the jobs' ``experiment``), else by the overrides that vary; the y axis says what the
+metric is, with its unit (``fedmoo.report.labels``). Bands are clipped to the metric's range
+(accuracy 0-100 %, shares 0-1, losses and norms >= 0); curves of few rounds carry markers; a curve
+identical to an earlier one is drawn dashed and says so in the legend; a legend that would cover
+a curve goes beside the axes. Damaged files are warned about on stderr: a rounds.csv cut short is
+plotted (with ``--include-failed``) up to its last whole row, one holding a round twice by the
+last row of each round. Figures are PNG, PDF or SVG (``--format``, ``--dpi``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from fedmoo.errors import UserError
-from fedmoo.report.jobs import Group, Job, as_text, find_jobs, group_jobs, label_keys
+from fedmoo.report.jobs import (Group, Job, as_text, find_jobs, group_jobs, label_keys, left_out,
+                                short_label, skipped_line, status_counts)
+from fedmoo.report.labels import axis_label
+from fedmoo.report.checks import did_you_mean, writing
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +47,7 @@ def _warn(msg: str) -> None:
 
 
 def _label(keys, g: Group) -> str:
-    def short(k: str) -> str:
-        return k[: -len(".name")] if k.endswith(".name") else k.split(".")[-1]
-
-    # a key the group does not set (fedprox's mu for a fedavg group) says nothing: left out
-    return ", ".join(f"{short(k)}={g.value(k)}" for k in keys if g.value(k) != "") or "run"
+    return short_label(keys, g)
 
 
 def metric_range(metric: str) -> tuple[float, float]:
@@ -83,7 +86,7 @@ def labeller(groups: list[Group], spec: dict | None):
     return label
 
 
-def check_jobs(jobs: list[Job], groups: list[Group]) -> None:
+def check_jobs(jobs: list[Job], groups: list[Group], include_failed: bool = False) -> None:
     """Warn about every job that is left out or plotted in part; reads each rounds.csv once."""
     for j in jobs:
         if j.config is None:
@@ -92,18 +95,47 @@ def check_jobs(jobs: list[Job], groups: list[Group]) -> None:
         for d, k in zip(g.dropped, g.kept_for):
             _warn(f"not plotted: {d.path}: repeats seed {as_text(d.seed)} of {k.path}")
         for j in g.jobs:
+            if j not in g.counted(include_failed):
+                _warn(f"not plotted: {j.path}: {j.status}" + (f" ({j.reason})" if j.reason else ""))
+                continue
             frame = j.rounds()
             if j.rounds_problem:
                 _warn(f"{j.rows_path}: {j.rounds_problem}; plotting its {len(frame)} whole rows")
             elif j.status == "corrupt" and j.rows_path:
                 _warn(f"{j.path}: {j.reason}; plotting its rounds.csv")
+            if j.rounds_note:
+                _warn(f"{j.rows_path}: {j.rounds_note}")
+    if line := skipped_line(jobs, groups, include_failed, verb="plots"):
+        _warn(line)
 
 
-def _curves(group: Group, metric: str):
+def figure_note(jobs: list[Job], groups: list[Group], include_failed: bool) -> str:
+    """The line under every figure that counts the jobs it does not show ('' if none)."""
+    out = left_out(jobs, groups, include_failed)
+    if not out:
+        return ""
+    return (f"not shown: {len(out)} of {len(jobs)} jobs ({status_counts(out)})"
+            + ("" if include_failed else ": only completed jobs are shown (--include-failed)"))
+
+
+def _finish(fig, out: Path, dpi: int, note: str = "") -> None:
+    """Save ``fig`` with ``note`` (the jobs left out) along its bottom edge."""
+    import matplotlib.pyplot as plt
+
+    if note:
+        fig.text(0.01, 0.005, note, fontsize=7, color="0.3", ha="left", va="bottom")
+        fig.tight_layout(rect=(0, 0.035, 1, 1))
+    else:
+        fig.tight_layout()
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+
+
+def _curves(group: Group, metric: str, include_failed: bool = False):
     import pandas as pd
 
     series = []
-    for j in group.jobs:
+    for j in group.counted(include_failed):
         df = j.rounds()
         if metric in df.columns and "round" in df.columns:
             series.append(df.set_index("round")[metric].astype(float))
@@ -134,7 +166,49 @@ def log_axis(ax) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def plot_metric(groups, label, metric: str, out: Path, logy: bool = False) -> bool:
+def covers(ax, legend) -> bool:
+    """Whether ``legend`` (inside ``ax``) lies over a curve or band: any point of a line,
+    sampled along its segments, or of a band's outline, inside the legend's box."""
+    fig = ax.figure
+    fig.canvas.draw()
+    box = legend.get_window_extent()
+    pts = []
+    for line in ax.get_lines():
+        xy = ax.transData.transform(np.asarray(line.get_xydata(), dtype=float))
+        xy = xy[np.isfinite(xy).all(1)]
+        if len(xy) > 1:          # 20 points along each segment: a line may cross between points
+            t = np.linspace(0, 1, 20)[:, None, None]
+            xy = (xy[:-1][None] * (1 - t) + xy[1:][None] * t).reshape(-1, 2)
+        pts.append(xy)
+    for band in ax.collections:
+        for path in band.get_paths():
+            pts.append(ax.transData.transform(path.vertices))
+    if not pts:
+        return False
+    xy = np.concatenate(pts)
+    return bool(((xy[:, 0] >= box.x0) & (xy[:, 0] <= box.x1)
+                 & (xy[:, 1] >= box.y0) & (xy[:, 1] <= box.y1)).any())
+
+
+def place_legend(ax, fontsize: float = 8, title: str | None = None) -> str:
+    """The legend where matplotlib finds room inside the axes, else beside them (the figure
+    grows by the legend's width). Returns ``"inside"`` or ``"outside"``."""
+    opts = {"fontsize": fontsize, "title": title, "title_fontsize": fontsize}
+    legend = ax.legend(loc="best", **opts)
+    if not covers(ax, legend):
+        return "inside"
+    legend.remove()
+    fig = ax.figure
+    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **opts)
+    fig.canvas.draw()
+    width = legend.get_window_extent().width / fig.dpi
+    w, h = fig.get_size_inches()
+    fig.set_size_inches(w + width + 0.2, h)
+    return "outside"
+
+
+def plot_metric(groups, label, metric: str, out: Path, logy: bool = False,
+                include_failed: bool = False, dpi: int = 120, note: str = "") -> bool:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -145,11 +219,12 @@ def plot_metric(groups, label, metric: str, out: Path, logy: bool = False) -> bo
     drawn: list[tuple[np.ndarray, np.ndarray, str]] = []
     lo, hi = metric_range(metric)
     for group in groups:
-        c = _curves(group, metric)
+        c = _curves(group, metric, include_failed)
         if c is None:
             continue
         x, m, s, n = c
-        name = f"{label(group)} (n={n})"
+        missing = len(group.jobs) - len(group.counted(include_failed))
+        name = f"{label(group)} (n={n}" + (f", {missing} left out)" if missing else ")")
         style = _styles(len(drawn))
         same = next((lab for x0, m0, lab in drawn if len(x0) == len(x) and np.array_equal(x0, x)
                      and np.allclose(m0, m, rtol=1e-9, atol=1e-12, equal_nan=True)), None)
@@ -167,7 +242,7 @@ def plot_metric(groups, label, metric: str, out: Path, logy: bool = False) -> bo
         plt.close(fig)
         return False
     ax.set_xlabel("round")
-    ax.set_ylabel(metric)
+    ax.set_ylabel(axis_label(metric).replace(", ", "\n", 1), fontsize=9)
     rounds = np.concatenate([x for x, _, _ in drawn])
     if rounds.max() - rounds.min() < 2:        # one or two rounds: whole-number ticks around them
         ax.set_xlim(rounds.min() - 1, rounds.max() + 1)
@@ -177,12 +252,11 @@ def plot_metric(groups, label, metric: str, out: Path, logy: bool = False) -> bo
     elif hi == 1.0 and lo == 0.0:
         ax.set_ylim(-0.03, 1.03)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    place_legend(ax, title="mean ± std over seeds" if any("(n=1" not in lab for _, _, lab in drawn)
+                 else None)
     if any(" = " in lab for _, _, lab in drawn):
         ax.set_title("dashed: the same curve as the one its legend names after '='", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    _finish(fig, out, dpi, note)
     return True
 
 
@@ -204,7 +278,8 @@ def _client_accuracies(job: Job):
 PANELS_UP_TO = 12           # configurations up to which the histogram is one panel each
 
 
-def plot_client_hist(groups, label, out: Path) -> bool:
+def plot_client_hist(groups, label, out: Path, include_failed: bool = False, dpi: int = 120,
+                     note: str = "") -> bool:
     """The final test accuracies of the clients, pooled over seeds, as the percentage of clients
     per 5-point bin: one panel per configuration (shared axes), or outlines in one panel when
     there are more than PANELS_UP_TO configurations."""
@@ -215,7 +290,8 @@ def plot_client_hist(groups, label, out: Path) -> bool:
 
     data = []
     for group in groups:
-        accs = [a for a in (_client_accuracies(j) for j in group.jobs) if a is not None]
+        accs = [a for a in (_client_accuracies(j) for j in group.counted(include_failed))
+                if a is not None]
         if accs:
             data.append((label(group), np.clip(np.concatenate(accs), 0, 100), len(accs)))
     if not data:
@@ -245,10 +321,8 @@ def plot_client_hist(groups, label, out: Path) -> bool:
     axes[-1, 0].set_xlabel("final test accuracy of a client (%)")
     fig.supylabel("clients (%)", fontsize=10)
     if not panels:
-        axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+        place_legend(axes[0, 0], fontsize=7)
+    _finish(fig, out, dpi, note)
     return True
 
 
@@ -267,7 +341,8 @@ def _final_tasks(job: Job, pattern: str) -> list[float]:
     return vals
 
 
-def plot_radar(groups, label, pattern: str, out: Path) -> bool:
+def plot_radar(groups, label, pattern: str, out: Path, include_failed: bool = False,
+               dpi: int = 120, note: str = "") -> bool:
     """The final per-task values (mean over seeds) of each configuration: one closed polygon per
     configuration on a radar chart, or grouped bars when there are fewer than 3 tasks (a radar
     of 2 axes is a line)."""
@@ -278,7 +353,8 @@ def plot_radar(groups, label, pattern: str, out: Path) -> bool:
 
     series = []
     for group in groups:
-        per_job = [v for v in (_final_tasks(j, pattern) for j in group.jobs) if v]
+        per_job = [v for v in (_final_tasks(j, pattern) for j in group.counted(include_failed))
+                   if v]
         if per_job and len({len(v) for v in per_job}) == 1:
             series.append((f"{label(group)} (n={len(per_job)})", np.mean(per_job, axis=0),
                            group.jobs))
@@ -311,10 +387,11 @@ def plot_radar(groups, label, pattern: str, out: Path) -> bool:
         ax.set_xticklabels(names[:n], fontsize=8 if n <= 10 else 6)
         ax.set_title(title, fontsize=9, pad=18)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.06), ncol=2)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    _finish(fig, out, dpi, note)
     return True
+
+
+FORMATS = ("png", "pdf", "svg")
 
 
 def main(argv: list[str]) -> int:
@@ -323,40 +400,73 @@ def main(argv: list[str]) -> int:
     p.add_argument("dirs", nargs="+", help="sweep or run directories (searched recursively)")
     p.add_argument("--metric", action="append", help="rounds.csv column (repeatable; default "
                    "test/acc_mean and test/acc_std, plus round/improved_frac when logged)")
-    p.add_argument("--out", required=True, help="directory for the PNG files")
+    p.add_argument("--out", required=True, help="directory for the figures")
+    p.add_argument("--format", default="png", choices=FORMATS,
+                   help="file format of the figures (default png; pdf and svg are vector)")
+    p.add_argument("--dpi", type=int, default=120, help="resolution of PNG figures (default 120)")
     p.add_argument("--logy", action="store_true", help="logarithmic y axis for the curves")
+    p.add_argument("--include-failed", action="store_true", help="also plot jobs that did not "
+                   "complete (diverged, killed, failed, damaged files): the rows they wrote")
     p.add_argument("--spec", help="table spec whose row labels name the curves, e.g. "
                    "fmgda/multifashion_demo (default: the jobs' experiment, when it has one)")
     p.add_argument("--radar", nargs="?", const=RADAR_DEFAULT, metavar="PATTERN",
                    help="multi-task runs: radar chart of the final per-task values of PATTERN "
                    f"(a rounds.csv column with {{}} for the task index; default {RADAR_DEFAULT})")
     ns = p.parse_args(argv)
+    if not 10 <= ns.dpi <= 2400:
+        raise UserError(f"--dpi {ns.dpi} is out of range; give 10 to 2400 (300 for print)")
     jobs = find_jobs(ns.dirs)
     groups = group_jobs(jobs)
-    check_jobs(jobs, groups)
+    check_jobs(jobs, groups, ns.include_failed)
     from fedmoo.report.tables import load_spec
 
     spec_name = ns.spec or default_spec(jobs)
     label = labeller(groups, load_spec(spec_name) if spec_name else None)
     out = Path(ns.out)
-    out.mkdir(parents=True, exist_ok=True)
+    with writing("--out", out):
+        out.mkdir(parents=True, exist_ok=True)
     metrics = ns.metric or ["test/acc_mean", "test/acc_std", "round/improved_frac"]
+    if ns.metric:
+        known = columns(groups, ns.include_failed)
+        for m in ns.metric:
+            if m not in known and not ns.include_failed and m in columns(groups, True):
+                raise UserError(f"--metric {m}: only jobs that did not complete have it; "
+                                "--include-failed plots them")
+            if m not in known:
+                raise UserError(f"--metric {m} is not a column of any rounds.csv of the jobs "
+                                f"plotted under {' '.join(ns.dirs)}" + did_you_mean(m, known))
+    opts = {"include_failed": ns.include_failed, "dpi": ns.dpi,
+            "note": figure_note(jobs, groups, ns.include_failed)}
+    ext = f".{ns.format}"
     written = []
-    for m in metrics:
-        f = out / (m.replace("/", "_") + ".png")
-        if plot_metric(groups, label, m, f, ns.logy):
+    with writing("--out", out):
+        for m in metrics:
+            f = out / (m.replace("/", "_") + ext)
+            if plot_metric(groups, label, m, f, ns.logy, **opts):
+                written.append(f)
+        f = out / f"client_accuracy_hist{ext}"
+        if plot_client_hist(groups, label, f, **opts):
             written.append(f)
-        elif ns.metric:
-            raise UserError(f"--metric {m} is not a column of any rounds.csv under {ns.dirs}")
-    f = out / "client_accuracy_hist.png"
-    if plot_client_hist(groups, label, f):
-        written.append(f)
-    if ns.radar:
-        f = out / "radar.png"
-        if not plot_radar(groups, label, ns.radar, f):
-            raise UserError(f"--radar {ns.radar}: no rounds.csv under {ns.dirs} has the columns "
-                            f"{ns.radar.format(0)}, {ns.radar.format(1)}, ... (multi-task runs)")
-        written.append(f)
+        if ns.radar:
+            f = out / f"radar{ext}"
+            if not plot_radar(groups, label, ns.radar, f, **opts):
+                raise UserError(f"--radar {ns.radar}: no rounds.csv under {ns.dirs} has the "
+                                f"columns {ns.radar.format(0)}, {ns.radar.format(1)}, ... "
+                                "(multi-task runs)")
+            written.append(f)
+    if not written:
+        raise UserError(f"nothing to plot under {' '.join(ns.dirs)}: no completed job wrote "
+                        "rounds.csv rows" + ("" if ns.include_failed else
+                                             " (--include-failed plots the others)"))
     for f in written:
         print(f"wrote {f}")
     return 0
+
+
+def columns(groups: list[Group], include_failed: bool = False) -> list[str]:
+    """The rounds.csv columns of the jobs a plot shows, in order of first appearance."""
+    out: dict[str, None] = {}
+    for g in groups:
+        for j in g.counted(include_failed):
+            out.update(dict.fromkeys(str(c) for c in j.rounds().columns))
+    return list(out)

@@ -129,9 +129,12 @@ def read_rounds(path: Path) -> list[dict[str, str]]:
 
 
 def read_rounds_frame(path: Path, expected_rows: int | None = None):
-    """rounds.csv's whole rows as a pandas DataFrame, and what is wrong with the file (None if
-    nothing): a last line cut mid-row or rows with another number of fields than the header (both
-    left out), fewer rows than ``expected_rows``, or a file that cannot be read (empty frame)."""
+    """(frame, problem, note): rounds.csv's whole rows as a pandas DataFrame, what is wrong with
+    the file (None if nothing): a last line cut mid-row or rows with another number of fields than
+    the header (both left out), fewer rows than ``expected_rows``, or a file that cannot be read
+    (empty frame); and what was repaired (None if nothing): rows of a round written again (two
+    runs appending to one file, a copy joined to another) are replaced by the last row of that
+    round, in round order, so a curve never zig-zags back."""
     import io
 
     import pandas as pd
@@ -151,11 +154,29 @@ def read_rounds_frame(path: Path, expected_rows: int | None = None):
                 problems.append(f"{bad} row{' has' if bad == 1 else 's have'} another number of "
                                 "fields than the header")
             frame = pd.read_csv(io.StringIO("".join(lines[:1] + whole)))
-    except (OSError, ValueError, csv.Error) as e:  # pandas' parser errors are ValueErrors
-        return pd.DataFrame(), f"unreadable: {' '.join(str(e).split())[:200]}"
+    except (OSError, ValueError, csv.Error, RecursionError) as e:  # pandas' errors: ValueError
+        return pd.DataFrame(), f"unreadable: {' '.join(str(e).split())[:200]}", None
+    frame, note = last_of_each_round(frame)
     if expected_rows is not None and len(frame) < expected_rows:
         problems.append(f"{len(frame)} rows where summary.json implies {expected_rows}")
-    return frame, "; ".join(problems) or None
+    return frame, "; ".join(problems) or None, note
+
+
+def last_of_each_round(frame):
+    """(frame, note): ``frame`` with one row per ``round`` (the last written) in round order, and
+    which rounds were written more than once (None when every round appears once, in order)."""
+    if "round" not in frame.columns or frame.empty:
+        return frame, None
+    rounds = frame["round"]
+    repeated = sorted(set(rounds[rounds.duplicated()].tolist()))
+    if not repeated and rounds.is_monotonic_increasing:
+        return frame, None
+    kept = frame.drop_duplicates("round", keep="last").sort_values("round", kind="stable")
+    shown = ", ".join(str(r) for r in repeated[:5]) + (", ..." if len(repeated) > 5 else "")
+    what = (f"round{'s' if len(repeated) > 1 else ''} {shown} written more than once"
+            if repeated else "rounds out of order")
+    return kept.reset_index(drop=True), (f"{what} ({len(frame)} rows for {len(kept)} rounds): "
+                                         "using the last row of each round")
 
 
 class ClientsRoundsWriter:

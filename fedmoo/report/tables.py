@@ -4,8 +4,10 @@ Rows are configurations: the jobs whose whole configuration is the same but for 
 (``fedmoo.report.jobs``), one job per seed. They are labelled by the override keys that vary
 between them (or the spec's ``group_by``), plus the config keys needed to tell apart the
 configurations those keys do not (``rounds=50`` / ``rounds=3``). Columns are metrics as
-``mean ± std`` over seeds. Jobs not counted (not completed, corrupt, a repeated seed) are listed on
-stderr; corrupt jobs and repeated seeds are also counted in a ``notes`` column. A table spec
+``mean ± std`` over seeds. Only completed jobs count, unless ``--include-failed`` (then diverged,
+killed, failed and damaged jobs add what of their final metrics can be read). Jobs not counted
+(not completed, corrupt, a repeated seed) are listed on stderr with how many were left out;
+corrupt jobs and repeated seeds are also counted in a ``notes`` column. A table spec
 (``conf/table/<paper>/<table>.yaml``) chooses and labels the metrics, orders and labels the rows
 (found by the values of ``group_by``, or of the varying override keys), and may carry the paper's
 published values so ours and theirs appear side by side with the difference. ``pivot`` lays one
@@ -27,7 +29,9 @@ import numpy as np
 import yaml
 
 from fedmoo.errors import UserError
-from fedmoo.report.jobs import Group, Job, as_text, find_jobs, group_jobs, label_keys, override_keys
+from fedmoo.report.checks import did_you_mean, require_known, writing
+from fedmoo.report.jobs import (Group, Job, as_text, counts, find_jobs, group_jobs, label_keys,
+                                override_keys, skipped_line)
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +48,8 @@ def load_spec(name: str) -> dict[str, Any]:
     if not path.exists():
         known = sorted(p.relative_to(TABLE_DIR).with_suffix("").as_posix()
                        for p in TABLE_DIR.rglob("*.yaml"))
-        raise UserError(f"unknown table spec {name!r}; choose one of: {', '.join(known) or '(none)'}")
+        raise UserError(f"unknown table spec {name!r}" + (did_you_mean(name, known) or
+                        f"; choose one of: {', '.join(known) or '(none)'}"))
     spec = yaml.safe_load(path.read_text()) or {}
     spec.setdefault("metrics", [{"key": m} for m in DEFAULT_METRICS])
     spec["metrics"] = [m if isinstance(m, dict) else {"key": m} for m in spec["metrics"]]
@@ -52,9 +57,18 @@ def load_spec(name: str) -> dict[str, Any]:
 
 
 def _row_label(keys: list[str], values) -> str:
+    """``k=v k2=v2``: how a spec names a row (a key the configuration does not set: ``k=``)."""
     if not keys:
         return "all"
     return " ".join(f"{k}={v}" for k, v in zip(keys, values))
+
+
+def _shown_label(keys: list[str], values) -> str:
+    """A row's label in the table: ``_row_label`` without the keys the configuration does not
+    set (fedavg's row of a sweep that also ran fedfv with ``algo.beta`` has no ``algo.beta=``)."""
+    kept = [(k, v) for k, v in zip(keys, values) if v != ""]
+    return _row_label([k for k, _ in kept], [v for _, v in kept]) if kept or not keys else \
+        _row_label(keys, values)
 
 
 def table_keys(groups: list[Group], spec: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -74,24 +88,27 @@ def _row(rows_spec: Any, primary: list[str], keys: list[str],
     info = rows_spec.get(row_key, {}) if isinstance(rows_spec, dict) else {}
     order = list(rows_spec).index(row_key) if row_key in rows_spec else 10**6
     if "label" not in info:
-        return _row_label(keys, [rec[k] for k in keys]), order, info
-    extra = [k for k in keys if k not in primary]
+        return _shown_label(keys, [rec[k] for k in keys]), order, info
+    extra = [k for k in keys if k not in primary and rec[k] != ""]
     suffix = f" ({_row_label(extra, [rec[k] for k in extra])})" if extra else ""
     return info["label"] + suffix, order, info
 
 
-def _notes(g: Group) -> list[str]:
+def _notes(g: Group, include_failed: bool = False) -> list[str]:
     notes = []
     corrupt = sum(j.status == "corrupt" for j in g.jobs)
     if corrupt:
-        notes.append(f"{corrupt} corrupt")
+        notes.append(f"{corrupt} corrupt" + (" (counted)" if include_failed else ""))
+    if include_failed:
+        other = [j.status for j in g.counted(True) if j.status not in ("completed", "corrupt")]
+        notes += [f"{other.count(s)} {s} (counted)" for s in sorted(set(other))]
     if g.dropped:
         seeds = ", ".join(sorted({as_text(j.seed) for j in g.dropped}))
         notes.append(f"seed {seeds} repeated: {len(g.dropped)} job(s) not counted")
     return notes
 
 
-def _problems(jobs: list[Job], groups: list[Group]) -> list[str]:
+def _problems(jobs: list[Job], groups: list[Group], include_failed: bool = False) -> list[str]:
     """``path: why`` for every job that is not counted."""
     dup = {id(d): k for g in groups for d, k in zip(g.dropped, g.kept_for)}
     out = []
@@ -99,27 +116,31 @@ def _problems(jobs: list[Job], groups: list[Group]) -> list[str]:
         if id(j) in dup:
             out.append(f"{j.path}: repeats seed {as_text(j.seed)} of {dup[id(j)].path} (the one "
                        "counted)")
-        elif j.config is None or j.status != "completed":
+        elif not counts(j, include_failed):
             out.append(f"{j.path}: {j.status}" + (f" ({j.reason})" if j.reason else ""))
+        out += [f"{j.path}: {why}; left out of that column" for why in j.bad_metrics.values()]
     return out
 
 
-def build_table(jobs: list[Job], spec: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+def build_table(jobs: list[Job], spec: dict[str, Any],
+                include_failed: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     """One record per configuration; returns (records, problems: ``path: why`` per job not
-    counted)."""
+    counted). A metric's mean and std are over the counted jobs that report it as a finite
+    number."""
     groups = group_jobs(jobs)
     primary, keys = table_keys(groups, spec)
     metrics = [m["key"] for m in spec["metrics"]]
     rows_spec: dict[str, Any] = spec.get("rows") or {}
     records = []
     for g in groups:
-        done = [j for j in g.jobs if j.status == "completed"]
+        done = g.counted(include_failed)
         rec: dict[str, Any] = {k: g.value(k) for k in keys}
         rec["_label"], rec["_order"], info = _row(rows_spec, primary, keys, rec)
         rec["_primary"] = primary
         paper = info.get("paper")
         for i, m in enumerate(metrics):
-            vals = np.array([v for v in (j.metric(m) for j in done) if v is not None], dtype=float)
+            vals = np.array([v for v in (j.metric(m) for j in done)
+                             if v is not None and math.isfinite(v)], dtype=float)
             rec[f"{m}/mean"] = float(vals.mean()) if len(vals) else math.nan
             rec[f"{m}/std"] = float(vals.std()) if len(vals) else math.nan
             rec[f"{m}/n"] = len(vals)
@@ -127,10 +148,10 @@ def build_table(jobs: list[Job], spec: dict[str, Any]) -> tuple[list[dict[str, A
                 rec[f"{m}/paper"] = float(paper[i])
         rec["n_seeds"] = len(done)
         rec["_statuses"] = sorted({j.status for j in g.jobs})
-        rec["_notes"] = _notes(g)
+        rec["_notes"] = _notes(g, include_failed)
         records.append(rec)
     records.sort(key=lambda r: (r["_order"], r["_label"]))
-    return records, _problems(jobs, groups)
+    return records, _problems(jobs, groups, include_failed)
 
 
 def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
@@ -292,6 +313,36 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
     raise UserError(f"--format {fmt!r} is not valid; choose csv, md or latex")
 
 
+def final_metrics(jobs: list[Job]) -> list[str]:
+    """The metric names of the jobs' summary.json ``final``, in order of first appearance."""
+    out: dict[str, None] = {}
+    for j in jobs:
+        final = (j.summary or {}).get("final")
+        if isinstance(final, dict):
+            out.update(dict.fromkeys(str(k) for k in final))
+    return list(out)
+
+
+def check_names(jobs: list[Job], groups: list[Group], spec: dict[str, Any], ns) -> None:
+    """``--metric`` names a metric some job reports, the spec's ``group_by`` and
+    ``pivot.columns`` name config keys of the jobs: else one line, with the nearest names."""
+    where = f"under {' '.join(ns.dirs)}"
+    if ns.metric:
+        require_known("--metric", ns.metric, final_metrics(jobs),
+                      f"a metric of any summary.json {where}")
+    keys: dict[str, None] = {}
+    for g in groups:
+        for j in g.jobs + g.dropped:
+            keys.update(dict.fromkeys([*j.overrides, *j.identity()]))
+    keys.update(dict.fromkeys(k[: -len(".name")] for k in list(keys) if k.endswith(".name")))
+    spec_name = f"table spec {ns.spec}" if ns.spec else "table spec"
+    require_known(f"{spec_name} group_by:", spec.get("group_by") or [], keys,
+                  f"a config key of the jobs {where}")
+    if spec.get("pivot"):
+        require_known(f"{spec_name} pivot.columns:", [spec["pivot"].get("columns")], keys,
+                      f"a config key of the jobs {where}")
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="fedmoo table",
@@ -302,6 +353,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", help="write the table to this file instead of stdout")
     p.add_argument("--metric", action="append", help="metric column (repeatable; default: "
                    "mean, std, worst10, best10 of test accuracy)")
+    p.add_argument("--include-failed", action="store_true", help="also count jobs that did not "
+                   "complete (diverged, killed, failed, damaged files): their final metrics, "
+                   "where readable")
     ns = p.parse_args(argv)
     spec = load_spec(ns.spec) if ns.spec else {"metrics": [{"key": m} for m in DEFAULT_METRICS]}
     if ns.metric:
@@ -312,19 +366,23 @@ def main(argv: list[str]) -> int:
     if not any(j.config is not None and j.status != "corrupt" for j in jobs):
         raise UserError(f"nothing readable under {' '.join(ns.dirs)}: {len(jobs)} job(s), all "
                         f"corrupt or without a configuration ({jobs[0].path}: {jobs[0].reason})")
-    records, problems = build_table(jobs, spec)
     groups = group_jobs(jobs)
+    check_names(jobs, groups, spec, ns)
+    records, problems = build_table(jobs, spec, ns.include_failed)
     keys = table_keys(groups, spec)[1]
     spec = {**spec, "title": fill_title(spec.get("title"), groups)}
     if spec.get("pivot"):
         records, spec, keys = pivot(records, spec, keys)
     text = render(records, spec, ns.format, keys)
     if ns.out:
-        Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(ns.out).write_text(text)
+        with writing("--out", ns.out):
+            Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(ns.out).write_text(text)
         print(f"wrote {ns.out} ({len(records)} configurations, {len(jobs)} jobs)")
     else:
         sys.stdout.write(text)
     for prob in problems:
         log.warning("not included: %s", prob, extra={"prefix": "fedmoo table: "})
+    if line := skipped_line(jobs, groups, ns.include_failed):
+        log.warning("%s", line, extra={"prefix": "fedmoo table: "})
     return 0

@@ -6,9 +6,13 @@ directory is shared. A job that this sweep could not run although its directory 
 result (refused: another configuration, or another process holds the directory) leaves
 ``.fedmoo/sweep-failure.json`` stamped with the sweep's token (environment variable
 ``FEDMOO_SWEEP_TOKEN``, set when the sweep starts and inherited by its jobs), so it counts as
-failed without touching the older result. ``fedmoo run -m`` exits with status 1 when a job failed or left no result;
-diverged jobs are listed too but are results (``fedmoo table`` shows them), so they alone do
-not change the exit status.
+failed without touching the older result. The note names the refused job's own overrides (the
+directory's ``.hydra`` record is the kept result's), one note per refused job, so a sweep whose
+``hydra.sweep.subdir`` gives two jobs one directory blames the right one and says that the
+directory was shared. A sweep whose every job was refused puts back the ``multirun.yaml`` that
+Hydra overwrote, so it still describes the results in the directory. ``fedmoo run -m`` exits with
+status 1 when a job failed or left no result; diverged jobs are listed too but are results
+(``fedmoo table`` shows them), so they alone do not change the exit status.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -24,7 +29,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from fedmoo import logs
-from fedmoo.report.results import read_summary
+from fedmoo.report.results import atomic_write_text, read_summary
 
 # Job directories of the last sweep of this process that failed or left no result; the CLI
 # turns a non-empty list into exit status 1.
@@ -35,46 +40,95 @@ log = logging.getLogger(__name__)
 PLAIN = {"prefix": "fedmoo: "}   # the report's lines are errors without "error: " (fedmoo/logs.py)
 TOKEN = "FEDMOO_SWEEP_TOKEN"
 NOTE = Path(".fedmoo") / "sweep-failure.json"
+MULTIRUN = "multirun.yaml"
 
 
-def note_job_failure(job: Path, message: str) -> None:
-    """Mark ``job`` as failed in the running sweep (best effort: the directory may be unusable)."""
+def _job_overrides() -> list[str] | None:
+    """The overrides of the job Hydra is running in this process (None outside a Hydra job)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return [str(o) for o in HydraConfig.get().overrides.task]
+    except Exception:  # noqa: BLE001 - no Hydra job here (a test, fedmoo.api)
+        return None
+
+
+def note_job_failure(job: Path, message: str, overrides: list[str] | None = None) -> None:
+    """Mark ``job`` as failed in the running sweep (best effort: the directory may be unusable).
+
+    The note names the job's own overrides (``overrides``, else those of the Hydra job running
+    here): the directory's ``.hydra`` record belongs to the result kept there, which may be
+    another job's (``hydra.sweep.subdir`` that gives two jobs one directory). The notes of one
+    sweep accumulate, one per refused job."""
+    token = os.environ.get(TOKEN, "")
+    notes = [n for n in _notes(Path(job)) if n.get("token") == token] if token else []
+    notes.append({"token": token, "message": message,
+                  "overrides": overrides if overrides is not None else _job_overrides()})
     try:
         (Path(job) / NOTE).parent.mkdir(parents=True, exist_ok=True)
-        (Path(job) / NOTE).write_text(json.dumps({"token": os.environ.get(TOKEN, ""),
-                                                  "message": message}))
+        (Path(job) / NOTE).write_text(json.dumps(notes))
     except OSError:
         pass
 
 
-def _failure_note(job: Path) -> str | None:
-    """The message of this sweep's failure note in ``job``, if it has one."""
+def _notes(job: Path) -> list[dict[str, Any]]:
+    """The failure notes in ``job`` (a list; an older single note counts as one)."""
     try:
-        note = json.loads((job / NOTE).read_text())
-    except (OSError, ValueError):
-        return None
+        notes = json.loads((job / NOTE).read_text())
+    except (OSError, ValueError, RecursionError):
+        return []
+    notes = notes if isinstance(notes, list) else [notes]
+    return [n for n in notes if isinstance(n, dict)]
+
+
+def _failure_notes(job: Path) -> list[tuple[str, str | None]]:
+    """(message, overrides as text) of this sweep's failure notes in ``job``."""
     token = os.environ.get(TOKEN)
-    if not isinstance(note, dict) or not token or note.get("token") != token:
-        return None
-    return str(note.get("message") or "")
+    if not token:
+        return []
+    out = []
+    for n in _notes(job):
+        if n.get("token") == token:
+            ov = n.get("overrides")
+            out.append((str(n.get("message") or ""),
+                        " ".join(map(str, ov)) if isinstance(ov, list) else None))
+    return out
 
 
-def job_outcomes(sweep_dir: Path) -> list[tuple[Path, str, str]]:
-    """(job directory, status, message) of every job under ``sweep_dir`` (a job directory is
-    one that Hydra gave a ``.hydra`` folder); a job without summary.json has status ``missing``,
-    one this sweep refused has status ``refused``."""
+def job_outcomes(sweep_dir: Path, since: float | None = None) -> list[tuple[Path, str, str, str]]:
+    """(job directory, status, message, overrides) of every job under ``sweep_dir`` (a job
+    directory is one that Hydra gave a ``.hydra`` folder); a job without summary.json has status
+    ``missing``, one this sweep refused has status ``refused`` and names its own overrides. A
+    directory where this sweep refused jobs lists its result too when the result was written by
+    this sweep (after ``since``; another job of the sweep wrote there) or failed."""
     out = []
     for hydra_dir in sorted(Path(sweep_dir).rglob(".hydra")):
         job = hydra_dir.parent
         summary = read_summary(job / "summary.json")
-        refused = _failure_note(job)
-        if refused is not None and (summary is None or summary.get("status") != "failed"):
-            out.append((job, "refused", refused))
-        elif summary is None:
-            out.append((job, "missing", "no summary.json: the job was killed or crashed"))
+        refused = _failure_notes(job)
+        kept = _overrides(job)
+        failed = summary is not None and summary.get("status") == "failed"
+        for message, overrides in refused:     # a job that failed before it ran says so
+            status = "failed" if failed and str(summary.get("message")) == message else "refused"
+            out.append((job, status, message, overrides if overrides is not None else kept))
+        if refused and failed:
+            continue                        # the refusal's own record (record_failure)
+        if refused and (summary is None or since is None
+                        or _mtime(job / "summary.json") < since):
+            continue                        # an older result, not a job of this sweep
+        if summary is None:
+            out.append((job, "missing", "no summary.json: the job was killed or crashed", kept))
         else:
-            out.append((job, str(summary.get("status")), str(summary.get("message") or "")))
+            out.append((job, str(summary.get("status")), str(summary.get("message") or ""),
+                        kept))
     return out
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _overrides(job: Path) -> str:
@@ -84,28 +138,67 @@ def _overrides(job: Path) -> str:
         return ""
 
 
+def shared_directories(outcomes: list[tuple[Path, str, str, str]]) -> list[Path]:
+    """Job directories that more than one job of the sweep used."""
+    seen: dict[Path, int] = {}
+    for job, *_ in outcomes:
+        seen[job] = seen.get(job, 0) + 1
+    return [job for job, n in seen.items() if n > 1]
+
+
 class SweepReport(Callback):
+    """Lists the sweep's failed jobs at its end; keeps the sweep directory's ``multirun.yaml``
+    of the results there when every job of a sweep was refused."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.previous: str | None = None      # multirun.yaml before this sweep rewrote it
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         os.environ[TOKEN] = uuid.uuid4().hex
+        self.started = time.time()
+        try:
+            self.previous = (Path(str(config.hydra.sweep.dir)) / MULTIRUN).read_text()
+        except (OSError, ValueError):
+            self.previous = None
+
+    def _restore_multirun(self, sweep_dir: Path, outcomes) -> bool:
+        """Put the earlier multirun.yaml back if no job of this sweep wrote a result."""
+        if self.previous is None or not outcomes or any(s != "refused" for _, s, _, _ in outcomes):
+            return False
+        try:
+            atomic_write_text(sweep_dir / MULTIRUN, self.previous)
+        except OSError:
+            return False
+        return True
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         logs.setup()    # stderr only from here: the last job's run log is not the sweep's
         sweep_dir = Path(str(config.hydra.sweep.dir))
-        outcomes = job_outcomes(sweep_dir)
+        outcomes = job_outcomes(sweep_dir, self.started)
+        restored = self._restore_multirun(sweep_dir, outcomes)
         counts: dict[str, int] = {}
-        for _, status, _ in outcomes:
+        for _, status, _, _ in outcomes:
             counts[status] = counts.get(status, 0) + 1
         bad = [o for o in outcomes if o[1] != "completed"]
-        failed_jobs[:] = [job for job, status, _ in bad if status != "diverged"]
+        failed_jobs[:] = list(dict.fromkeys(job for job, status, _, _ in bad
+                                            if status != "diverged"))
         if not bad:
             return
         level = logging.ERROR if failed_jobs else logging.WARNING   # fedmoo -q shows errors
         parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         log.log(level, "sweep %s: %d jobs: %s", sweep_dir, len(outcomes), parts, extra=PLAIN)
-        for job, status, message in bad:
+        for job, status, message, overrides in bad:
             label = job.relative_to(sweep_dir).as_posix()
             log.log(logging.WARNING if status == "diverged" else logging.ERROR,
-                    "  %s job %s (%s): %s", status, label, _overrides(job), message, extra=PLAIN)
+                    "  %s job %s (%s): %s", status, label, overrides, message, extra=PLAIN)
+        for job in shared_directories(outcomes):
+            log.error("  several jobs of this sweep used the directory %s: give each job its "
+                      "own hydra.sweep.subdir (e.g. ${hydra.job.num}, or one that names every "
+                      "swept key)", job.relative_to(sweep_dir).as_posix(), extra=PLAIN)
+        if restored:
+            log.error("  no job of this sweep ran: %s still describes the sweep whose results "
+                      "are there", sweep_dir / MULTIRUN, extra=PLAIN)
         if failed_jobs:
             log.error("fix the cause and run the same command again (with the same "
                       "hydra.sweep.dir): completed jobs are skipped", extra=PLAIN)

@@ -35,6 +35,9 @@ def test_describe_text_and_plot(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "55,210 parameters" in r.stdout and "20 clients" in r.stdout
     assert (cli.cwd / "labels.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = cli("describe", "data=digits", "--plot", "labels.png/x.png")     # under a file
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith("fedmoo: error: --plot labels.png/x.png: cannot write there (")
 
 
 @pytest.mark.slow

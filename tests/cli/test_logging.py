@@ -38,7 +38,8 @@ def level_env(monkeypatch):
 
 
 def test_stderr_text_and_quiet(tmp_path, capsys, level_env):
-    _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 80.0}, status="diverged")
+    _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 80.0, "test/acc_worst10": 0.0},
+         status="diverged")
     error = (f"fedmoo: error: no configuration below {tmp_path} has completed runs that report "
              "test/acc_mean and test/acc_worst10 (see `fedmoo table` for the metrics)")
     assert main(["pareto", str(tmp_path)]) == 2

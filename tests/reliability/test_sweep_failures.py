@@ -83,3 +83,29 @@ def test_job_outcomes_reads_each_job_summary(tmp_path):
            for o in callbacks.job_outcomes(tmp_path)]
     assert got == [("0", "missing", "no summary.json: the job was killed or crashed"),
                    ("1", "diverged", "m"), ("a/b", "completed", "")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["basic", "lockstep"])   # lockstep reports after training
+def test_a_shared_job_directory_blames_the_refused_job_and_keeps_multirun_yaml(tmp_path,
+                                                                                launcher):
+    cli = cli_in(tmp_path)
+    args = ["run", "-m", *SMALL, "rounds=2", "algo=fedavg,fedprox", "hydra.sweep.subdir=s${seed}",
+            "hydra.sweep.dir=sw", f"hydra/launcher={launcher}"]
+    r = cli(*args)
+    assert r.returncode == 1
+    sw = cli.cwd / "sw"
+    assert summary(sw / "s0")["algo"] == "fedavg"       # the first job's result is kept
+    err = r.stderr
+    assert "sweep sw: 2 jobs: 1 completed, 1 refused" in err
+    refused = next(line for line in err.splitlines() if "refused job s0" in line)
+    assert "algo=fedprox" in refused and "algo=fedavg" not in refused
+    assert "several jobs of this sweep used the directory s0" in err
+    kept = (sw / "multirun.yaml").read_text()
+    # the same directory for a sweep of another configuration: every job is refused
+    r = cli("run", "-m", *SMALL, "rounds=2", "algo=qfedavg", "hydra.sweep.subdir=s${seed}",
+            "hydra.sweep.dir=sw")
+    assert r.returncode == 1 and "sweep sw: 1 jobs: 1 refused" in r.stderr
+    assert "algo=qfedavg" in r.stderr.split("refused job s0")[1].splitlines()[0]
+    assert (sw / "multirun.yaml").read_text() == kept
+    assert "still describes the sweep whose results are there" in r.stderr

@@ -114,8 +114,38 @@ def test_plot_warns_about_a_truncated_rounds_csv_and_plots_the_rest(tmp_path, ca
              summary={"rounds_completed": 4}, rounds=rows)
     (d / "rounds.csv").write_text("round,test/acc_mean\n1,10.0\n2,20.0\n3,3")
     assert main(["plot", str(tmp_path), "--out", str(tmp_path / "png"),
-                 "--metric", "test/acc_mean"]) == 0
+                 "--metric", "test/acc_mean"]) == 2      # a table would not count it either
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "fedmoo: error: --metric test/acc_mean: only jobs that did not complete have it; "
+        "--include-failed plots them")
+    assert main(["plot", str(tmp_path), "--out", str(tmp_path / "png"),
+                 "--metric", "test/acc_mean", "--include-failed"]) == 0
     err = capsys.readouterr().err
     assert err == (f"fedmoo plot: {d / 'rounds.csv'}: its last line is cut mid-row; 2 rows where "
                    "summary.json implies 4; plotting its 2 whole rows\n")
     assert (tmp_path / "png" / "test_acc_mean.png").stat().st_size > 1000
+
+
+def test_keys_a_record_lacks_take_their_defaults_and_never_split_a_configuration(tmp_path):
+    cfg = {**_digits(3), "algo": {"name": "fedprox", "mu": 0.01}, "tf32": False}
+    _job(tmp_path, "0", ["algo=fedprox"], 0, {"test/acc_mean": 80.0}, config=cfg)
+    older = {**_digits(3, 1), "algo": {"name": "fedprox"}}   # before tf32 and algo.mu existed
+    _job(tmp_path, "1", ["algo=fedprox"], 1, {"test/acc_mean": 90.0}, config=older)
+    # killed: no summary.json, only Hydra's record, which also holds the volatile knobs
+    _job(tmp_path, "2", ["algo=fedprox"], 2, {}, status=None,
+         config={**cfg, "seed": 2, "deterministic": False, "progress": True})
+    other = {**cfg, "seed": 0, "algo": {"name": "fedprox", "mu": 0.1}}   # not a default: apart
+    _job(tmp_path, "3", ["algo=fedprox", "algo.mu=0.1"], 0, {"test/acc_mean": 10.0}, config=other)
+    jobs = find_jobs([tmp_path])
+    assert jobs[1].filled == {"tf32": False, "algo.mu": 0.01}
+    recs, problems = build_table(jobs, SPEC)
+    assert [(r["_label"], r["n_seeds"], r["test/acc_mean/mean"]) for r in recs] == [
+        ("algo.mu=0.01", 2, 85.0), ("algo.mu=0.1", 1, 10.0)]
+    assert problems == [f"{tmp_path / '2'}: missing"]
+
+
+def test_the_run_layers_volatile_knobs_are_not_result_keys():
+    from fedmoo.report.jobs import is_result_key
+    from fedmoo.run.checkpoint import VOLATILE_KEYS
+
+    assert [k for k in VOLATILE_KEYS if is_result_key(k)] == []

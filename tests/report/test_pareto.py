@@ -49,6 +49,98 @@ def test_cli_lists_the_front_with_error_bars(tmp_path, capsys):
 
 
 def test_nothing_to_show_is_one_line(tmp_path, capsys):
-    _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 80.0}, status="diverged")
+    _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 80.0, "test/acc_worst10": 1.0},
+         status="diverged")
     assert main(["pareto", str(tmp_path)]) == 2
     assert capsys.readouterr().err.count("\n") == 2   # the left-out note and the error
+
+
+def _five(tmp_path, close=True):
+    """Five configurations of two sweeps (fedfv's sweep sets algo.beta, the other does not)."""
+    pts = {"fedavg": (56.5, 0.0), "fedprox": (56.9, 0.0), "qfedavg": (17.7, 0.0),
+           "fedfv": (70.9, 5.1), "afl": (57.2, 0.4)} if close else {
+        "fedavg": (50.0, 10.0), "fedfv": (60.0, 5.0)}
+    for i, (algo, (acc, worst)) in enumerate(pts.items()):
+        ov = [f"algo={algo}"] + (["algo.beta=0.5"] if algo == "fedfv" else [])
+        _job(tmp_path, str(i), ov, 0, {"test/acc_mean": acc, "test/acc_worst10": worst})
+    return pts
+
+
+def test_labels_of_crowded_points_never_overlap_nor_leave_the_axes(tmp_path, capsys):
+    from matplotlib.figure import Figure
+
+    _five(tmp_path)
+    saved = []
+    real = Figure.savefig
+    Figure.savefig = lambda fig, *a, **k: (saved.append(fig), real(fig, *a, **k))[1]
+    try:
+        assert main(["pareto", str(tmp_path), "--out", str(tmp_path / "f.svg")]) == 0
+    finally:
+        Figure.savefig = real
+    text = capsys.readouterr().out
+    assert "| algo=fedfv beta=0.5 |" in text and "| algo=fedavg |" in text   # no "beta=" left
+    ax = saved[0].axes[0]
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    r = FigureCanvasAgg(saved[0]).get_renderer()
+    frame = ax.get_window_extent(r)
+    notes = [t for t in ax.texts]
+    boxes = [t.get_window_extent(r) for t in notes]
+    assert sorted(t.get_text() for t in notes) == ["algo=afl", "algo=fedavg", "algo=fedfv beta=0.5",
+                                                   "algo=fedprox", "algo=qfedavg"]
+    legend = ax.get_legend().get_window_extent(r)
+    for i, a in enumerate(boxes):
+        assert not a.overlaps(legend)
+        assert frame.x0 <= a.x0 and a.x1 <= frame.x1 and frame.y0 <= a.y0 and a.y1 <= frame.y1
+        assert not any(a.overlaps(b) for b in boxes[i + 1:])
+    # one configuration on the front: its legend entry is a marker, no line
+    front = ax.get_legend().get_lines()[0]
+    assert front.get_label() == "Pareto front (one point)" and front.get_linestyle() == "None"
+    assert (tmp_path / "f.svg").read_text().startswith("<?xml")
+
+
+def test_the_reference_point_is_stated_and_a_spec_fixes_it(tmp_path, capsys, monkeypatch):
+    from fedmoo.report import tables
+
+    _five(tmp_path, close=False)
+    assert main(["pareto", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    # worst x 50 and worst y 5: (60-50)*(5-5) + (50-50)*(10-5) = 0 -- it depends on who is shown
+    assert "above the reference (50, 5): 0\nreference point: the worst x and worst y of these " \
+           "configurations: it moves when configurations are added" in out
+    spec = tmp_path / "specs" / "demo"
+    spec.mkdir(parents=True)
+    (spec / "front.yaml").write_text("metrics: [test/acc_mean]\npareto: {ref: [40, 0]}\n")
+    monkeypatch.setattr(tables, "TABLE_DIR", tmp_path / "specs")
+    assert main(["pareto", str(tmp_path), "--spec", "demo/front"]) == 0
+    # (60-40)*5 + (50-40)*(10-5) = 150
+    assert "above the reference (40, 0): 150\nreference point: fixed" in capsys.readouterr().out
+    (spec / "front.yaml").write_text("pareto: {ref: [40]}\n")
+    assert main(["pareto", str(tmp_path), "--spec", "demo/front"]) == 2
+    assert "pareto.ref is [40]; give two numbers [X, Y]" in capsys.readouterr().err
+
+
+def test_unknown_metrics_and_unwritable_outputs_are_one_line(tmp_path, capsys):
+    _five(tmp_path, close=False)
+    assert main(["pareto", str(tmp_path), "--y", "test/acc_wrst10"]) == 2
+    assert capsys.readouterr().err == (
+        f"fedmoo: error: --y test/acc_wrst10 is not a metric of any summary.json under {tmp_path}"
+        "; did you mean test/acc_worst10?\n")
+    (tmp_path / "file").write_text("")
+    assert main(["pareto", str(tmp_path), "--out", str(tmp_path / "file" / "f.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fedmoo: error: --out {tmp_path / 'file' / 'f.png'}: cannot write "
+                          "there (") and err.count("\n") == 1
+
+
+def test_points_too_close_to_label_are_numbered_with_a_key_beside(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from fedmoo.report.pareto import plot
+
+    recs = [{"label": f"algo=fedfv alpha={i / 10}", "x": 70.0, "y": 10.0, "x_std": 0.0,
+             "y_std": 0.0, "n": 1, "front": i == 0} for i in range(12)]
+    assert plot(recs, "test/acc_mean", "test/acc_worst10", False, str(tmp_path / "f.png")) == \
+        "numbered"
+    assert (tmp_path / "f.png").stat().st_size > 10_000

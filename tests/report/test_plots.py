@@ -122,3 +122,99 @@ def test_histogram_panels_say_which_are_identical(tmp_path, figures):
     titles = [ax.get_title(loc="left") for ax in figures[-1].axes]
     assert titles == ["algo=fedavg (2 clients, n=1)",
                       "algo=fedprox (2 clients, n=1) = algo=fedavg"]
+
+
+def _mixed(tmp_path):
+    """One configuration: 3 completed seeds, a diverged one and a killed one (no summary)."""
+    for seed in range(5):
+        status = {3: "diverged", 4: None}.get(seed, "completed")
+        _job(tmp_path, str(seed), ["algo=fedavg"], seed, {"test/acc_mean": 10.0 * seed},
+             status=status, rounds=rounds([10.0 * seed, 10.0 * seed + 1]))
+
+
+def test_plot_and_table_count_the_same_jobs_and_say_what_they_left_out(tmp_path, figures,
+                                                                        capsys):
+    from fedmoo.cli.main import main
+
+    _mixed(tmp_path)
+    assert main(["table", str(tmp_path), "--metric", "test/acc_mean"]) == 0
+    out, err = capsys.readouterr()
+    assert "| all | 10.00 ± 8.16 | 3 |" in out                     # seeds 0, 1, 2
+    assert err.splitlines()[-1] == (
+        "fedmoo table: left out 2 of 5 jobs (1 diverged, 1 incomplete): only completed jobs "
+        "with intact files count; --include-failed counts what they hold")
+    assert main(["plot", str(tmp_path), "--out", str(tmp_path / "p"),
+                 "--metric", "test/acc_mean"]) == 0
+    ax = figures[-1].axes[0]
+    assert [ln.get_label() for ln in ax.get_lines()] == ["run (n=3, 2 left out)"]
+    assert ax.get_lines()[0].get_ydata().tolist() == [10.0, 11.0]        # mean of seeds 0-2
+    assert figures[-1].texts[0].get_text() == (
+        "not shown: 2 of 5 jobs (1 diverged, 1 incomplete): only completed jobs are shown "
+        "(--include-failed)")
+    assert "fedmoo plot: left out 2 of 5 jobs (1 diverged, 1 incomplete)" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path), "--out", str(tmp_path / "p"),
+                 "--metric", "test/acc_mean", "--include-failed"]) == 0
+    ax = figures[-1].axes[0]
+    assert ax.get_lines()[0].get_label().endswith("(n=5)")
+    assert ax.get_lines()[0].get_ydata().tolist() == [20.0, 21.0]
+    assert main(["table", str(tmp_path), "--metric", "test/acc_mean", "--include-failed"]) == 0
+    out = capsys.readouterr().out
+    # the killed job counts as a seed but has no final metrics: the mean is over 4 values
+    assert "| all | 15.00 ± 11.18 | 5 | 1 diverged (counted); 1 incomplete (counted) |" in out
+
+
+def test_a_round_written_twice_is_plotted_once_with_its_last_row(tmp_path, figures, capsys):
+    from fedmoo.cli.main import main
+
+    d = _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 30.0})
+    (d / "rounds.csv").write_text("round,test/acc_mean\n1,10\n2,20\n3,30\n2,25\n3,35\n")
+    assert main(["plot", str(tmp_path), "--out", str(tmp_path / "p"),
+                 "--metric", "test/acc_mean"]) == 0
+    line = figures[-1].axes[0].get_lines()[0]
+    assert line.get_xdata().tolist() == [1, 2, 3] and line.get_ydata().tolist() == [10, 25, 35]
+    assert capsys.readouterr().err == (
+        f"fedmoo plot: {d / 'rounds.csv'}: rounds 2, 3 written more than once (5 rows for 3 "
+        "rounds): using the last row of each round\n")
+
+
+def test_formats_resolution_units_and_a_legend_that_would_cover_a_curve(tmp_path, figures):
+    from PIL import Image
+
+    from fedmoo.cli.main import main
+
+    for i, algo in enumerate(("fedavg", "fedprox", "qfedavg", "afl", "fedfv")):
+        _job(tmp_path, algo, [f"algo={algo}"], 0, {},
+             rounds=rounds([5.0 + 20 * i + (r % 3) * 8 for r in range(12)], "test/acc_std"))  # zig-zags at every height: no room for the legend
+    assert main(["plot", str(tmp_path), "--out", str(tmp_path / "p"),
+                 "--metric", "test/acc_std", "--format", "pdf"]) == 0
+    assert (tmp_path / "p" / "test_acc_std.pdf").read_bytes()[:5] == b"%PDF-"
+    fig = figures[-1]
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "test accuracy (%)\nstd over clients"
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    r = FigureCanvasAgg(fig).get_renderer()
+    assert ax.get_legend().get_window_extent(r).x0 > ax.get_window_extent(r).x1   # beside
+    assert main(["plot", str(tmp_path / "fedavg"), "--out", str(tmp_path / "q"), "--dpi", "200",
+                 "--metric", "test/acc_std"]) == 0
+    r = FigureCanvasAgg(figures[-1]).get_renderer()
+    ax = figures[-1].axes[0]
+    assert ax.get_legend().get_window_extent(r).x1 < ax.get_window_extent(r).x1   # room inside
+    w, h = Image.open(tmp_path / "q" / "test_acc_std.png").size
+    assert (w, h) == (1400, 900)                                        # 7 x 4.5 in at 200 dpi
+
+
+def test_report_mistakes_are_one_line(tmp_path, capsys):
+    from fedmoo.cli.main import main
+
+    _job(tmp_path, "0", ["algo=fedavg"], 0, {}, rounds=rounds([1.0, 2.0]))
+    (tmp_path / "file").write_text("")
+    for args, line in (
+            (["--out", str(tmp_path / "file")], f"--out {tmp_path / 'file'}: cannot write there ("),
+            (["--out", str(tmp_path / "p"), "--metric", "test/acc_maen"],
+             "--metric test/acc_maen is not a column of any rounds.csv of the jobs plotted under "
+             f"{tmp_path}; did you mean test/acc_mean?"),
+            (["--out", str(tmp_path / "p"), "--dpi", "0"], "--dpi 0 is out of range")):
+        assert main(["plot", str(tmp_path), *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"fedmoo: error: {line}") and err.count("\n") == 1, err

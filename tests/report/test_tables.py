@@ -149,3 +149,55 @@ def test_title_lists_every_value_of_a_key(tmp_path):
     _job(tmp_path, "b", ["rounds=100"], 0, {"test/acc_mean": 1.0}, config={"seed": 0, "rounds": 100})
     groups = group_jobs(find_jobs([tmp_path]))
     assert fill_title("after {rounds} rounds ({nope})", groups) == "after 20/100 rounds ({nope})"
+
+
+def test_damaged_summaries_and_mistakes_are_lines_not_tracebacks(tmp_path, capsys):
+    from fedmoo.cli.main import main
+
+    _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 80.0, "test/acc_std": 4.0})
+    _job(tmp_path, "1", ["algo=fedavg"], 1, {"test/acc_mean": "n/a", "test/acc_std": 6.0})
+    (tmp_path / "2" / "summary.json").mkdir(parents=True)            # a directory
+    deep = tmp_path / "3"
+    _job(tmp_path, "3", ["algo=fedavg"], 3, {})
+    (deep / "summary.json").write_text("[" * 100_000 + "]" * 100_000)   # nested too deeply
+    assert main(["table", str(tmp_path), "--metric", "test/acc_mean", "--metric",
+                 "test/acc_std"]) == 0
+    out, err = capsys.readouterr()
+    assert "| all | 80.00 | 5.00 ± 1.00 | 2 | 1 corrupt |" in out   # "n/a" is left out of its column
+    assert f"{tmp_path / '1'}: summary.json's final test/acc_mean is not a number: 'n/a'; left " \
+           "out of that column" in err
+    assert f"{tmp_path / '2'}: corrupt (summary.json is unreadable: " in err
+    assert f"{tmp_path / '3'}: corrupt (summary.json is nested too deeply to read)" in err
+    assert "Traceback" not in err
+    assert main(["pareto", str(tmp_path), "--y", "test/acc_std", "--minimize-y"]) == 0
+    capsys.readouterr()
+    for args, line in (
+            (["--metric", "test/acc_sdt"], "--metric test/acc_sdt is not a metric of any "
+             f"summary.json under {tmp_path}; did you mean test/acc_std"),
+            (["--spec", "fedfv/tabel3"], "unknown table spec 'fedfv/tabel3'; did you mean "
+             "fedfv/table3"),
+            (["--out", str(tmp_path / "0" / "summary.json" / "t.md")],
+             f"--out {tmp_path / '0' / 'summary.json' / 't.md'}: cannot write there (")):
+        assert main(["table", str(tmp_path), *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"fedmoo: error: {line}") and err.count("\n") == 1, err
+
+
+def test_a_spec_key_that_no_job_has_is_refused_with_the_nearest(tmp_path, monkeypatch, capsys):
+    from fedmoo.cli.main import main
+    from fedmoo.report import tables
+
+    _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 80.0})
+    spec = tmp_path / "specs" / "demo"
+    spec.mkdir(parents=True)
+    (spec / "t.yaml").write_text("group_by: [alog]\n")
+    monkeypatch.setattr(tables, "TABLE_DIR", tmp_path / "specs")
+    assert main(["table", str(tmp_path / "0"), "--spec", "demo/t"]) == 2
+    assert capsys.readouterr().err == (
+        f"fedmoo: error: table spec demo/t group_by: alog is not a config key of the jobs under "
+        f"{tmp_path / '0'}; did you mean algo?\n")
+
+
+def test_a_key_a_configuration_does_not_set_is_not_in_its_label(sweep):
+    recs, _ = build_table(find_jobs([sweep]), {"metrics": [{"key": "test/acc_mean"}]})
+    assert sorted(r["_label"] for r in recs) == ["algo=fedavg", "algo=fedfv algo.alpha=0.5"]

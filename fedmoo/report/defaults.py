@@ -1,0 +1,79 @@
+"""The value a config key takes when a job's record does not hold it.
+
+A job written before a key existed (no ``tf32`` in an older summary.json), or one whose record
+was written by another fedmoo version, must still be grouped with the jobs of the same
+configuration. The reports therefore compare configurations with the missing keys filled in
+from fedmoo's config tree: a top-level key from ``conf/config.yaml``, a key of a config group
+(``algo.mu``) from the file of the option the job names (``conf/algo/fedprox.yaml`` for
+``algo.name: fedprox``; the plugins' conf folders too). A value that is an interpolation
+(``${num_clients}``) or that the tree does not hold stays missing.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+MISSING = object()
+_INTERPOLATION = re.compile(r"\$\{")
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+@lru_cache(maxsize=None)
+def _read(path: Path, group: str | None) -> dict[str, Any]:
+    """The flattened values of a config file (of ``group``'s package), ``{}`` if unreadable."""
+    try:
+        text = path.read_text()
+        data = yaml.safe_load(text)
+    except (OSError, yaml.YAMLError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    data = {k: v for k, v in data.items() if k not in ("defaults", "hydra")}
+    if group is not None:
+        if "@package _global_" in text.split("\n\n", 1)[0]:
+            data = data.get(group) if isinstance(data.get(group), dict) else {}
+    return _flatten(data)
+
+
+def _conf_dirs() -> list[Path]:
+    from fedmoo import plugins
+
+    try:
+        return [CONF_DIR, *(d for _, d in plugins.conf_dirs())]
+    except Exception:  # noqa: BLE001 - a broken plugin declaration: fedmoo's own tree only
+        return [CONF_DIR]
+
+
+def default(key: str, flat: dict[str, Any]) -> Any:
+    """The value ``key`` (dotted) has by default in a job whose flattened config is ``flat``;
+    ``MISSING`` when fedmoo's config tree does not say."""
+    group, _, rest = key.partition(".")
+    for conf in _conf_dirs():
+        if not rest:
+            values, sub = _read(conf / "config.yaml", None), key
+        else:
+            option = flat.get(f"{group}.name")
+            if not isinstance(option, str) or not option or "/" in option or option[0] == ".":
+                return MISSING
+            values, sub = _read(conf / group / f"{option}.yaml", group), rest
+        if sub in values:
+            v = values[sub]
+            if isinstance(v, str) and _INTERPOLATION.search(v):
+                return MISSING
+            return v
+    return MISSING

@@ -1,0 +1,65 @@
+"""What a metric column is, in words and units, for the axes of figures (``fedmoo plot``,
+``fedmoo pareto``): ``test/acc_worst10`` -> ``test accuracy (%), worst 10% of clients``.
+
+Column names follow ``split/name_stat`` (docs/architecture.md); a name this module does not know
+is shown as it is.
+"""
+
+from __future__ import annotations
+
+import re
+
+SPLITS = {"test": "test", "val": "validation", "train": "training", "benign": "benign clients'",
+          "attackers": "attackers'"}
+QUANTITIES = {"acc": ("accuracy", "%"), "loss": ("loss", "")}
+WHOLE = {
+    "round/improved_frac": "share of the cohort whose training loss did not rise",
+    "time/round_s": "time per round (s)",
+    "time/elapsed_s": "elapsed time (s)",
+    "server/d_norm": "norm of the server's update direction",
+    "server/d_norm_sq": "squared norm of the server's update direction",
+    "server/min_cos": "least cosine between a client's update and the server's",
+    "server/harmed": "clients whose update the server's direction opposes",
+    "train/lambda_grad_norm_sq": "squared norm of the λ-weighted full gradient",
+}
+
+
+def _stat(stat: str, unit: str) -> tuple[str, str]:
+    """(words, unit) of a statistic over the clients; the unit may change (variance: unit²)."""
+    if stat == "mean":
+        return "mean over clients", unit
+    if stat == "std":
+        return "std over clients", unit
+    if stat == "var":
+        return "variance over clients", f"{unit}²" if unit else ""
+    if stat == "pooled":
+        return "pooled over all test samples", unit
+    if stat == "angle":
+        return "angle to the uniform vector", "°"
+    if stat == "kl":
+        return "KL divergence from uniform", ""
+    if m := re.fullmatch(r"(worst|best)(\d+)", stat):
+        return f"{m.group(1)} {m.group(2)}% of clients", unit
+    if m := re.fullmatch(r"p(\d+)", stat):
+        return f"{m.group(1)}th percentile of clients", unit
+    if m := re.fullmatch(r"client(\d+)", stat):
+        return f"client {m.group(1)}", unit
+    if m := re.fullmatch(r"task(\d+)_(acc|loss)(?:_(\w+))?", stat):
+        what, u = QUANTITIES[m.group(2)]
+        return f"task {m.group(1)} {what}" + (f", {m.group(3)}" if m.group(3) else ""), u
+    return stat, unit
+
+
+def axis_label(metric: str) -> str:
+    """``metric`` in words with its unit: ``test accuracy (%), mean over clients``."""
+    if metric in WHOLE:
+        return WHOLE[metric]
+    split, _, name = metric.partition("/")
+    if split in SPLITS and (m := re.fullmatch(r"(acc|loss)_(\w+)", name)):
+        what, unit = QUANTITIES[m.group(1)]
+        stat, unit = _stat(m.group(2), unit)
+        return f"{SPLITS[split]} {what}" + (f" ({unit})" if unit else "") + f", {stat}"
+    if split in SPLITS and (m := re.fullmatch(r"task(\d+)_(acc|loss)(?:_(\w+))?", name)):
+        words, unit = _stat(name, "")
+        return f"{SPLITS[split]} {words}" + (f" ({unit})" if unit else "")
+    return metric
