@@ -203,6 +203,7 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
         num_classes=num_classes, input_shape=tuple(source.input_shape), task=source.task,
         client_names=source.client_names if name == "natural" else None,
         class_names=source.class_names, task_mask=task_mask, task_names=task_names,
+        source_digest=source.digest,
     )
 
 

@@ -36,6 +36,25 @@ class Source:
     location: str | None = None    # where the samples come from when that is not data_dir
     #                                (a system folder, "memory (generated, no files)"); messages only
 
+    @functools.cached_property
+    def digest(self) -> str:
+        """sha256 of the samples, their labels (targets), test flags and owners (made once per
+        source: a sweep that shares a source hashes it once)."""
+        return tensors_digest(self.x, self.y, self.is_test, self.owner)
+
+
+def tensors_digest(*tensors: Tensor | None) -> str:
+    """sha256 over the dtype, shape and bytes of each tensor (None counts as a marker)."""
+    h = hashlib.sha256()
+    for t in tensors:
+        if t is None:
+            h.update(b"none;")
+            continue
+        a = np.ascontiguousarray(t.detach().cpu().numpy())
+        h.update(f"{a.dtype}{a.shape};".encode())
+        h.update(a.reshape(-1).view(np.uint8))
+    return h.hexdigest()
+
 
 @dataclass
 class ClientSplit:
@@ -95,6 +114,17 @@ class FederatedData:
     meta: dict = field(default_factory=dict)
     task_mask: Tensor | None = None       # [N, S] bool objective indicator (multi-task data)
     task_names: list[str] | None = None
+    source_digest: str | None = None      # Source.digest of the samples it was federated from
+
+    def digest(self) -> str:
+        """What a run trains and is evaluated on: the samples and labels (the source's digest,
+        or this federation's own tensors when it was built by hand), every client's index sets
+        and the objective indicator. A checkpoint records it; a resume on other data is refused."""
+        h = hashlib.sha256((self.source_digest or tensors_digest(self.x, self.y)).encode())
+        for s in (self.train, self.val, self.test):
+            h.update(b"-" if s is None else s.digest)
+        h.update(tensors_digest(self.task_mask).encode())
+        return h.hexdigest()
 
     @property
     def num_clients(self) -> int:
@@ -118,7 +148,7 @@ class FederatedData:
             num_classes=self.num_classes, input_shape=self.input_shape, task=self.task,
             client_names=self.client_names, class_names=self.class_names, meta=self.meta,
             task_mask=None if self.task_mask is None else self.task_mask.to(device),
-            task_names=self.task_names,
+            task_names=self.task_names, source_digest=self.source_digest,
         )
 
     def save_partition(self, path) -> None:
