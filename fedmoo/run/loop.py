@@ -62,7 +62,7 @@ def run(cfg: dict[str, Any], run_dir: str | Path, record: dict[str, str] | None 
         failures = drive([session], train_each)
         if failures:
             raise failures[session]
-        return session.complete()
+        return session.result
 
 
 def train_each(members: list[Member]) -> list[Any]:
@@ -76,13 +76,14 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
           ) -> dict[Session, Exception]:
     """Run the started ``sessions`` round by round until each has done its rounds, training
     every round's cohorts with one ``train`` call; a session joins at the round it resumes
-    from. A session that fails (diverges, runs out of disk, a bug) is written up and dropped,
-    the others go on; returns the failures. SIGTERM / SIGINT checkpoints every live session
+    from, and completes (its files final, ``Session.result``) as soon as its last round is
+    recorded, whatever the others still do. A session that fails (diverges, runs out of disk,
+    a bug) is written up and dropped, the others go on; returns the failures. SIGTERM / SIGINT checkpoints every live session
     and raises RunInterrupted. ``progress``: a tqdm bar over the rounds (else each session's
     own). ``evaluate``: after the server updates, the evaluations it makes for several sessions
     at once (session -> ClientEval; the others evaluate themselves)."""
     failures: dict[Session, Exception] = {}
-    live = list(sessions)
+    live = _finish(list(sessions), failures)
     first = min(s.next_round for s in sessions)
     last = max(s.rounds for s in sessions)
     with StopSignals() as stop:
@@ -101,10 +102,18 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
             given = evaluate(updated) if evaluate is not None and len(updated) > 1 else {}
             for s in updated:
                 s.guard(failures, s.record, t, given.get(s))
-            live = [s for s in live if s not in failures]
+            live = _finish(live, failures)
             if progress is not None:
                 progress.update(1)
     return failures
+
+
+def _finish(live: list[Session], failures: dict) -> list[Session]:
+    """Complete the sessions that have done their rounds; the others that have not failed."""
+    for s in live:
+        if s not in failures and s.next_round >= s.rounds:
+            s.guard(failures, s.complete)
+    return [s for s in live if s not in failures and s.result is None]
 
 
 def _interrupt_all(sessions: list[Session], stop) -> None:
@@ -136,6 +145,7 @@ class Session:
         self.rundir = RunDir(run_dir, cfg, record)
         self.show_progress = cfg.get("progress", True) if progress is None else progress
         self.parts: Parts | None = None
+        self.result: RunResult | None = None   # set when the run completes (its files final)
         self._stack = contextlib.ExitStack()
 
     # -- the directory ---------------------------------------------------------------------
@@ -311,9 +321,10 @@ class Session:
         set_flat(self.parts.model, self.state.w)   # model.pt holds the global model
         self.rundir.complete(self.state, final, wall, clients, self.parts.model)
         self.tracker.finish(final, self.rundir.path)
-        return RunResult(run_dir=self.rundir.path, status="completed", final=final,
-                         rows=self.writer.rows, wall_time_s=wall,
-                         resumed_from=self.rundir.resumed_from)
+        self.result = RunResult(run_dir=self.rundir.path, status="completed", final=final,
+                                rows=self.writer.rows, wall_time_s=wall,
+                                resumed_from=self.rundir.resumed_from)
+        return self.result
 
 
 def _rng_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
