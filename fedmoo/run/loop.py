@@ -33,7 +33,7 @@ from fedmoo.params import get_flat, set_flat
 from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
 from fedmoo.run import checkpoint, loggers
 from fedmoo.run.evaluation import RoundEvaluator
-from fedmoo.run.guards import check_config, check_diverged
+from fedmoo.run.guards import check_config, check_diverged, check_row, reported_models
 from fedmoo.run.rundir import RunDir
 from fedmoo.run.sampler import ClientSampler
 from fedmoo.run.setup import Parts, build_parts
@@ -275,7 +275,8 @@ class Session:
             reported = [cohort.loss_before, cohort.loss_after, cohort.loss_trained]
             check_diverged(state.w, reported, t + 1, cfg, cohort.deltas)  # before a rule reads them
             new_state, diag = parts.algo.server_update(state, cohort)
-            check_diverged(new_state.w, cohort.loss_before, t + 1, cfg)
+            check_diverged(reported_models(parts.algo, new_state), cohort.loss_before, t + 1,
+                           cfg)
         except DivergenceError as e:
             self.rundir.summary("diverged", state, self.final, self.elapsed(), str(e))
             raise
@@ -295,6 +296,12 @@ class Session:
             now = time.perf_counter()
             row["time/round_s"] = (now - self.last_eval[0]) / (done - self.last_eval[1])
             row["time/elapsed_s"] = self.elapsed()
+            try:
+                check_row(row, done, self.cfg)
+            except DivergenceError as e:
+                before = replace(self.state, round=done - 1)   # this round left no row
+                self.rundir.summary("diverged", before, self.final, self.elapsed(), str(e))
+                raise
             self.last_eval = (now, done)
             self.writer.log(row)                                                     # record
             self.tracker.log(row)
