@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,11 +37,21 @@ class Source:
     location: str | None = None    # where the samples come from when that is not data_dir
     #                                (a system folder, "memory (generated, no files)"); messages only
 
-    @functools.cached_property
+    @property
     def digest(self) -> str:
-        """sha256 of the samples, their labels (targets), test flags and owners (made once per
-        source: a sweep that shares a source hashes it once)."""
-        return tensors_digest(self.x, self.y, self.is_test, self.owner)
+        """sha256 of the samples, their labels (targets), test flags and owners, made once per
+        source object (a sweep that shares a source hashes it once; sources are never changed
+        in place)."""
+        hit = _DIGESTS.get(id(self))
+        if hit is not None and hit[0]() is self:
+            return hit[1]
+        digest = tensors_digest(self.x, self.y, self.is_test, self.owner)
+        key = id(self)
+        _DIGESTS[key] = (weakref.ref(self, lambda _: _DIGESTS.pop(key, None)), digest)
+        return digest
+
+
+_DIGESTS: dict[int, tuple[weakref.ref, str]] = {}   # id(source) -> (the source, its digest)
 
 
 def tensors_digest(*tensors: Tensor | None) -> str:

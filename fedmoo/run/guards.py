@@ -55,6 +55,20 @@ def check_seeds(node: Any, path: str = "") -> None:
                             f"e.g. {where}=0")
 
 
+def check_finite(node: Any, path: str = "") -> None:
+    """Every number in the config, at any depth (lists included), is finite: ``nan`` or ``inf``
+    is never a setting (``partition.beta=nan`` would draw NaN proportions)."""
+    items = node.items() if isinstance(node, dict) else \
+        enumerate(node) if isinstance(node, (list, tuple)) else ()
+    for key, value in items:
+        where = f"{path}[{key}]" if isinstance(node, (list, tuple)) else \
+            f"{path}.{key}" if path else str(key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{where}={value} is not a finite number; give it a number "
+                            "(`fedmoo run --cfg job` shows the defaults)")
+        check_finite(value, where)
+
+
 # groups where a key with a numeric default may also take a name (attack.malicious=phd); their
 # components check those values themselves
 TEXT_OK = ("algo.", "attack.")
@@ -149,7 +163,8 @@ def check_config(cfg: dict) -> tuple[int | None, int | None]:
         _number(c, "client.momentum", 0.0, False, 1.0, hi_open=True, example="0.9")
     if "client.weight_decay" in c:
         _number(c, "client.weight_decay", 0.0, False, example="0.0001")
-    check_types(cfg)   # after the knobs above, whose messages say more
+    check_finite(cfg)  # after the knobs above, whose messages say more
+    check_types(cfg)
     return n, k
 
 
