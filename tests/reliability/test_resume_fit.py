@@ -3,6 +3,10 @@ data, its state's fields and shapes, RNG states, round and rows) before anything
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -10,10 +14,10 @@ from fedmoo import engine as fengine
 from fedmoo.errors import UserError
 from fedmoo.run import checkpoint
 from fedmoo.run.loop import run
-from tests.conftest import small_cfg
+from tests.conftest import ROOT, small_cfg
 from tests.data.conftest import write_mnist_family
 from tests.inprocess import run_main
-from tests.reliability.helpers import rows_without_time
+from tests.reliability.helpers import rows_without_time, wait_rows
 
 AFL = {"name": "afl", "gamma_lambda": 0.1, "eta": 1.0, "average_iterates": True}
 
@@ -188,3 +192,28 @@ def test_the_cli_refuses_a_damaged_checkpoint_in_one_line_exit_2(tmp_path, monke
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "state.w is a torch.float32 tensor of shape [3]" in lines[0], lines
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumed_on_relabelled_data_is_refused(tmp_path):
+    """The issue's case, two processes: a run SIGKILLed after its checkpoint of round 6 is
+    started again on a copy of the dataset with other labels: refused in one line, exit 2, and
+    nothing recorded as completed."""
+    a, b = _mnist_dirs(tmp_path)
+    args = ["run", "data=mnist", "data.download=false", "data.normalize=unit", "model=logreg",
+            "partition=iid", "num_clients=3", "clients_per_round=2", "rounds=4000",
+            "checkpoint_every=6", "progress=false", "hydra.run.dir=run"]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "fedmoo", *args, f"data_dir={a}"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_rows(tmp_path / "run" / "rounds.csv", 8, proc)      # past the checkpoint of round 6
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert checkpoint.load(tmp_path / "run", torch.device("cpu"))["round"] >= 6
+    r = run_main([*args, f"data_dir={b}"], tmp_path)
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "trained on other data" in lines[0], lines
+    path = tmp_path / "run" / "summary.json"
+    assert not path.exists() or json.loads(path.read_text())["status"] != "completed"
