@@ -222,7 +222,9 @@ def test_a_killed_run_resumed_on_relabelled_data_is_refused(tmp_path):
 def _algo_names():
     from fedmoo.cli.groups import group_options
 
-    return group_options("algo")
+    slow = ("fmgda", "fsmgda")     # MultiMNIST's LeNet with per-task training: 20 s each
+    return [pytest.param(n, marks=pytest.mark.slow) if n in slow else n
+            for n in group_options("algo")]
 
 
 @pytest.mark.parametrize("name", _algo_names())
