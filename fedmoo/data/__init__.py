@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from fedmoo.data import partition as _partition
-from fedmoo.data.checks import check_labels
+from fedmoo.data.checks import check_finite_samples, check_labels
 from fedmoo.data.federated import MULTITASK, ClientSplit, FederatedData, Source
 from fedmoo.errors import UserError
 
@@ -93,6 +93,9 @@ def _load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
     _check_keys(f"data={name}", loader, kwargs, "data")
     src = loader(Path(data_dir), **kwargs)
     check_described(name, data_cfg, src)
+    check_finite_samples(src.x, src.y, f"data={name}",
+                         "its files are damaged or hold missing values; re-download or "
+                         "regenerate them (see docs/datasets.md)")
     if src.task != "multitask_regression" and not src.y.is_floating_point():
         check_labels(src.y.cpu().numpy(), src.num_classes, f"data={name}",
                      "its files are damaged; re-download or regenerate them (see docs/datasets.md)")

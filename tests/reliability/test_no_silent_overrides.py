@@ -3,6 +3,8 @@ to another value, and a number that is not finite anywhere in the config."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -53,3 +55,22 @@ def test_described_keys_must_match_the_samples():
 
 def test_celebas_input_shape_follows_its_size():
     assert compose(["data=celeba", "data.size=32"])["data"]["input_shape"] == [3, 32, 32]
+
+
+def test_samples_that_are_not_finite_are_refused_at_load(tmp_path, monkeypatch):
+    """A damaged file's NaN feature is a one-line refusal naming the sample, not a NaN run."""
+    from fedmoo.data import synthetic
+    from tests.reliability.test_error_table import test_user_error_is_one_line_exit_2 as one
+
+    real = synthetic.load
+
+    @functools.wraps(real)                  # the loader's options stay visible
+    def damaged(*a, **k):
+        src = real(*a, **k)
+        x = src.x.clone()
+        x[7, 3] = float("nan")
+        return Source(**{**{f: getattr(src, f) for f in src.__dataclass_fields__}, "x": x})
+
+    monkeypatch.setattr(synthetic, "load", damaged)
+    one(tmp_path, [], ["data=synthetic: its features hold 1 values that are not finite",
+                       "sample 7"])
