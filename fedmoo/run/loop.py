@@ -78,10 +78,11 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
     every round's cohorts with one ``train`` call; a session joins at the round it resumes
     from, and completes (its files final, ``Session.result``) as soon as its last round is
     recorded, whatever the others still do. A session that fails (diverges, runs out of disk,
-    a bug) is written up and dropped, the others go on; returns the failures. SIGTERM / SIGINT checkpoints every live session
-    and raises RunInterrupted. ``progress``: a tqdm bar over the rounds (else each session's
-    own). ``evaluate``: after the server updates, the evaluations it makes for several sessions
-    at once (session -> ClientEval; the others evaluate themselves)."""
+    a bug) is written up and dropped, the others go on; returns the failures. SIGTERM / SIGINT
+    checkpoints every session still training and raises RunInterrupted. ``progress``: a tqdm
+    bar over the rounds (else each session's own). ``evaluate``: after the server updates, the
+    evaluations it makes for several sessions at once (session -> ClientEval; the others
+    evaluate themselves)."""
     failures: dict[Session, Exception] = {}
     live = _finish(list(sessions), failures)
     first = min(s.next_round for s in sessions)
