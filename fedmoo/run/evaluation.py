@@ -1,7 +1,8 @@
 """The metrics row of an evaluated round, clients_rounds.csv blocks and clients.csv rows.
 
 Column names are the report layer's (``fedmoo.report.metrics``); the numbers come from the
-engine's per-client evaluation (``fedmoo.engine.evaluate``).
+engine's per-client evaluation (``fedmoo.engine.evaluate``). A client without samples on the
+split is missing (``missing_as_nan``): NaN in every file, left out of the statistics, counted.
 """
 
 from __future__ import annotations
