@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from fedmoo.data import partition as _partition
-from fedmoo.data.checks import check_labels
+from fedmoo.data.checks import check_finite_samples, check_labels
 from fedmoo.data.federated import MULTITASK, ClientSplit, FederatedData, Source
 from fedmoo.errors import UserError
 
@@ -95,10 +95,30 @@ def _load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
     kwargs = {k: v for k, v in data_cfg.items() if k not in META_KEYS}
     _check_keys(f"data={name}", loader, kwargs, "data")
     src = loader(Path(data_dir), **kwargs)
+    check_described(name, data_cfg, src)
+    check_finite_samples(src.x, src.y, f"data={name}",
+                         "its files are damaged or hold missing values; re-download or "
+                         "regenerate them (see docs/datasets.md)")
     if src.task != "multitask_regression" and not src.y.is_floating_point():
         check_labels(src.y.cpu().numpy(), src.num_classes, f"data={name}",
                      "its files are damaged; re-download or regenerate them (see docs/datasets.md)")
     return src
+
+
+def check_described(name: str, data_cfg: dict[str, Any], src: Source) -> None:
+    """The keys that describe a dataset (``input_shape``, ``num_classes``, ``task``) must say
+    what its samples are: the loader fixes them, so another value would change nothing but the
+    record of the run (summary.json would claim a run that never happened)."""
+    actual = {"input_shape": list(src.input_shape), "num_classes": src.num_classes,
+              "task": src.task}
+    for key, value in actual.items():
+        given = data_cfg.get(key)
+        if given is None:
+            continue
+        if (list(given) if isinstance(given, (list, tuple)) else given) != value:
+            raise UserError(f"data.{key}={given!r} does not describe data={name}, whose samples "
+                            f"have {key} {value!r}; the dataset fixes it, so remove the override "
+                            f"(or set data.{key}={value})".replace("'", ""))
 
 
 def _check_keys(what: str, fn, kwargs: dict[str, Any], prefix: str) -> None:
@@ -209,6 +229,7 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
         num_classes=num_classes, input_shape=tuple(source.input_shape), task=source.task,
         client_names=source.client_names if name == "natural" else None,
         class_names=source.class_names, task_mask=task_mask, task_names=task_names,
+        source_digest=source.digest,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +36,35 @@ class Source:
     task_names: list[str] | None = None   # multi-task data: one name per column of y
     location: str | None = None    # where the samples come from when that is not data_dir
     #                                (a system folder, "memory (generated, no files)"); messages only
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the samples, their labels (targets), test flags and owners, made once per
+        source object (a sweep that shares a source hashes it once; sources are never changed
+        in place)."""
+        hit = _DIGESTS.get(id(self))
+        if hit is not None and hit[0]() is self:
+            return hit[1]
+        digest = tensors_digest(self.x, self.y, self.is_test, self.owner)
+        key = id(self)
+        _DIGESTS[key] = (weakref.ref(self, lambda _: _DIGESTS.pop(key, None)), digest)
+        return digest
+
+
+_DIGESTS: dict[int, tuple[weakref.ref, str]] = {}   # id(source) -> (the source, its digest)
+
+
+def tensors_digest(*tensors: Tensor | None) -> str:
+    """sha256 over the dtype, shape and bytes of each tensor (None counts as a marker)."""
+    h = hashlib.sha256()
+    for t in tensors:
+        if t is None:
+            h.update(b"none;")
+            continue
+        a = np.ascontiguousarray(t.detach().cpu().numpy())
+        h.update(f"{a.dtype}{a.shape};".encode())
+        h.update(a.reshape(-1).view(np.uint8))
+    return h.hexdigest()
 
 
 @dataclass
@@ -95,6 +125,17 @@ class FederatedData:
     meta: dict = field(default_factory=dict)
     task_mask: Tensor | None = None       # [N, S] bool objective indicator (multi-task data)
     task_names: list[str] | None = None
+    source_digest: str | None = None      # Source.digest of the samples it was federated from
+
+    def digest(self) -> str:
+        """What a run trains and is evaluated on: the samples and labels (the source's digest,
+        or this federation's own tensors when it was built by hand), every client's index sets
+        and the objective indicator. A checkpoint records it; a resume on other data is refused."""
+        h = hashlib.sha256((self.source_digest or tensors_digest(self.x, self.y)).encode())
+        for s in (self.train, self.val, self.test):
+            h.update(b"-" if s is None else s.digest)
+        h.update(tensors_digest(self.task_mask).encode())
+        return h.hexdigest()
 
     @property
     def num_clients(self) -> int:
@@ -118,7 +159,7 @@ class FederatedData:
             num_classes=self.num_classes, input_shape=self.input_shape, task=self.task,
             client_names=self.client_names, class_names=self.class_names, meta=self.meta,
             task_mask=None if self.task_mask is None else self.task_mask.to(device),
-            task_names=self.task_names,
+            task_names=self.task_names, source_digest=self.source_digest,
         )
 
     def save_partition(self, path) -> None:

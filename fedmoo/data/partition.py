@@ -88,8 +88,8 @@ def dirichlet(labels: np.ndarray, num_clients: int, rng: np.random.Generator, be
     Smaller ``beta`` = stronger label skew.
     """
     n = len(labels)
-    if beta <= 0:
-        raise UserError(f"partition.beta={beta} must be positive (e.g. 0.5 or 0.05)")
+    if not 0 < beta < float("inf"):       # NaN too
+        raise UserError(f"partition.beta={beta} must be a positive number (e.g. 0.5 or 0.05)")
     if min_size * num_clients > n:
         raise UserError(f"partition.min_size={min_size} x num_clients={num_clients} exceeds the "
                         f"{n} samples; lower min_size or num_clients")

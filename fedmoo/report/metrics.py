@@ -56,12 +56,16 @@ def kl_to_uniform(a: np.ndarray) -> float:
 
 def accuracy_metrics(acc: np.ndarray, correct: np.ndarray, count: np.ndarray, loss: np.ndarray,
                      prefix: str = "test") -> dict[str, float]:
-    """The full metric suite for one evaluation of N clients (clients without samples skipped)."""
+    """The full metric suite for one evaluation of N clients. Clients without samples are
+    missing: left out of every statistic, NaN in their ``acc_client{k}`` column, and counted in
+    ``{prefix}/clients_missing`` (a column only when there are some)."""
     has = np.asarray(count) > 0
     a = np.asarray(acc, dtype=np.float64)[has]
     out: dict[str, float] = {}
     if len(a) == 0:
         return out
+    if not has.all():
+        out[f"{prefix}/clients_missing"] = float((~has).sum())
     std = float(a.std())
     out[f"{prefix}/acc_mean"] = float(a.mean())
     out[f"{prefix}/acc_pooled"] = float(100.0 * np.sum(correct) / max(np.sum(count), 1))
@@ -78,7 +82,7 @@ def accuracy_metrics(acc: np.ndarray, correct: np.ndarray, count: np.ndarray, lo
     out[f"{prefix}/loss_mean"] = float(np.asarray(loss, dtype=np.float64)[has].mean())
     if len(acc) <= PER_CLIENT_MAX:
         for k, v in enumerate(acc):
-            out[f"{prefix}/acc_client{k}"] = float(v)
+            out[f"{prefix}/acc_client{k}"] = float(v) if has[k] else math.nan
     return out
 
 

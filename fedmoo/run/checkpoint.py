@@ -23,7 +23,7 @@ from fedmoo.errors import UserError
 from fedmoo.report.results import atomic_write
 from fedmoo.state import ServerState, state_from_dict, state_to_dict
 
-FORMAT = 1
+FORMAT = 2   # 2: the data digest (``data``); every field is checked on resume (resume_check)
 FILENAME = "checkpoint.pt"
 
 # Knobs that do not change the numbers a run produces: they may differ between a run and its
@@ -112,7 +112,9 @@ def check_loadable(value: Any, where: str) -> None:
 
 
 def save(run_dir: Path, state: ServerState, rows: list[dict[str, Any]], cfg: dict[str, Any],
-         elapsed_s: float) -> Path:
+         elapsed_s: float, data: str | None = None) -> Path:
+    """Write ``checkpoint.pt``; ``data``: the digest of what the run trains on
+    (``FederatedData.digest``)."""
     path = Path(run_dir) / FILENAME
     fields = state_to_dict(state)
     for name, value in fields.items():
@@ -125,6 +127,7 @@ def save(run_dir: Path, state: ServerState, rows: list[dict[str, Any]], cfg: dic
         "rng": rng_state(),
         "config": run_config(cfg),
         "elapsed_s": float(elapsed_s),
+        "data": data,
     }, path)
     return path
 
@@ -140,8 +143,11 @@ def load(run_dir: Path, device: torch.device) -> dict[str, Any] | None:
         raise UserError(f"checkpoint {path} cannot be read ({type(e).__name__}); delete it or "
                         "run with resume=false to start over") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        raise UserError(f"checkpoint {path} is not a fedmoo checkpoint of format {FORMAT}; "
-                        "delete it or run with resume=false to start over")
+        what = (f"was written by another fedmoo version (format {ckpt['format']!r}; this one "
+                f"reads format {FORMAT})" if isinstance(ckpt, dict) and "format" in ckpt
+                else "is not a fedmoo checkpoint")
+        raise UserError(f"checkpoint {path} {what}; delete it or run with resume=false to "
+                        "start over")
     return ckpt
 
 

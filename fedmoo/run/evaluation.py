@@ -1,11 +1,14 @@
 """The metrics row of an evaluated round, clients_rounds.csv blocks and clients.csv rows.
 
 Column names are the report layer's (``fedmoo.report.metrics``); the numbers come from the
-engine's per-client evaluation (``fedmoo.engine.evaluate``).
+engine's per-client evaluation (``fedmoo.engine.evaluate``). A client without samples on the
+split is missing (``missing_as_nan``): NaN in every file, left out of the statistics, counted.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from typing import Any
 
 import numpy as np
@@ -16,6 +19,19 @@ from fedmoo.engine.evaluate import (ClientEval, evaluate_clients, improved_fract
                                     objective_gradient)
 from fedmoo.engine.cpu_layout import fast_layout, step_chunk
 from fedmoo.report.metrics import accuracy_metrics, group_metrics, rounds_to_threshold, task_metrics
+
+log = logging.getLogger(__name__)
+
+
+def missing_as_nan(ev: ClientEval) -> ClientEval:
+    """``ev`` with the accuracy and loss of clients without samples on the split set to NaN:
+    they are missing, not 0 % (the metrics leave them out and count them)."""
+    empty = np.asarray(ev.count) == 0
+    if not empty.any():
+        return ev
+    mask = empty.reshape(-1, *([1] * (np.ndim(ev.acc) - 1)))
+    return dataclasses.replace(ev, acc=np.where(mask, np.nan, ev.acc),
+                               loss=np.where(mask, np.nan, ev.loss))
 
 
 class TaskEvaluator:
@@ -73,6 +89,15 @@ class RoundEvaluator:
         self.tasks = (TaskEvaluator(model, federation, w0, cfg.get("loss_threshold", 0.01),
                                     self.chunk) if federation.num_tasks else None)
         self.last: tuple[int, ClientEval] | None = None   # (round, evaluation) of the last row
+        empty = int((federation.split(self.split).sizes == 0).sum())
+        if empty:
+            log.warning("%d of %d clients have no %s samples: they are reported as missing "
+                         "(NaN), left out of the %s metrics and counted in %s/clients_missing",
+                         empty, federation.num_clients, self.split, self.split, self.split)
+
+    def _evaluate(self, split: str, params: Tensor) -> ClientEval:
+        return missing_as_nan(evaluate_clients(self.model, self.data, split, params,
+                                               chunk=self.chunk))
 
     def _metrics(self, ev: ClientEval, prefix: str) -> dict[str, float]:
         if self.tasks is not None:     # multi-task data: per-task columns
@@ -88,15 +113,13 @@ class RoundEvaluator:
         ``eval_params`` on the split and of the new global model on the cohort's train split
         when they were made already (a lockstep group evaluates its runs together)."""
         params = self.algo.eval_params(state)
-        if ev is None:
-            ev = evaluate_clients(self.model, self.data, self.split, params, chunk=self.chunk)
+        ev = self._evaluate(self.split, params) if ev is None else missing_as_nan(ev)
         row: dict[str, Any] = {"round": done, **self._metrics(ev, self.split)}
         if self.tasks is None:
             for name, mask in self.groups.items():  # e.g. benign / attackers (attack.groups)
                 row.update(group_metrics(ev.acc, ev.correct, ev.count, ev.loss, mask, prefix=name))
         for name, extra in self.algo.extra_eval_params(state).items():
-            row.update(self._metrics(evaluate_clients(self.model, self.data, self.split, extra,
-                                                      chunk=self.chunk), name))
+            row.update(self._metrics(self._evaluate(self.split, extra), name))
         if self.tasks is not None:
             row.update(self.tasks.train_metrics(self.model, self.data, params))
         row["train/loss_mean"] = float(cohort.loss_before.mean())
@@ -116,8 +139,8 @@ class RoundEvaluator:
         """One clients_rounds.csv block; reuses this round's evaluation when there was one."""
         params = self.algo.eval_params(state)
         test = self.last[1] if self.last is not None and self.last[0] == done else \
-            evaluate_clients(self.model, self.data, self.split, params, chunk=self.chunk)
-        train = evaluate_clients(self.model, self.data, "train", params, chunk=self.chunk)
+            self._evaluate(self.split, params)
+        train = self._evaluate("train", params)
         writer.log(done, test.acc, test.loss, train.loss)
 
     def summary(self, rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -128,8 +151,7 @@ class RoundEvaluator:
         multi-task data); the evaluation of round ``done``'s row when it made one (the last
         round always does, unless the run resumed past it)."""
         ev = self.last[1] if self.last is not None and self.last[0] == done else \
-            evaluate_clients(self.model, self.data, self.split, self.algo.eval_params(state),
-                             chunk=self.chunk)
+            self._evaluate(self.split, self.algo.eval_params(state))
         fed = self.data
         tr = fed.train.sizes.cpu().numpy()
         te = fed.split(self.split).sizes.cpu().numpy()

@@ -126,14 +126,8 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
         for s in group:
             s.clock()
         failures = drive(group, train, bar, _evaluate_together if len(group) > 1 else None)
-    for i, s in zip(indices, group):
-        if s in failures:
-            outcomes[i] = failures[s]
-            continue
-        try:
-            outcomes[i] = s.complete()
-        except Exception as e:  # noqa: BLE001 - reported per job by the caller
-            outcomes[i] = e
+    for i, s in zip(indices, group):   # each completed when its last round was recorded
+        outcomes[i] = failures.get(s, s.result)
 
 
 def _evaluate_together(sessions: list[Session]) -> dict[Session, dict]:

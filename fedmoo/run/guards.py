@@ -55,6 +55,20 @@ def check_seeds(node: Any, path: str = "") -> None:
                             f"e.g. {where}=0")
 
 
+def check_finite(node: Any, path: str = "") -> None:
+    """Every number in the config, at any depth (lists included), is finite: ``nan`` or ``inf``
+    is never a setting (``partition.beta=nan`` would draw NaN proportions)."""
+    items = node.items() if isinstance(node, dict) else \
+        enumerate(node) if isinstance(node, (list, tuple)) else ()
+    for key, value in items:
+        where = f"{path}[{key}]" if isinstance(node, (list, tuple)) else \
+            f"{path}.{key}" if path else str(key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{where}={value} is not a finite number; give it a number "
+                            "(`fedmoo run --cfg job` shows the defaults)")
+        check_finite(value, where)
+
+
 # groups where a key with a numeric default may also take a name (attack.malicious=phd); their
 # components check those values themselves
 TEXT_OK = ("algo.", "attack.")
@@ -149,28 +163,67 @@ def check_config(cfg: dict) -> tuple[int | None, int | None]:
         _number(c, "client.momentum", 0.0, False, 1.0, hi_open=True, example="0.9")
     if "client.weight_decay" in c:
         _number(c, "client.weight_decay", 0.0, False, example="0.0001")
-    check_types(cfg)   # after the knobs above, whose messages say more
+    check_finite(cfg)  # after the knobs above, whose messages say more
+    check_types(cfg)
     return n, k
 
 
-def check_diverged(w: torch.Tensor, losses, round_done: int,
+def check_diverged(w, losses, round_done: int,
                    cfg: dict[str, Any], updates: torch.Tensor | None = None) -> None:
-    """Raise DivergenceError if the model, the clients' losses (a tensor, or a list of the
-    reported ones) or their ``updates`` are not finite, or ``||w||`` exceeds ``diverge_norm``.
-    The norm is taken in float64, so a float32 model past 1.8e19 is not read as infinite."""
+    """Raise DivergenceError if a model, the clients' losses (a tensor, or a list of the
+    reported ones) or their ``updates`` are not finite, or a model's norm exceeds
+    ``diverge_norm``. ``w``: the global model, or ``{name: model}`` of every model whose numbers
+    the run reports (``reported_models``, keys as a message names them; a ``[N, d]`` model is one model per client, each
+    checked). Norms are taken in float64, so a float32 model past 1.8e19 is not read as
+    infinite."""
     limit = cfg.get("diverge_norm")
-    norm = float(torch.linalg.vector_norm(w, dtype=torch.float64))
-    fix = (f"lower client.lr (now {cfg['client']['lr']}) or the server step size, "
-           f"or check the attack settings")
+    models = {"the global model": w} if isinstance(w, torch.Tensor) else w
+    norms = {name: _norm(m) for name, m in models.items()}
+    fix = _fix(cfg)
     losses = [] if losses is None else [losses] if isinstance(losses, torch.Tensor) else losses
-    if not np.isfinite(norm):
-        what = "the global model is not finite"
+    bad = [name for name, n in norms.items() if not np.isfinite(n)]
+    big = [name for name, n in norms.items() if limit is not None and n > float(limit)]
+    if bad:
+        what = f"{bad[0]} is not finite"
     elif not all(bool(torch.isfinite(v).all()) for v in losses if v is not None):
         what = "the clients' training loss is not finite"
     elif updates is not None and not bool(torch.isfinite(updates).all()):
         what = "a client's update is not finite (it overflowed in local training)"
-    elif limit is not None and norm > float(limit):
-        what = f"the global model's norm {norm:.3g} exceeds diverge_norm={float(limit):g}"
+    elif big:
+        what = f"{big[0]}'s norm {norms[big[0]]:.3g} exceeds diverge_norm={float(limit):g}"
     else:
         return
     raise DivergenceError(f"training diverged in round {round_done}: {what}; {fix}")
+
+
+def _fix(cfg: dict[str, Any]) -> str:
+    return (f"lower client.lr (now {cfg['client']['lr']}) or the server step size, or check the "
+            "algo.* and attack settings")
+
+
+def _norm(w: torch.Tensor) -> float:
+    """The L2 norm of a model ``[d]``; the largest of a model per client ``[N, d]``."""
+    norms = torch.linalg.vector_norm(w, dim=-1, dtype=torch.float64)
+    return float(norms.max()) if norms.numel() else 0.0
+
+
+def reported_models(algo, state) -> dict[str, torch.Tensor]:
+    """Every model whose numbers a run reports: the global model, the model(s) it evaluates
+    (``algo.eval_params``: Ditto's personal models) and the algorithm's extra ones."""
+    out = {"the global model": state.w}
+    params = algo.eval_params(state)
+    if params is not state.w:
+        out["the evaluated model" if params.dim() == 1 else "a per-client model"] = params
+    for name, extra in algo.extra_eval_params(state).items():
+        out[f"the {name} model"] = extra
+    return out
+
+
+def check_row(row: dict[str, Any], round_done: int, cfg: dict[str, Any]) -> None:
+    """The losses an evaluated row reports are numbers: a finite model whose logits overflow
+    reports NaN, which is divergence, not a result."""
+    bad = [k for k, v in row.items() if "loss" in k.split("/")[-1]
+           and isinstance(v, float) and not math.isfinite(v)]
+    if bad:
+        raise DivergenceError(f"training diverged in round {round_done}: {bad[0]} is not "
+                              f"finite; {_fix(cfg)}")

@@ -33,7 +33,7 @@ from fedmoo.params import get_flat, set_flat
 from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
 from fedmoo.run import checkpoint, loggers
 from fedmoo.run.evaluation import RoundEvaluator
-from fedmoo.run.guards import check_config, check_diverged
+from fedmoo.run.guards import check_config, check_diverged, check_row, reported_models
 from fedmoo.run.rundir import RunDir
 from fedmoo.run.sampler import ClientSampler
 from fedmoo.run.setup import Parts, build_parts
@@ -62,7 +62,7 @@ def run(cfg: dict[str, Any], run_dir: str | Path, record: dict[str, str] | None 
         failures = drive([session], train_each)
         if failures:
             raise failures[session]
-        return session.complete()
+        return session.result
 
 
 def train_each(members: list[Member]) -> list[Any]:
@@ -76,13 +76,15 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
           ) -> dict[Session, Exception]:
     """Run the started ``sessions`` round by round until each has done its rounds, training
     every round's cohorts with one ``train`` call; a session joins at the round it resumes
-    from. A session that fails (diverges, runs out of disk, a bug) is written up and dropped,
-    the others go on; returns the failures. SIGTERM / SIGINT checkpoints every live session
-    and raises RunInterrupted. ``progress``: a tqdm bar over the rounds (else each session's
-    own). ``evaluate``: after the server updates, the evaluations it makes for several sessions
-    at once (session -> ClientEval; the others evaluate themselves)."""
+    from, and completes (its files final, ``Session.result``) as soon as its last round is
+    recorded, whatever the others still do. A session that fails (diverges, runs out of disk,
+    a bug) is written up and dropped, the others go on; returns the failures. SIGTERM / SIGINT
+    checkpoints every session still training and raises RunInterrupted. ``progress``: a tqdm
+    bar over the rounds (else each session's own). ``evaluate``: after the server updates, the
+    evaluations it makes for several sessions at once (session -> ClientEval; the others
+    evaluate themselves)."""
     failures: dict[Session, Exception] = {}
-    live = list(sessions)
+    live = _finish(list(sessions), failures)
     first = min(s.next_round for s in sessions)
     last = max(s.rounds for s in sessions)
     with StopSignals() as stop:
@@ -101,10 +103,18 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
             given = evaluate(updated) if evaluate is not None and len(updated) > 1 else {}
             for s in updated:
                 s.guard(failures, s.record, t, given.get(s))
-            live = [s for s in live if s not in failures]
+            live = _finish(live, failures)
             if progress is not None:
                 progress.update(1)
     return failures
+
+
+def _finish(live: list[Session], failures: dict) -> list[Session]:
+    """Complete the sessions that have done their rounds; the others that have not failed."""
+    for s in live:
+        if s not in failures and s.next_round >= s.rounds:
+            s.guard(failures, s.complete)
+    return [s for s in live if s not in failures and s.result is None]
 
 
 def _interrupt_all(sessions: list[Session], stop) -> None:
@@ -136,6 +146,7 @@ class Session:
         self.rundir = RunDir(run_dir, cfg, record)
         self.show_progress = cfg.get("progress", True) if progress is None else progress
         self.parts: Parts | None = None
+        self.result: RunResult | None = None   # set when the run completes (its files final)
         self._stack = contextlib.ExitStack()
 
     # -- the directory ---------------------------------------------------------------------
@@ -265,7 +276,8 @@ class Session:
             reported = [cohort.loss_before, cohort.loss_after, cohort.loss_trained]
             check_diverged(state.w, reported, t + 1, cfg, cohort.deltas)  # before a rule reads them
             new_state, diag = parts.algo.server_update(state, cohort)
-            check_diverged(new_state.w, cohort.loss_before, t + 1, cfg)
+            check_diverged(reported_models(parts.algo, new_state), cohort.loss_before, t + 1,
+                           cfg)
         except DivergenceError as e:
             self.rundir.summary("diverged", state, self.final, self.elapsed(), str(e))
             raise
@@ -285,6 +297,12 @@ class Session:
             now = time.perf_counter()
             row["time/round_s"] = (now - self.last_eval[0]) / (done - self.last_eval[1])
             row["time/elapsed_s"] = self.elapsed()
+            try:
+                check_row(row, done, self.cfg)
+            except DivergenceError as e:
+                before = replace(self.state, round=done - 1)   # this round left no row
+                self.rundir.summary("diverged", before, self.final, self.elapsed(), str(e))
+                raise
             self.last_eval = (now, done)
             self.writer.log(row)                                                     # record
             self.tracker.log(row)
@@ -311,9 +329,10 @@ class Session:
         set_flat(self.parts.model, self.state.w)   # model.pt holds the global model
         self.rundir.complete(self.state, final, wall, clients, self.parts.model)
         self.tracker.finish(final, self.rundir.path)
-        return RunResult(run_dir=self.rundir.path, status="completed", final=final,
-                         rows=self.writer.rows, wall_time_s=wall,
-                         resumed_from=self.rundir.resumed_from)
+        self.result = RunResult(run_dir=self.rundir.path, status="completed", final=final,
+                                rows=self.writer.rows, wall_time_s=wall,
+                                resumed_from=self.rundir.resumed_from)
+        return self.result
 
 
 def _rng_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -26,7 +26,7 @@ import torch
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.report.results import (atomic_write_text, read_summary, to_jsonable, write_csv,
                                    write_json)
-from fedmoo.run import checkpoint, locks
+from fedmoo.run import checkpoint, locks, resume_check
 
 # Files a run writes; ``resume=false`` deletes them before starting over.
 RESULT_FILES = ("summary.json", "rounds.csv", "clients.csv", "model.pt", checkpoint.FILENAME,
@@ -49,6 +49,7 @@ class RunDir:
         self.record = record or {}   # Hydra file name -> text, for the accepted run
         self.info: dict[str, Any] = {}   # the run's description, repeated in every summary
         self.resumed_from = 0
+        self.data_digest: str | None = None   # what the run trains on (write_federation)
         self.accepted = False
         self._lock: locks.HeldLock | None = None
 
@@ -123,21 +124,27 @@ class RunDir:
     def write_federation(self, attack, federation) -> None:
         write_json(self.file("attack.json"), attack.describe())
         federation.save_partition(self.file("partition.npz"))
+        self.data_digest = federation.digest()
 
     def resume(self, state, device: torch.device) -> tuple[Any, list[dict[str, Any]], float]:
         """(state, rows so far, compute seconds so far) from this run's checkpoint, if any; the
-        RNG states are restored too."""
+        RNG states are restored too. ``state``: the run's initial state, the template the
+        checkpoint must fit (fedmoo.run.resume_check) before any of it is used."""
         ckpt = checkpoint.load(self.path, device)
         if ckpt is None:
             return state, [], 0.0
+        path = self.file(checkpoint.FILENAME)
+        resume_check.check_fields(ckpt, path)
         self.check_same_config(ckpt["config"], "checkpointed")
+        resume_check.check(ckpt, path, state, checkpoint.rng_state(), self.data_digest,
+                           int(self.cfg["rounds"]), int(self.cfg["eval_every"]))
         state = checkpoint.restore_state(ckpt, state)
         checkpoint.set_rng_state(ckpt["rng"])
         self.resumed_from = int(state.round)
         return state, ckpt["rows"], float(ckpt["elapsed_s"])
 
     def save_checkpoint(self, state, rows: list[dict[str, Any]], elapsed: float) -> Path:
-        return checkpoint.save(self.path, state, rows, self.cfg, elapsed)
+        return checkpoint.save(self.path, state, rows, self.cfg, elapsed, self.data_digest)
 
     def interrupted(self, stop, state, rows: list[dict[str, Any]], final: dict[str, Any],
                     elapsed: float) -> None:

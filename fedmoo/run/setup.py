@@ -90,6 +90,7 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     rundir.write_federation(attack, federation)
     if cfg.get("eval_split", "test") == "val" and federation.val is None:
         raise UserError("eval_split=val needs a validation split: set partition.split=pooled")
+    check_eval_split(cfg, federation)
     d = memory.parameter_count(cfg, federation)
     memory.check_fits(cfg, d, per_round, device)           # before allocating the parameters
     torch.manual_seed(int(cfg["seed"]))
@@ -109,6 +110,20 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
               "round), %d CPU threads", device, engine.name, cfg["model"]["name"], d, num_clients,
               per_round, torch.get_num_threads())
     return Parts(device, algo, federation, attack, model, engine, num_clients, per_round)
+
+
+def check_eval_split(cfg: dict[str, Any], federation) -> None:
+    """Some client must have samples on the split the run evaluates (clients without any are
+    reported as missing, fedmoo.run.evaluation); a run that could report nothing is refused."""
+    split = cfg.get("eval_split", "test")
+    if int(federation.split(split).sizes.sum()) == 0:
+        part = cfg["partition"]
+        pooled = part.get("split") == "pooled"
+        how = f" with partition.fractions={part.get('fractions')}" if pooled else ""
+        fix = (f"give the {split} split a share, e.g. partition.fractions=[0.8,0.1,0.1]" if pooled
+               else "choose a dataset with a test split, or partition.split=pooled")
+        raise UserError(f"partition={part.get('name')}{how} gives no client any {split} samples, "
+                        f"so the run would report nothing; {fix}")
 
 
 def resolve_device(name: str) -> torch.device:
