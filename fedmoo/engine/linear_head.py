@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedmoo.engine.common import gather
+from fedmoo.engine.common import entrywise, gather
 from fedmoo.engine.plan import RoundPlan, active_rows
 from fedmoo.engine.rowsgd import Rows, RowSGD, add_tensor
 
@@ -49,6 +49,9 @@ FOLD_BYTES = 512 * 2**20
 # Steps gather their minibatches' inputs together up to this size (one kernel for several
 # steps, small enough to stay in a core's L2 cache; a bigger step gathers alone).
 GATHER_BYTES = 256 * 2**10
+# A step whose sources' inputs are larger than this runs a few sources at a time (full batches
+# of many rows: each source's rows train independently, so only memory changes).
+STEP_BYTES = 64 * 2**20
 
 _SOFTMAX = {torch.softmax, F.softmax}
 
@@ -135,11 +138,12 @@ class _Step:
         self.rule = RowSGD(self.views, self.bufs, self.anchor, self.lr, self.mu, self.momentum,
                            self.decay)
 
-    def first(self, n: int) -> "_Step":
+    def rows(self, lo: int, hi: int) -> "_Step":
+        """The slices of sources ``lo..hi-1`` (views: updates reach the round's tensors)."""
         def cut(v):
             if v is None or isinstance(v, float):
                 return v
-            return [t[:n] for t in v] if isinstance(v, list) else v[:n]
+            return [t[lo:hi] for t in v] if isinstance(v, list) else v[lo:hi]
 
         return _Step(*(cut(getattr(self, f.name)) for f in fields(self)))
 
@@ -217,47 +221,61 @@ class LinearHead:
         # the plan is longest first: a run of steps that the first n sources take is a segment,
         # whose per-step tensors are cut (and views made) once
         flat = x.flatten(1)
-        for n, steps in _segments(active_rows(plan)):
-            t = whole if n == u else whole.first(n)
-            w, bias = t.views[0], (t.views[1] if len(t.views) > 1 else None)
-            wt = w.transpose(1, 2)                          # a view: it follows the updates
-            bt = None if bias is None else bias.transpose(1, 2)
-            minus_one = torch.full((1, 1, 1, 1), -1.0, dtype=dtype, device=dev).expand(n, b, 1, g)
-            for s, h, label, coef, lw in zip(
-                    range(steps.start, steps.stop),
-                    _inputs(flat, plan.index[:n, steps]),                   # [n, B, in] each
-                    _by_step(labels[:n, steps]).view(-1, n, b, 1, 1).expand(-1, -1, -1, 1, g)
-                    .unbind(0),
-                    _by_step(weights[:n, steps]).view(-1, n, b, 1, 1).unbind(0),
-                    _by_step(loss_weight[:n, steps]).unsqueeze(2).unbind(0)):
-                z = torch.bmm(h, wt) if bt is None else torch.baddbmm(bt, h, wt)
-                z = z.view(n, b, out, g)
-                p = _over_classes(torch.softmax, z) if self.softmax_output else None
-                logp = _over_classes(torch.log_softmax, z if p is None else p)
-                target = label                                              # [n, B, 1, G]
-                if t.label_map is not None:                 # label_map [U, C, G]: per-row labels
-                    target = t.label_map.gather(1, label.squeeze(2)).unsqueeze(2)
-                picked = logp.gather(2, target).view(n, b, g)
-                t.acc.baddbmm_(lw, picked)
-                if before and s == 0:
-                    assert n == u, "before: every source takes the first step"
-                    first = _first_stats(z if p is None else p, picked, target, coef.view(n, 1, b))
-                d = logp.exp()
-                d.scatter_add_(2, target, minus_one)
-                d.mul_(coef if t.scale is None else coef * t.scale)
-                if p is not None:                           # through softmax: p (d - <d, p>)
-                    d = p * (d - (d * p).sum(2, keepdim=True))
-                d = d.view(n, b, out * g).transpose(1, 2)                   # [n, out*G, B]
-                t.rule.apply(0, add_tensor(torch.bmm(d, h)))
-                if bias is not None:
-                    t.rule.apply(1, add_tensor(d.sum(2, keepdim=True)))
+        per_source = max(1, STEP_BYTES // max(1, b * flat.shape[1] * flat.element_size()))
+        firsts: list[tuple[Tensor, Tensor]] = []
+        for _, steps, lo, hi in _blocks(active_rows(plan), per_source):
+            n = hi - lo
+            t = whole if (lo, hi) == (0, u) else whole.rows(lo, hi)
+            with entrywise(n, dev):
+                self._steps(t, n, b, g, out, steps, flat, plan.index[lo:hi, steps],
+                            labels[lo:hi, steps], weights[lo:hi, steps],
+                            loss_weight[lo:hi, steps], before, firsts)
             if g > 1:
                 self.shared_steps += steps.stop - steps.start
         self._split(share, views, rule.views, fold)
         loss_after = whole.acc.view(-1).neg().index_select(0, share.inv)
         if not before:
             return loss_after, None
+        assert sum(f[0].numel() for f in firsts) == u * g, "before: every source takes step 1"
+        first = [torch.cat(parts) for parts in zip(*firsts)]
         return loss_after, (first[0].index_select(0, share.inv), first[1].index_select(0, share.inv))
+
+    def _steps(self, t: "_Step", n: int, b: int, g: int, out: int, steps: slice, flat: Tensor,
+               index: Tensor, labels: Tensor, weights: Tensor, loss_weight: Tensor,
+               before: bool, firsts: list) -> None:
+        """The steps ``steps`` of the n sources of ``t`` (their plan rows cut to those steps)."""
+        dtype, dev = t.views[0].dtype, t.views[0].device
+        w, bias = t.views[0], (t.views[1] if len(t.views) > 1 else None)
+        wt = w.transpose(1, 2)                          # a view: it follows the updates
+        bt = None if bias is None else bias.transpose(1, 2)
+        minus_one = torch.full((1, 1, 1, 1), -1.0, dtype=dtype, device=dev).expand(n, b, 1, g)
+        for s, h, label, coef, lw in zip(
+                range(steps.start, steps.stop),
+                _inputs(flat, index),                                   # [n, B, in] each
+                _by_step(labels).view(-1, n, b, 1, 1).expand(-1, -1, -1, 1, g).unbind(0),
+                _by_step(weights).view(-1, n, b, 1, 1).unbind(0),
+                _by_step(loss_weight).unsqueeze(2).unbind(0)):
+            z = torch.bmm(h, wt) if bt is None else torch.baddbmm(bt, h, wt)
+            z = z.view(n, b, out, g)
+            p = _over_classes(torch.softmax, z) if self.softmax_output else None
+            logp = _over_classes(torch.log_softmax, z if p is None else p)
+            target = label                                              # [n, B, 1, G]
+            if t.label_map is not None:                 # label_map [U, C, G]: per-row labels
+                target = t.label_map.gather(1, label.squeeze(2)).unsqueeze(2)
+            picked = logp.gather(2, target).view(n, b, g)
+            t.acc.baddbmm_(lw, picked)
+            if before and s == 0:
+                firsts.append(_first_stats(z if p is None else p, picked, target,
+                                           coef.view(n, 1, b)))
+            d = logp.exp()
+            d.scatter_add_(2, target, minus_one)
+            d.mul_(coef if t.scale is None else coef * t.scale)
+            if p is not None:                           # through softmax: p (d - <d, p>)
+                d = p * (d - (d * p).sum(2, keepdim=True))
+            d = d.view(n, b, out * g).transpose(1, 2)                   # [n, out*G, B]
+            t.rule.apply(0, add_tensor(torch.bmm(d, h)))
+            if bias is not None:
+                t.rule.apply(1, add_tensor(d.sum(2, keepdim=True)))
 
     def _split(self, share: Sharing, joined: list[Tensor], views: list[Tensor],
                fold: bool) -> None:
@@ -318,6 +336,14 @@ def _first_stats(output: Tensor, picked: Tensor, target: Tensor,
     first = torch.where(output == top, cls, float(out)).amin(2)                 # [n, B, G]
     correct = (first == target.squeeze(2)).to(output.dtype)
     return torch.bmm(weight, picked).view(-1).neg(), 100.0 * torch.bmm(weight, correct).view(-1)
+
+
+def _blocks(rows: list[int], per_source: int):
+    """``(count, steps, lo, hi)``: each run of steps that the first ``count`` sources take
+    (``_segments``), cut into blocks of at most ``per_source`` sources ``lo..hi-1``."""
+    for n, steps in _segments(rows):
+        for lo in range(0, n, per_source):
+            yield n, steps, lo, min(n, lo + per_source)
 
 
 def _segments(rows: list[int]) -> list[tuple[int, slice]]:

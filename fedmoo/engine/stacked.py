@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from fedmoo.engine.common import eval_chunk, gather, relabel
+from fedmoo.engine.common import entrywise, eval_chunk, gather, relabel
 from fedmoo.engine.linear_head import Sharing
 from fedmoo.engine.graph import train_steps_graphed
 from fedmoo.engine.plan import RoundPlan, longest_first, make_plan, stack_plans
@@ -79,8 +79,48 @@ def _rows_or_none(values: list[tuple[float, int]], like: Tensor) -> Rows | None:
     return None if all(v == 0 for v, _ in values) else _rows(values, like)
 
 
-def train_rows(engine, members: list[Member]) -> list[Cohort]:
-    """Train every member's cohort (no per-task training) as one stack; one Cohort per member."""
+def train_rows(engine, members: list[Member], invariant: bool = True) -> list[Cohort]:
+    """Train every member's cohort (no per-task training) as one stack; one Cohort per member.
+
+    ``invariant`` (the default): every row's arithmetic is that of its run trained alone, bit
+    for bit, whatever the other members. Rows are stacked only along the batch dimension of
+    the products (each entry is the row's own ``[B, in] x [in, out]``, computed as alone), so
+    members are trained in classes of equal arithmetic (``_arithmetic``: the same batch width,
+    the same terms of the update), and no inputs are shared between runs. ``invariant=False``
+    stacks every member at once, padded to the widest batch, and lets runs of one seed share
+    their inputs (``SHARED_INPUTS``: wider GEMMs, faster for full batches): each run's numbers
+    then move with the group's members by float rounding."""
+    if not invariant:
+        return _train_stack(engine, members, SHARED_INPUTS)
+    classes: dict[tuple, list[int]] = {}
+    for i, m in enumerate(members):
+        classes.setdefault(_arithmetic(engine, m), []).append(i)
+    out: list[Cohort | None] = [None] * len(members)
+    for rows in classes.values():
+        for i, c in zip(rows, _train_stack(engine, [members[i] for i in rows], False)):
+            out[i] = c
+    return out   # type: ignore[return-value]
+
+
+def _arithmetic(engine, m: Member) -> tuple:
+    """What decides a row's arithmetic besides its own numbers: its batch width (the padded
+    ``B`` of its products and sums), whether the closed form measures the loss before training
+    with the first step (full batches), and which terms of the update are on (momentum, the
+    proximal term, weight decay: a term that is off takes a shorter path)."""
+    e = m.engine
+    sizes = e._sizes[m.ids.cpu()]
+    n = int(sizes.max()) if sizes.numel() else 0
+    bs = e.batch_size
+    width = n if not bs or bs <= 0 or bs > n else int(bs)
+    full = e.batch_size is None and bool((sizes > 0).all())
+    mu = m.spec.prox_mu != 0 or (m.spec.personal is not None and m.spec.personal_lam != 0)
+    return (width, full and engine.head is not None, e.momentum != 0, bool(mu),
+            e.weight_decay != 0)
+
+
+def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
+    """``train_rows`` of ``members`` as one stack (rows of one seed and partition sharing their
+    inputs when ``shared``)."""
     layout, data = engine.layout, engine.data
     w0 = members[0].w
     dev, dtype = w0.device, w0.dtype
@@ -104,7 +144,7 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
     base = stack_plans(plans)                          # one row per source
     src = torch.tensor(sources, device=base.index.device)
     total = start
-    shared = SHARED_INPUTS and engine.head is not None
+    shared = shared and engine.head is not None
 
     def per_row(glob, personal) -> list[tuple[float, int]]:
         out = []
@@ -191,12 +231,13 @@ def _train_steps(engine, views, bufs, anchor, base: RoundPlan, src: Tensor, sour
                                    momentum, wd, capture=views[0].is_cuda)
     lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active
     loss_after = torch.zeros(total, dtype=dtype, device=views[0].device)
-    for s in range(plan.steps):
-        idx, weight = plan.index[:, s], plan.weight[:, s]
-        step_lr = lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s]
-        rule = RowSGD(views, bufs, anchor, step_lr, mu, momentum, wd)
-        x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
-        loss_after += engine._step(rule, x, y, weight, scale) * plan.last[:, s]
+    with entrywise(total, views[0].device):
+        for s in range(plan.steps):
+            idx, weight = plan.index[:, s], plan.weight[:, s]
+            step_lr = lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s]
+            rule = RowSGD(views, bufs, anchor, step_lr, mu, momentum, wd)
+            x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
+            loss_after += engine._step(rule, x, y, weight, scale) * plan.last[:, s]
     return loss_after
 
 

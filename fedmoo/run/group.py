@@ -23,6 +23,7 @@ trains alone, in the same process.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,12 +64,18 @@ class Plan:
         return len(self.alone) + sum(1 for g in self.groups if len(g) == 1)
 
 
-def run_jobs(jobs: list[Job], max_rows: int = 4096,
-             on_plan=None) -> list[RunResult | Exception]:
+def run_jobs(jobs: list[Job], max_rows: int = 4096, on_plan=None,
+             invariant: bool = True) -> list[RunResult | Exception]:
     """Run ``jobs``, grouping those that can train together; one outcome per job, in order:
     its RunResult, or the exception that ended it (as ``fedmoo.run.loop.run`` would raise it).
     A RunInterrupted (SIGTERM / SIGINT) is raised after every running job has checkpointed.
-    ``on_plan(plan)`` is told the grouping before training starts."""
+    ``on_plan(plan)`` is told the grouping before training starts.
+
+    ``invariant`` (the default): every job's numbers are those of the job run alone, bit for
+    bit, whatever its group (``fedmoo.engine.stacked.train_rows``; the group keeps the threads a
+    job alone has, and each run evaluates its own model). ``invariant=False`` shares inputs and
+    evaluations between runs and sizes the threads for the group: faster, with each job's
+    numbers moving by float rounding with the group's size and members."""
     if max_rows < 1:
         raise ValueError("max_rows must be at least 1")
     outcomes: list[RunResult | Exception | None] = [None] * len(jobs)
@@ -103,18 +110,20 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
         if on_plan is not None:
             on_plan(plan)
         for indices in plan.groups + [[i] for i, _ in plan.alone]:
-            _run_group([sessions[i] for i in indices], indices, outcomes)
+            _run_group([sessions[i] for i in indices], indices, outcomes, invariant)
     return outcomes   # type: ignore[return-value]
 
 
-def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None:
+def _run_group(group: list[Session], indices: list[int], outcomes: list,
+               invariant: bool = True) -> None:
     lead = group[0]
-    if len(group) == 1:       # as `fedmoo run` alone, threads included
+    work = num_params(lead.parts.model)   # as `fedmoo run` alone, threads included
+    if len(group) == 1:
         train = train_each
-        work = num_params(lead.parts.model)
-    else:                     # threads for the group's work: its model times its rows
-        train = lead.parts.engine.train_many
-        work = num_params(lead.parts.model) * sum(s.parts.per_round for s in group)
+    else:
+        train = functools.partial(lead.parts.engine.train_many, invariant=invariant)
+        if not invariant:     # threads for the group's work: its model times its rows
+            work *= sum(s.parts.per_round for s in group)
     set_threads(lead.cfg.get("threads", "auto"), work)
     set_tf32(lead.cfg.get("tf32", False), lead.parts.device)   # process-wide: every run was
     set_deterministic(lead.cfg.get("deterministic", False))    # built first, the last one's set
@@ -125,7 +134,8 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
     with _progress(max(s.rounds for s in group), first, desc, show) as bar:
         for s in group:
             s.clock()
-        failures = drive(group, train, bar, _evaluate_together if len(group) > 1 else None)
+        together = _evaluate_together if len(group) > 1 and not invariant else None
+        failures = drive(group, train, bar, together)
     for i, s in zip(indices, group):
         if s in failures:
             outcomes[i] = failures[s]

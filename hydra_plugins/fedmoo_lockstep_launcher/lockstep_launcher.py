@@ -26,8 +26,9 @@ log = logging.getLogger(__name__)
 
 
 class LockstepLauncher(Launcher):
-    def __init__(self, max_rows: int = 4096) -> None:
+    def __init__(self, max_rows: int = 4096, invariant: bool = True) -> None:
         self.max_rows = int(max_rows)
+        self.invariant = bool(invariant)
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
 
@@ -59,6 +60,6 @@ class LockstepLauncher(Launcher):
                                    config=cfg, job_dir_key="hydra.sweep.dir",
                                    job_subdir_key="hydra.sweep.subdir"))
         jobs = [r.return_value for r in returns]   # raises a job's error, as the basic launcher
-        for r, value in zip(returns, run_together(jobs, self.max_rows)):
+        for r, value in zip(returns, run_together(jobs, self.max_rows, self.invariant)):
             r.return_value = value
         return returns
