@@ -257,8 +257,6 @@ def main(argv=None) -> int:
     print(f"{args.experiment}: {args.rounds} rounds a run; {platform.processor() or platform.machine()}"
           f", {torch.get_num_threads()} threads, torch {torch.__version__}"
           + (f"; {' '.join(args.set)}" if args.set else ""))
-    print(f"{'runs':>5} {'alone s':>9} {'together s':>11} {'ratio':>6} {'ms/run-round':>13} "
-          f"{'grouped':>8} {'max diff':>9}")
     out = []
     if args.invariant == "alternate":
         for n in counts:
@@ -268,6 +266,8 @@ def main(argv=None) -> int:
             print(json.dumps({"experiment": args.experiment, "rounds": args.rounds,
                               "set": args.set, "alternate": out}))
         return 0
+    print(f"{'runs':>5} {'alone s':>9} {'together s':>11} {'ratio':>6} {'ms/run-round':>13} "
+          f"{'grouped':>8} {'max diff':>9}")
     for n in counts:
         cfgs = [compose(job + extra) for job in jobs[:n]]
         root = Path(tempfile.mkdtemp(prefix="fedmoo-bench-sweep-"))

@@ -20,9 +20,10 @@ CUDA_CHUNK = 8192           # samples per evaluation chunk on a GPU
 def entrywise(n: int, device: torch.device):
     """Products of ``n`` stacked entries computed as one thread computes each entry. On a CPU
     with several threads MKL splits the sum of a lone matrix product across them (other bits
-    than one thread), while it gives each of several entries to one thread: measured on this
-    project's VM for batches of 2-40 at 1-4 threads, scripts/batch_invariance.py. A lone entry runs on one thread, so a
-    row's numbers do not depend on how many rows take the step with it."""
+    than one thread), while it gives each of several entries to one thread (measured on this
+    project's VM for batches of 2-40 on 1-4 threads: scripts/batch_invariance.py). A lone
+    entry runs on one thread, so a row's numbers do not depend on how many rows take the step
+    with it."""
     threads = torch.get_num_threads()
     if n != 1 or threads == 1 or device.type != "cpu":
         yield

@@ -13,7 +13,9 @@ cost, so ``LinearHead.train`` runs the round's steps itself, about ten kernels e
 
 - Rows are grouped by source (``Sharing``): in a sweep, runs of one seed draw the same
   minibatches, and the G rows of a source multiply its samples with their weights side by side,
-  ``h_u [W_1 ... W_G]``, in one GEMM (rows trained alone are the case G = 1). The weights stay
+  ``h_u [W_1 ... W_G]``, in one GEMM (rows trained alone are the case G = 1). That is the
+  group's ``invariant=False`` path: the GEMM's width then depends on the group, and so do the
+  rows' bits; by default every row is its own source (G = 1). The weights stay
   in that joined layout for the whole round and go back to the per-row views at its end.
 - With a bias, the inputs carry a column of ones (a copy made once per dataset, up to
   FOLD_BYTES), so the bias is the weight's last input row and trains inside the same GEMMs.
@@ -179,7 +181,8 @@ class LinearHead:
         return cls(wi, bi, softmax)
 
     def train(self, share: Sharing, plan: RoundPlan, x: Tensor, y: Tensor, rule: RowSGD,
-              before: bool = False) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
+              before: bool = False, reuse: int = 1
+              ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
         """Every step of ``plan`` (one plan row per source, longest first) for the rows of
         ``rule`` (per-row views ``[R, ...]``, updated in place at the end); returns the rows'
         losses over their last epoch, ``sum_s last_s sum_i weight_si CE_si`` ``[R]``, and with
@@ -189,8 +192,14 @@ class LinearHead:
 
         With a bias, the inputs get a column of ones (made once per dataset, while that copy
         stays under FOLD_BYTES) and the bias is the weight's last input row, so one GEMM gives
-        the logits and one the gradient of both."""
+        the logits and one the gradient of both.
+
+        ``reuse`` > 1 (with one row per source in ``share``, G = 1): each plan row feeds
+        ``reuse`` consecutive rows of ``share``'s order, which multiply its gathered inputs
+        through a stride-0 view, each row in its own ``bmm`` entry (the bits of a row trained
+        alone, without a copy of the inputs per row)."""
         u, g = share.groups, share.size
+        assert reuse == 1 or (g == 1 and u == reuse * plan.index.shape[0])
         out = int(rule.views[self.wi].shape[-1])
         fold = self.bi is not None and x.numel() * x.element_size() <= FOLD_BYTES
         if fold:
@@ -214,6 +223,9 @@ class LinearHead:
         weights = plan.weight.to(dtype)
         # the last epoch's loss, accumulated as [U, 1, G] by one baddbmm a step
         loss_weight = (plan.weight * plan.last.unsqueeze(-1)).to(dtype)
+        if reuse > 1:                                  # per row: each source's repeated
+            labels, weights, loss_weight = (t.repeat_interleave(reuse, 0)
+                                            for t in (labels, weights, loss_weight))
         whole = _Step(views, joined(rule.bufs), joined(rule.anchor),
                       torch.zeros(u, 1, g, dtype=dtype, device=dev), share.label_map, share.scale,
                       *(share.factor(v, out) for v in (rule.lr, rule.mu, rule.momentum,
@@ -224,12 +236,13 @@ class LinearHead:
         per_source = max(1, STEP_BYTES // max(1, b * flat.shape[1] * flat.element_size()))
         firsts: list[tuple[Tensor, Tensor]] = []
         for _, steps, lo, hi in _blocks(active_rows(plan), per_source):
-            n = hi - lo
-            t = whole if (lo, hi) == (0, u) else whole.rows(lo, hi)
+            r0, r1 = lo * reuse, hi * reuse            # the block's sources' rows
+            n = r1 - r0
+            t = whole if (r0, r1) == (0, u) else whole.rows(r0, r1)
             with entrywise(n, dev):
                 self._steps(t, n, b, g, out, steps, flat, plan.index[lo:hi, steps],
-                            labels[lo:hi, steps], weights[lo:hi, steps],
-                            loss_weight[lo:hi, steps], before, firsts)
+                            labels[r0:r1, steps], weights[r0:r1, steps],
+                            loss_weight[r0:r1, steps], before, firsts, reuse)
             if g > 1:
                 self.shared_steps += steps.stop - steps.start
         self._split(share, views, rule.views, fold)
@@ -242,8 +255,9 @@ class LinearHead:
 
     def _steps(self, t: "_Step", n: int, b: int, g: int, out: int, steps: slice, flat: Tensor,
                index: Tensor, labels: Tensor, weights: Tensor, loss_weight: Tensor,
-               before: bool, firsts: list) -> None:
-        """The steps ``steps`` of the n sources of ``t`` (their plan rows cut to those steps)."""
+               before: bool, firsts: list, reuse: int = 1) -> None:
+        """The steps ``steps`` of the n sources of ``t`` (their plan rows cut to those steps;
+        ``index`` has one row per ``reuse`` rows)."""
         dtype, dev = t.views[0].dtype, t.views[0].device
         w, bias = t.views[0], (t.views[1] if len(t.views) > 1 else None)
         wt = w.transpose(1, 2)                          # a view: it follows the updates
@@ -255,8 +269,7 @@ class LinearHead:
                 _by_step(labels).view(-1, n, b, 1, 1).expand(-1, -1, -1, 1, g).unbind(0),
                 _by_step(weights).view(-1, n, b, 1, 1).unbind(0),
                 _by_step(loss_weight).unsqueeze(2).unbind(0)):
-            z = torch.bmm(h, wt) if bt is None else torch.baddbmm(bt, h, wt)
-            z = z.view(n, b, out, g)
+            z = _products(h, wt, bt, reuse).view(n, b, out, g)
             p = _over_classes(torch.softmax, z) if self.softmax_output else None
             logp = _over_classes(torch.log_softmax, z if p is None else p)
             target = label                                              # [n, B, 1, G]
@@ -273,7 +286,7 @@ class LinearHead:
             if p is not None:                           # through softmax: p (d - <d, p>)
                 d = p * (d - (d * p).sum(2, keepdim=True))
             d = d.view(n, b, out * g).transpose(1, 2)                   # [n, out*G, B]
-            t.rule.apply(0, add_tensor(torch.bmm(d, h)))
+            t.rule.apply(0, add_tensor(_products(d, h, None, reuse, shared=1)))
             if bias is not None:
                 t.rule.apply(1, add_tensor(d.sum(2, keepdim=True)))
 
@@ -336,6 +349,26 @@ def _first_stats(output: Tensor, picked: Tensor, target: Tensor,
     first = torch.where(output == top, cls, float(out)).amin(2)                 # [n, B, G]
     correct = (first == target.squeeze(2)).to(output.dtype)
     return torch.bmm(weight, picked).view(-1).neg(), 100.0 * torch.bmm(weight, correct).view(-1)
+
+
+def _products(a: Tensor, b: Tensor, bias: Tensor | None, reuse: int, shared: int = 0) -> Tensor:
+    """``bmm(a, b)`` (``baddbmm`` with ``bias``) of the stacked rows; with ``reuse`` > 1 the
+    operand ``shared`` (0: ``a``, 1: ``b``) has one entry per ``reuse`` rows, read by each of
+    them through a stride-0 view (the same bits as a copy per row: scripts/batch_invariance.py)."""
+    if reuse == 1:
+        return torch.bmm(a, b) if bias is None else torch.baddbmm(bias, a, b)
+    ops = [a, b]
+    rows = ops[1 - shared].shape[0]
+    out = a.new_empty(rows, a.shape[1], b.shape[2])
+    for i in range(rows // reuse):
+        part = slice(i * reuse, (i + 1) * reuse)
+        x, y = (ops[0][i].expand(reuse, *ops[0].shape[1:]), ops[1][part]) if shared == 0 else \
+            (ops[0][part], ops[1][i].expand(reuse, *ops[1].shape[1:]))
+        if bias is None:
+            torch.bmm(x, y, out=out[part])
+        else:
+            torch.baddbmm(bias[part], x, y, out=out[part])
+    return out
 
 
 def _blocks(rows: list[int], per_source: int):

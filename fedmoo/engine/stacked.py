@@ -5,8 +5,10 @@ beside it). The batched engine trains one run's cohort as K rows; ``train_rows``
 cohorts of several runs in the same program, each row with its own run's global model, minibatch
 plan (the run's partition, seed, batch size, epochs or local steps), learning rate, momentum,
 weight decay, proximal weight, loss scale and label map. Rows of one run see exactly what they
-would see alone: the per-row arithmetic is the same, only more rows share each kernel
-(``fedmoo.run.group`` and ``hydra/launcher=lockstep`` use this to train a whole sweep at once).
+would see alone: by default (``invariant``) each row's products keep the shapes they have alone,
+only more rows share each kernel along its batch dimension, so a run's numbers are its numbers
+alone bit for bit (``fedmoo.run.group`` and ``hydra/launcher=lockstep`` use this to train a
+whole sweep at once).
 
 The group's ``engine`` supplies the program (model graph and layout) and the sample tensors;
 each ``Member`` brings the run's own engine, whose partition and client settings apply to its
@@ -15,6 +17,7 @@ rows. All members must share the model architecture and the sample tensors (the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -28,8 +31,12 @@ from fedmoo.engine.rowsgd import Rows, RowSGD
 from fedmoo.state import ClientSpec, Cohort
 
 # Rows that read the same samples (runs of one seed and partition, Ditto's personal rows) share
-# their inputs with the closed-form head: each source's samples are gathered and multiplied once.
+# their inputs with the closed-form head: each source's samples are gathered and multiplied once
+# (``invariant=False`` only).
 SHARED_INPUTS = True
+# With the invariant arithmetic, rows of one source whose step inputs take at least this much
+# read one gathered copy (full batches); smaller minibatches are gathered row by row.
+REUSE_BYTES = 1 << 20
 
 
 @dataclass
@@ -184,16 +191,23 @@ def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
     engine.model.train()
     if engine.head is not None:   # closed form (fedmoo.engine.linear_head)
         share = Sharing.build(src, label_map, scale) if shared and len(base.index) < total else None
-        if share is None:            # rows one by one
-            if sources != list(range(total)):
-                base = _row_plan(base, src)
-            src = torch.arange(total, device=src.device)
-        plan, src = longest_first(base, src)
+        reuse = 1 if shared else _reuse(base, src, data.x)
+        if reuse > 1:                # rows one by one, each source's inputs gathered once
+            plan, src = longest_first(base, src)
+            row = torch.empty_like(src)
+            row[torch.argsort(src, stable=True)] = torch.arange(total, device=src.device)
+            src = row
+        else:
+            if share is None:        # rows one by one
+                if sources != list(range(total)):
+                    base = _row_plan(base, src)
+                src = torch.arange(total, device=src.device)
+            plan, src = longest_first(base, src)
         share = Sharing.build(src, label_map, scale)
         assert share is not None
         loss_after, measured = engine.head.train(share, plan, data.x, data.y,
                                                  RowSGD(views, bufs, anchor, lr, mu, momentum, wd),
-                                                 before=first)
+                                                 before=first, reuse=reuse)
         if measured is not None:     # measured with the first step; given where asked for
             befores = [(measured[0][b.rows], measured[1][b.rows], _cohort_sizes(m, dev, dtype))
                        if m.spec.measure_before else (None, None, _cohort_sizes(m, dev, dtype))
@@ -239,6 +253,19 @@ def _train_steps(engine, views, bufs, anchor, base: RoundPlan, src: Tensor, sour
             x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
             loss_after += engine._step(rule, x, y, weight, scale) * plan.last[:, s]
     return loss_after
+
+
+def _reuse(base: RoundPlan, src: Tensor, x: Tensor) -> int:
+    """Rows per source when every source of the stack has the same number G > 1 of rows and a
+    step's inputs of a source take at least REUSE_BYTES (then its G rows read one gathered copy,
+    ``LinearHead.train``'s ``reuse``), else 1 (each row gathers its own inputs: one kernel for
+    all rows, cheaper for small minibatches)."""
+    counts = torch.bincount(src)
+    g = int(counts[0])
+    per_step = int(base.index.shape[2]) * math.prod(x.shape[1:]) * x.element_size()
+    if g < 2 or bool((counts != g).any()) or per_step < REUSE_BYTES:
+        return 1
+    return g
 
 
 def _row_plan(base: RoundPlan, src: Tensor) -> RoundPlan:

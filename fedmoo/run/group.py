@@ -4,9 +4,11 @@
 ``fedmoo run`` alone), then groups the sessions that can share one program and drives each group
 with fedmoo.run.loop.drive: every round, each run samples its own cohort and its algorithm says
 what the clients do; the rows of all the group's cohorts (run x client) train in one call of the
-batched engine (fedmoo.engine.stacked); then each run's attack and server rule; then the runs
-that evaluate this round and share a split are evaluated together (fedmoo.engine.evaluate_many);
-then each run's records, checkpoints and files go on exactly as alone.
+batched engine (fedmoo.engine.stacked); then each run's attack and server rule; then (with
+``invariant=False`` only) the runs that evaluate this round and share a split are evaluated
+together (fedmoo.engine.evaluate_many); then each run's records, checkpoints and files go on
+exactly as alone. By default (``invariant``) each job's numbers are those of the job alone,
+bit for bit, whatever its group (docs/scaling.md).
 
 The grouping rule (docs/scaling.md): two runs share a group when
 - both train with the batched engine (``engine=batched``, or ``engine=auto`` choosing it:
