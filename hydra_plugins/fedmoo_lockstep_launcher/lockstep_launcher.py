@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 class LockstepLauncher(Launcher):
     def __init__(self, max_rows: int = 4096, invariant: bool = True) -> None:
         self.max_rows = int(max_rows)
-        self.invariant = bool(invariant)
+        if not isinstance(invariant, bool):
+            raise ValueError(f"hydra.launcher.invariant must be true or false, not {invariant!r}")
+        self.invariant = invariant
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
 
