@@ -48,6 +48,11 @@ from fedmoo.engine.rowsgd import Rows, RowSGD, add_tensor
 # Inputs up to this size get a copy with a column of ones, so the bias trains inside the GEMMs
 # (two kernels fewer a step; Fashion-MNIST's 70,000 x 785 float32 is 220 MB).
 FOLD_BYTES = 512 * 2**20
+# The folded inputs (and the weights with them) get zero columns up to a multiple of this: every
+# entry of a batched product then starts on a 64-byte boundary. MKL gives an entry whose output
+# does not (FedFV's 3 classes x 786 inputs: every second entry) other bits than the same entry
+# alone, so a row's numbers would depend on its place in the stack (scripts/batch_invariance.py).
+ALIGN = 16
 # Steps gather their minibatches' inputs together up to this size (one kernel for several
 # steps, small enough to stay in a core's L2 cache; a bigger step gathers alone).
 GATHER_BYTES = 256 * 2**10
@@ -213,7 +218,8 @@ class LinearHead:
                 return [share.joined(w)]
             b = ts[self.bi].expand(rule.views[self.bi].shape)
             if fold:
-                return [share.joined(torch.cat([w, b.unsqueeze(1)], 1))]
+                pad = w.new_zeros(w.shape[0], x.shape[1] - w.shape[1] - 1, w.shape[2])
+                return [share.joined(torch.cat([w, b.unsqueeze(1), pad], 1))]
             return [share.joined(w), share.joined(b)]
 
         views = joined(rule.views)
@@ -276,7 +282,7 @@ class LinearHead:
             if t.label_map is not None:                 # label_map [U, C, G]: per-row labels
                 target = t.label_map.gather(1, label.squeeze(2)).unsqueeze(2)
             picked = logp.gather(2, target).view(n, b, g)
-            t.acc.baddbmm_(lw, picked)
+            _accumulate(t.acc, lw, picked)
             if before and s == 0:
                 firsts.append(_first_stats(z if p is None else p, picked, target,
                                            coef.view(n, 1, b)))
@@ -298,16 +304,20 @@ class LinearHead:
             for i, j in zip([self.wi, self.bi], joined):
                 share.split(j, views[i])
             return
-        both = w.new_empty(w.shape[0], w.shape[1] + 1, w.shape[2])     # [R, in + 1, out]
+        n_in = w.shape[1]
+        both = w.new_empty(w.shape[0], joined[0].shape[2], w.shape[2])  # [R, in + 1 + pad, out]
         share.split(joined[0], both)
-        w.copy_(both[:, :-1])
-        views[self.bi].copy_(both[:, -1])
+        w.copy_(both[:, :n_in])
+        views[self.bi].copy_(both[:, n_in])
 
     def _with_ones(self, x: Tensor) -> Tensor:
-        """``x`` flattened, with a last column of ones (made once per dataset tensor)."""
+        """``x`` flattened, with a column of ones and then zeros up to a multiple of ALIGN
+        columns (made once per dataset tensor)."""
         if self._ones is None or self._ones[0] is not x:
             flat = x.flatten(1)
-            self._ones = (x, torch.cat([flat, flat.new_ones(flat.shape[0], 1)], 1))
+            pad = -(flat.shape[1] + 1) % ALIGN
+            self._ones = (x, torch.cat([flat, flat.new_ones(flat.shape[0], 1),
+                                        flat.new_zeros(flat.shape[0], pad)], 1))
         return self._ones[1]
 
     @torch.no_grad()
@@ -348,7 +358,20 @@ def _first_stats(output: Tensor, picked: Tensor, target: Tensor,
     cls = torch.arange(out, dtype=output.dtype, device=output.device).view(1, 1, out, 1)
     first = torch.where(output == top, cls, float(out)).amin(2)                 # [n, B, G]
     correct = (first == target.squeeze(2)).to(output.dtype)
+    if picked.shape[2] == 1:      # per row (see _accumulate)
+        return ((weight.squeeze(1) * picked.squeeze(2)).sum(1).neg(),
+                100.0 * (weight.squeeze(1) * correct.squeeze(2)).sum(1))
     return torch.bmm(weight, picked).view(-1).neg(), 100.0 * torch.bmm(weight, correct).view(-1)
+
+
+def _accumulate(acc: Tensor, weight: Tensor, values: Tensor) -> None:
+    """``acc [n, 1, G] += weight [n, 1, B] @ values [n, B, G]``. With one row per source
+    (G = 1) as a product and a sum per row: MKL computes a lone dot product of a long batch
+    with other bits than the same entry of a batch of them (scripts/batch_invariance.py)."""
+    if values.shape[2] == 1:
+        acc.add_((weight.squeeze(1) * values.squeeze(2)).sum(1).view(-1, 1, 1))
+    else:
+        acc.baddbmm_(weight, values)
 
 
 def _products(a: Tensor, b: Tensor, bias: Tensor | None, reuse: int, shared: int = 0) -> Tensor:
