@@ -4,6 +4,7 @@
     python scripts/bench_sweep.py                                  # synthetic grid, 1/4/16/64 runs
     python scripts/bench_sweep.py --experiment fedfv/table3 --rounds 20
     python scripts/bench_sweep.py --experiment fedmgda_plus/adult_bias --rounds 2 --data-dir DIR
+    python scripts/bench_sweep.py --experiment fedfv/table3 --runs 65 --rounds 3 --invariant alternate
 
 For each number of runs n, the first n jobs of the experiment's sweep grid (its rows x seeds, in
 Hydra's order; more seeds are added when n is larger than the grid) with ``--rounds`` rounds run
@@ -11,11 +12,13 @@ twice in this process, in fresh directories: one after the other with ``fedmoo.r
 (as the basic launcher runs them, minus the start-up of a process per job), then together with
 ``fedmoo.run.group.run_jobs`` (as ``hydra/launcher=lockstep`` runs them). It prints the wall time
 of both, the ratio, the time per run and round, and the largest difference between the two
-rounds.csv files of any job (time columns aside). Trained together, rows sharing their inputs
-are multiplied in other kernels than alone, so the two agree to float32 rounding, amplified by
-the training's own sensitivity (a run near divergence, e.g. Synthetic at client.lr=0.1, turns
-1e-15 into visible differences within a few rounds; tests/run/test_group.py checks agreement to
-1e-10 in float64 on stable runs).
+rounds.csv files of any job (time columns aside): 0 with the default arithmetic
+(``hydra.launcher.invariant=true``: each job bit for bit as alone). With ``--invariant off``
+rows sharing their inputs are multiplied in other kernels than alone, so the two agree to
+float32 rounding, amplified by the training's own sensitivity (a run near divergence, e.g.
+Synthetic at client.lr=0.1, turns 1e-15 into visible differences within a few rounds).
+``--invariant alternate`` times only the grouped sweep, ``--reps`` times each way, off then on
+(the cost of the invariant arithmetic, measured under the same load).
 Trained together, the time is also split into phases: set-up (every job's session started and
 the sweep grouped), each round's training call (``train_many``), the group's evaluations, the
 checkpoints (none unless ``--set checkpoint_every=N``), the runs' server steps (attack, server
@@ -83,7 +86,7 @@ def rounds_diff(a: Path, b: Path) -> float:
     return float((ra[cols] - rb[cols]).abs().max().max())
 
 
-def measure(cfgs: list[dict], root: Path, alone: bool = True) -> dict:
+def measure(cfgs: list[dict], root: Path, alone: bool = True, invariant: bool = True) -> dict:
     alone_dir, together_dir = root / "alone", root / "together"
     alone_s = float("nan")
     if alone:
@@ -94,7 +97,8 @@ def measure(cfgs: list[dict], root: Path, alone: bool = True) -> dict:
     plans = []
     with phases() as ph:
         outcomes = group.run_jobs([group.Job(c, together_dir / str(i)) for i, c in enumerate(cfgs)],
-                                  on_plan=lambda plan: (plans.append(plan), ph.mark("setup_s")))
+                                  on_plan=lambda plan: (plans.append(plan), ph.mark("setup_s")),
+                                  invariant=invariant)
     together = ph.total
     bad = [o for o in outcomes if not isinstance(o, loop.RunResult)]
     if bad:
@@ -159,9 +163,9 @@ def phases():
     save, update = rundir.RunDir.save_checkpoint, loop.Session.update
     timed_train = ph.timed(train_many, ph.rounds)
 
-    def train(self, members):
+    def train(self, members, **kwargs):
         ph.with_before.append(all(m.spec.measure_before for m in members))
-        return timed_train(self, members)
+        return timed_train(self, members, **kwargs)
 
     BatchedEngine.train_many = train
     group._evaluate_together = ph.timed(evaluate, ph.evals, counts=bool)   # rounds with a row
@@ -189,6 +193,42 @@ def calls(r: dict) -> str:
         for m, t in kinds.items()))
 
 
+def alternate(cfgs: list[dict], reps: int, rounds: int) -> dict:
+    """The grouped sweep ``reps`` times each way, ``invariant`` off then on, alternating in this
+    process; prints each try, then the medians and their ratio (on / off), and the largest
+    difference between a job's rounds.csv the two ways."""
+    times: dict[bool, list[float]] = {False: [], True: []}
+    train: dict[bool, list[float]] = {False: [], True: []}
+    diff = float("nan")
+    for rep in range(reps):
+        dirs = {}
+        for inv in (False, True):
+            root = Path(tempfile.mkdtemp(prefix="fedmoo-bench-sweep-"))
+            dirs[inv] = root
+            r = measure(cfgs, root, alone=False, invariant=inv)
+            times[inv].append(r["together_s"])
+            train[inv].append(sum(r["round_s"]))
+            print(f"{len(cfgs):>5} runs, invariant {'on ' if inv else 'off'} (try {rep + 1}): "
+                  f"{r['together_s']:.1f} s, of which training calls {sum(r['round_s']):.1f} s, "
+                  f"group evaluations {r['eval_s']:.1f} s, server steps {r['server_s']:.1f} s, "
+                  f"set-up {r['setup_s']:.1f} s, the rest {r['other_s']:.1f} s "
+                  f"({1000 * r['together_s'] / (len(cfgs) * rounds):.1f} ms a run-round)",
+                  flush=True)
+        diff = max(rounds_diff(dirs[False] / "together" / str(i), dirs[True] / "together" / str(i))
+                   for i in range(len(cfgs)))
+        for root in dirs.values():
+            shutil.rmtree(root, ignore_errors=True)
+    med = {inv: statistics.median(t) for inv, t in times.items()}
+    med_train = {inv: statistics.median(t) for inv, t in train.items()}
+    print(f"{len(cfgs):>5} runs: median {med[False]:.1f} s off, {med[True]:.1f} s on: "
+          f"invariant costs {100 * (med[True] / med[False] - 1):+.0f}% "
+          f"(training calls {med_train[False]:.1f} s / {med_train[True]:.1f} s, "
+          f"{100 * (med_train[True] / med_train[False] - 1):+.0f}%); rounds.csv differ by up to "
+          f"{diff:.1e}", flush=True)
+    return {"runs": len(cfgs), "off_s": times[False], "on_s": times[True],
+            "off_train_s": train[False], "on_train_s": train[True], "max_diff": diff}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--experiment", default="bench/synthetic",
@@ -201,6 +241,11 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     ap.add_argument("--together-only", action="store_true",
                     help="time the grouped runs only (a grid too long to also run one by one)")
+    ap.add_argument("--invariant", choices=["on", "off", "alternate"], default="on",
+                    help="the group's arithmetic (hydra.launcher.invariant): on (default; each "
+                         "job as alone), off (inputs shared between runs), or alternate: the "
+                         "grouped sweep --reps times each way, off then on, no runs alone")
+    ap.add_argument("--reps", type=int, default=2, help="repetitions of each way (alternate)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an override for every job (repeatable), e.g. --set tf32=true")
     args = ap.parse_args(argv)
@@ -212,14 +257,23 @@ def main(argv=None) -> int:
     print(f"{args.experiment}: {args.rounds} rounds a run; {platform.processor() or platform.machine()}"
           f", {torch.get_num_threads()} threads, torch {torch.__version__}"
           + (f"; {' '.join(args.set)}" if args.set else ""))
+    out = []
+    if args.invariant == "alternate":
+        for n in counts:
+            out.append(alternate([compose(job + extra) for job in jobs[:n]], args.reps,
+                                 args.rounds))
+        if args.json:
+            print(json.dumps({"experiment": args.experiment, "rounds": args.rounds,
+                              "set": args.set, "alternate": out}))
+        return 0
     print(f"{'runs':>5} {'alone s':>9} {'together s':>11} {'ratio':>6} {'ms/run-round':>13} "
           f"{'grouped':>8} {'max diff':>9}")
-    out = []
     for n in counts:
         cfgs = [compose(job + extra) for job in jobs[:n]]
         root = Path(tempfile.mkdtemp(prefix="fedmoo-bench-sweep-"))
         try:
-            r = measure(cfgs, root, alone=not args.together_only)
+            r = measure(cfgs, root, alone=not args.together_only,
+                        invariant=args.invariant == "on")
         finally:
             shutil.rmtree(root, ignore_errors=True)
         r["runs"] = n

@@ -167,9 +167,11 @@ def collect(cfg: DictConfig) -> Job | None:
     return job
 
 
-def run_together(jobs: list[Job | None], max_rows: int) -> list[float | None]:
+def run_together(jobs: list[Job | None], max_rows: int,
+                 invariant: bool = True) -> list[float | None]:
     """``hydra/launcher=lockstep``, second pass: run the collected jobs together
-    (fedmoo.run.group), then report each as ``main`` would; the sweep's values in job order."""
+    (fedmoo.run.group; ``invariant``: each job's numbers as alone), then report each as
+    ``main`` would; the sweep's values in job order."""
     from fedmoo import logs
     from fedmoo.errors import RunInterrupted
     from fedmoo.run import group
@@ -181,7 +183,7 @@ def run_together(jobs: list[Job | None], max_rows: int) -> list[float | None]:
             outcomes = group.run_jobs(
                 [group.Job({**j.cfg, "device": leased if j.cfg.get("device", "auto") == "auto"
                             else j.cfg["device"]}, j.run_dir, j.record) for j in todo],
-                max_rows, on_plan=lambda plan: _say_plan(plan, todo, max_rows))
+                max_rows, on_plan=lambda plan: _say_plan(plan, todo, max_rows), invariant=invariant)
     except RunInterrupted as e:
         finish(todo[0], e)
     outcome = iter(outcomes)      # one per collected job, in order

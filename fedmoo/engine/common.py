@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -13,6 +14,25 @@ from fedmoo.data.federated import MULTITASK
 
 CPU_CHUNK_BYTES = 8 << 20   # input bytes per evaluation chunk on the CPU: the chunk stays in cache
 CUDA_CHUNK = 8192           # samples per evaluation chunk on a GPU
+
+
+@contextlib.contextmanager
+def entrywise(n: int, device: torch.device):
+    """Products of ``n`` stacked entries computed as one thread computes each entry. On a CPU
+    with several threads MKL splits the sum of a lone matrix product across them (other bits
+    than one thread), while it gives each of several entries to one thread (measured on this
+    project's VM for batches of 2-40 on 1-4 threads: scripts/batch_invariance.py). A lone
+    entry runs on one thread, so a row's numbers do not depend on how many rows take the step
+    with it."""
+    threads = torch.get_num_threads()
+    if n != 1 or threads == 1 or device.type != "cpu":
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def eval_chunk(x: Tensor) -> int:

@@ -1,4 +1,5 @@
-"""Evaluation of several runs' models on one split at once (a lockstep group's evaluated round).
+"""Evaluation of several runs' models on one split at once (a lockstep group's evaluated round
+with ``hydra.launcher.invariant=false``; by default each run evaluates its own model).
 
 Runs trained together on the same partition evaluate their global models on the same samples,
 so the split is read once per round for the group instead of once per run:

@@ -13,7 +13,9 @@ cost, so ``LinearHead.train`` runs the round's steps itself, about ten kernels e
 
 - Rows are grouped by source (``Sharing``): in a sweep, runs of one seed draw the same
   minibatches, and the G rows of a source multiply its samples with their weights side by side,
-  ``h_u [W_1 ... W_G]``, in one GEMM (rows trained alone are the case G = 1). The weights stay
+  ``h_u [W_1 ... W_G]``, in one GEMM (rows trained alone are the case G = 1). That is the
+  group's ``invariant=False`` path: the GEMM's width then depends on the group, and so do the
+  rows' bits; by default every row is its own source (G = 1). The weights stay
   in that joined layout for the whole round and go back to the per-row views at its end.
 - With a bias, the inputs carry a column of ones (a copy made once per dataset, up to
   FOLD_BYTES), so the bias is the weight's last input row and trains inside the same GEMMs.
@@ -39,16 +41,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedmoo.engine.common import gather
+from fedmoo.engine.common import entrywise, gather
 from fedmoo.engine.plan import RoundPlan, active_rows
 from fedmoo.engine.rowsgd import Rows, RowSGD, add_tensor
 
 # Inputs up to this size get a copy with a column of ones, so the bias trains inside the GEMMs
 # (two kernels fewer a step; Fashion-MNIST's 70,000 x 785 float32 is 220 MB).
 FOLD_BYTES = 512 * 2**20
+# The folded inputs (and the weights with them) get zero columns up to a multiple of this: every
+# entry of a batched product then starts on a 64-byte boundary. MKL gives an entry whose output
+# does not (FedFV's 3 classes x 786 inputs: every second entry) other bits than the same entry
+# alone, so a row's numbers would depend on its place in the stack (scripts/batch_invariance.py).
+ALIGN = 16
 # Steps gather their minibatches' inputs together up to this size (one kernel for several
 # steps, small enough to stay in a core's L2 cache; a bigger step gathers alone).
 GATHER_BYTES = 256 * 2**10
+# A step whose sources' inputs are larger than this runs a few sources at a time (full batches
+# of many rows: each source's rows train independently, so only memory changes).
+STEP_BYTES = 64 * 2**20
 
 _SOFTMAX = {torch.softmax, F.softmax}
 
@@ -135,11 +145,12 @@ class _Step:
         self.rule = RowSGD(self.views, self.bufs, self.anchor, self.lr, self.mu, self.momentum,
                            self.decay)
 
-    def first(self, n: int) -> "_Step":
+    def rows(self, lo: int, hi: int) -> "_Step":
+        """The slices of sources ``lo..hi-1`` (views: updates reach the round's tensors)."""
         def cut(v):
             if v is None or isinstance(v, float):
                 return v
-            return [t[:n] for t in v] if isinstance(v, list) else v[:n]
+            return [t[lo:hi] for t in v] if isinstance(v, list) else v[lo:hi]
 
         return _Step(*(cut(getattr(self, f.name)) for f in fields(self)))
 
@@ -175,7 +186,8 @@ class LinearHead:
         return cls(wi, bi, softmax)
 
     def train(self, share: Sharing, plan: RoundPlan, x: Tensor, y: Tensor, rule: RowSGD,
-              before: bool = False) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
+              before: bool = False, reuse: int = 1
+              ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
         """Every step of ``plan`` (one plan row per source, longest first) for the rows of
         ``rule`` (per-row views ``[R, ...]``, updated in place at the end); returns the rows'
         losses over their last epoch, ``sum_s last_s sum_i weight_si CE_si`` ``[R]``, and with
@@ -185,8 +197,14 @@ class LinearHead:
 
         With a bias, the inputs get a column of ones (made once per dataset, while that copy
         stays under FOLD_BYTES) and the bias is the weight's last input row, so one GEMM gives
-        the logits and one the gradient of both."""
+        the logits and one the gradient of both.
+
+        ``reuse`` > 1 (with one row per source in ``share``, G = 1): each plan row feeds
+        ``reuse`` consecutive rows of ``share``'s order, which multiply its gathered inputs
+        through a stride-0 view, each row in its own ``bmm`` entry (the bits of a row trained
+        alone, without a copy of the inputs per row)."""
         u, g = share.groups, share.size
+        assert reuse == 1 or (g == 1 and u == reuse * plan.index.shape[0])
         out = int(rule.views[self.wi].shape[-1])
         fold = self.bi is not None and x.numel() * x.element_size() <= FOLD_BYTES
         if fold:
@@ -200,7 +218,8 @@ class LinearHead:
                 return [share.joined(w)]
             b = ts[self.bi].expand(rule.views[self.bi].shape)
             if fold:
-                return [share.joined(torch.cat([w, b.unsqueeze(1)], 1))]
+                pad = w.new_zeros(w.shape[0], x.shape[1] - w.shape[1] - 1, w.shape[2])
+                return [share.joined(torch.cat([w, b.unsqueeze(1), pad], 1))]
             return [share.joined(w), share.joined(b)]
 
         views = joined(rule.views)
@@ -210,6 +229,9 @@ class LinearHead:
         weights = plan.weight.to(dtype)
         # the last epoch's loss, accumulated as [U, 1, G] by one baddbmm a step
         loss_weight = (plan.weight * plan.last.unsqueeze(-1)).to(dtype)
+        if reuse > 1:                                  # per row: each source's repeated
+            labels, weights, loss_weight = (t.repeat_interleave(reuse, 0)
+                                            for t in (labels, weights, loss_weight))
         whole = _Step(views, joined(rule.bufs), joined(rule.anchor),
                       torch.zeros(u, 1, g, dtype=dtype, device=dev), share.label_map, share.scale,
                       *(share.factor(v, out) for v in (rule.lr, rule.mu, rule.momentum,
@@ -217,47 +239,62 @@ class LinearHead:
         # the plan is longest first: a run of steps that the first n sources take is a segment,
         # whose per-step tensors are cut (and views made) once
         flat = x.flatten(1)
-        for n, steps in _segments(active_rows(plan)):
-            t = whole if n == u else whole.first(n)
-            w, bias = t.views[0], (t.views[1] if len(t.views) > 1 else None)
-            wt = w.transpose(1, 2)                          # a view: it follows the updates
-            bt = None if bias is None else bias.transpose(1, 2)
-            minus_one = torch.full((1, 1, 1, 1), -1.0, dtype=dtype, device=dev).expand(n, b, 1, g)
-            for s, h, label, coef, lw in zip(
-                    range(steps.start, steps.stop),
-                    _inputs(flat, plan.index[:n, steps]),                   # [n, B, in] each
-                    _by_step(labels[:n, steps]).view(-1, n, b, 1, 1).expand(-1, -1, -1, 1, g)
-                    .unbind(0),
-                    _by_step(weights[:n, steps]).view(-1, n, b, 1, 1).unbind(0),
-                    _by_step(loss_weight[:n, steps]).unsqueeze(2).unbind(0)):
-                z = torch.bmm(h, wt) if bt is None else torch.baddbmm(bt, h, wt)
-                z = z.view(n, b, out, g)
-                p = _over_classes(torch.softmax, z) if self.softmax_output else None
-                logp = _over_classes(torch.log_softmax, z if p is None else p)
-                target = label                                              # [n, B, 1, G]
-                if t.label_map is not None:                 # label_map [U, C, G]: per-row labels
-                    target = t.label_map.gather(1, label.squeeze(2)).unsqueeze(2)
-                picked = logp.gather(2, target).view(n, b, g)
-                t.acc.baddbmm_(lw, picked)
-                if before and s == 0:
-                    assert n == u, "before: every source takes the first step"
-                    first = _first_stats(z if p is None else p, picked, target, coef.view(n, 1, b))
-                d = logp.exp()
-                d.scatter_add_(2, target, minus_one)
-                d.mul_(coef if t.scale is None else coef * t.scale)
-                if p is not None:                           # through softmax: p (d - <d, p>)
-                    d = p * (d - (d * p).sum(2, keepdim=True))
-                d = d.view(n, b, out * g).transpose(1, 2)                   # [n, out*G, B]
-                t.rule.apply(0, add_tensor(torch.bmm(d, h)))
-                if bias is not None:
-                    t.rule.apply(1, add_tensor(d.sum(2, keepdim=True)))
+        per_source = max(1, STEP_BYTES // max(1, b * flat.shape[1] * flat.element_size()))
+        firsts: list[tuple[Tensor, Tensor]] = []
+        for _, steps, lo, hi in _blocks(active_rows(plan), per_source):
+            r0, r1 = lo * reuse, hi * reuse            # the block's sources' rows
+            n = r1 - r0
+            t = whole if (r0, r1) == (0, u) else whole.rows(r0, r1)
+            with entrywise(n, dev):
+                self._steps(t, n, b, g, out, steps, flat, plan.index[lo:hi, steps],
+                            labels[r0:r1, steps], weights[r0:r1, steps],
+                            loss_weight[r0:r1, steps], before, firsts, reuse)
             if g > 1:
                 self.shared_steps += steps.stop - steps.start
         self._split(share, views, rule.views, fold)
         loss_after = whole.acc.view(-1).neg().index_select(0, share.inv)
         if not before:
             return loss_after, None
+        assert sum(f[0].numel() for f in firsts) == u * g, "before: every source takes step 1"
+        first = [torch.cat(parts) for parts in zip(*firsts)]
         return loss_after, (first[0].index_select(0, share.inv), first[1].index_select(0, share.inv))
+
+    def _steps(self, t: "_Step", n: int, b: int, g: int, out: int, steps: slice, flat: Tensor,
+               index: Tensor, labels: Tensor, weights: Tensor, loss_weight: Tensor,
+               before: bool, firsts: list, reuse: int = 1) -> None:
+        """The steps ``steps`` of the n sources of ``t`` (their plan rows cut to those steps;
+        ``index`` has one row per ``reuse`` rows)."""
+        dtype, dev = t.views[0].dtype, t.views[0].device
+        w, bias = t.views[0], (t.views[1] if len(t.views) > 1 else None)
+        wt = w.transpose(1, 2)                          # a view: it follows the updates
+        bt = None if bias is None else bias.transpose(1, 2)
+        minus_one = torch.full((1, 1, 1, 1), -1.0, dtype=dtype, device=dev).expand(n, b, 1, g)
+        for s, h, label, coef, lw in zip(
+                range(steps.start, steps.stop),
+                _inputs(flat, index),                                   # [n, B, in] each
+                _by_step(labels).view(-1, n, b, 1, 1).expand(-1, -1, -1, 1, g).unbind(0),
+                _by_step(weights).view(-1, n, b, 1, 1).unbind(0),
+                _by_step(loss_weight).unsqueeze(2).unbind(0)):
+            z = _products(h, wt, bt, reuse).view(n, b, out, g)
+            p = _over_classes(torch.softmax, z) if self.softmax_output else None
+            logp = _over_classes(torch.log_softmax, z if p is None else p)
+            target = label                                              # [n, B, 1, G]
+            if t.label_map is not None:                 # label_map [U, C, G]: per-row labels
+                target = t.label_map.gather(1, label.squeeze(2)).unsqueeze(2)
+            picked = logp.gather(2, target).view(n, b, g)
+            _accumulate(t.acc, lw, picked)
+            if before and s == 0:
+                firsts.append(_first_stats(z if p is None else p, picked, target,
+                                           coef.view(n, 1, b)))
+            d = logp.exp()
+            d.scatter_add_(2, target, minus_one)
+            d.mul_(coef if t.scale is None else coef * t.scale)
+            if p is not None:                           # through softmax: p (d - <d, p>)
+                d = p * (d - (d * p).sum(2, keepdim=True))
+            d = d.view(n, b, out * g).transpose(1, 2)                   # [n, out*G, B]
+            t.rule.apply(0, add_tensor(_products(d, h, None, reuse, shared=1)))
+            if bias is not None:
+                t.rule.apply(1, add_tensor(d.sum(2, keepdim=True)))
 
     def _split(self, share: Sharing, joined: list[Tensor], views: list[Tensor],
                fold: bool) -> None:
@@ -267,16 +304,20 @@ class LinearHead:
             for i, j in zip([self.wi, self.bi], joined):
                 share.split(j, views[i])
             return
-        both = w.new_empty(w.shape[0], w.shape[1] + 1, w.shape[2])     # [R, in + 1, out]
+        n_in = w.shape[1]
+        both = w.new_empty(w.shape[0], joined[0].shape[2], w.shape[2])  # [R, in + 1 + pad, out]
         share.split(joined[0], both)
-        w.copy_(both[:, :-1])
-        views[self.bi].copy_(both[:, -1])
+        w.copy_(both[:, :n_in])
+        views[self.bi].copy_(both[:, n_in])
 
     def _with_ones(self, x: Tensor) -> Tensor:
-        """``x`` flattened, with a last column of ones (made once per dataset tensor)."""
+        """``x`` flattened, with a column of ones and then zeros up to a multiple of ALIGN
+        columns (made once per dataset tensor)."""
         if self._ones is None or self._ones[0] is not x:
             flat = x.flatten(1)
-            self._ones = (x, torch.cat([flat, flat.new_ones(flat.shape[0], 1)], 1))
+            pad = -(flat.shape[1] + 1) % ALIGN
+            self._ones = (x, torch.cat([flat, flat.new_ones(flat.shape[0], 1),
+                                        flat.new_zeros(flat.shape[0], pad)], 1))
         return self._ones[1]
 
     @torch.no_grad()
@@ -317,7 +358,48 @@ def _first_stats(output: Tensor, picked: Tensor, target: Tensor,
     cls = torch.arange(out, dtype=output.dtype, device=output.device).view(1, 1, out, 1)
     first = torch.where(output == top, cls, float(out)).amin(2)                 # [n, B, G]
     correct = (first == target.squeeze(2)).to(output.dtype)
+    if picked.shape[2] == 1:      # per row (see _accumulate)
+        return ((weight.squeeze(1) * picked.squeeze(2)).sum(1).neg(),
+                100.0 * (weight.squeeze(1) * correct.squeeze(2)).sum(1))
     return torch.bmm(weight, picked).view(-1).neg(), 100.0 * torch.bmm(weight, correct).view(-1)
+
+
+def _accumulate(acc: Tensor, weight: Tensor, values: Tensor) -> None:
+    """``acc [n, 1, G] += weight [n, 1, B] @ values [n, B, G]``. With one row per source
+    (G = 1) as a product and a sum per row: MKL computes a lone dot product of a long batch
+    with other bits than the same entry of a batch of them (scripts/batch_invariance.py)."""
+    if values.shape[2] == 1:
+        acc.add_((weight.squeeze(1) * values.squeeze(2)).sum(1).view(-1, 1, 1))
+    else:
+        acc.baddbmm_(weight, values)
+
+
+def _products(a: Tensor, b: Tensor, bias: Tensor | None, reuse: int, shared: int = 0) -> Tensor:
+    """``bmm(a, b)`` (``baddbmm`` with ``bias``) of the stacked rows; with ``reuse`` > 1 the
+    operand ``shared`` (0: ``a``, 1: ``b``) has one entry per ``reuse`` rows, read by each of
+    them through a stride-0 view (the same bits as a copy per row: scripts/batch_invariance.py)."""
+    if reuse == 1:
+        return torch.bmm(a, b) if bias is None else torch.baddbmm(bias, a, b)
+    ops = [a, b]
+    rows = ops[1 - shared].shape[0]
+    out = a.new_empty(rows, a.shape[1], b.shape[2])
+    for i in range(rows // reuse):
+        part = slice(i * reuse, (i + 1) * reuse)
+        x, y = (ops[0][i].expand(reuse, *ops[0].shape[1:]), ops[1][part]) if shared == 0 else \
+            (ops[0][part], ops[1][i].expand(reuse, *ops[1].shape[1:]))
+        if bias is None:
+            torch.bmm(x, y, out=out[part])
+        else:
+            torch.baddbmm(bias[part], x, y, out=out[part])
+    return out
+
+
+def _blocks(rows: list[int], per_source: int):
+    """``(count, steps, lo, hi)``: each run of steps that the first ``count`` sources take
+    (``_segments``), cut into blocks of at most ``per_source`` sources ``lo..hi-1``."""
+    for n, steps in _segments(rows):
+        for lo in range(0, n, per_source):
+            yield n, steps, lo, min(n, lo + per_source)
 
 
 def _segments(rows: list[int]) -> list[tuple[int, slice]]:

@@ -66,9 +66,10 @@ def add_product(h: Tensor, d: Tensor) -> AddGrad:
         return lambda y, a: axpy(y, a, torch.bmm(d.transpose(1, 2), h).transpose(1, 2))
 
     def add(y: Tensor, a: Rows) -> Tensor:
-        if isinstance(a, float):
-            return y.baddbmm_(ht, d, alpha=a)
-        return y.baddbmm_(ht, d * per_row(a, d))
+        # the factor scales d before the product whether it is one number or one per row
+        # (``alpha=a`` would scale the product instead: other bits, so a row's numbers would
+        # depend on whether the rows trained beside it share its learning rate)
+        return y.baddbmm_(ht, d * (a if isinstance(a, float) else per_row(a, d)))
 
     return add
 

@@ -5,8 +5,10 @@ beside it). The batched engine trains one run's cohort as K rows; ``train_rows``
 cohorts of several runs in the same program, each row with its own run's global model, minibatch
 plan (the run's partition, seed, batch size, epochs or local steps), learning rate, momentum,
 weight decay, proximal weight, loss scale and label map. Rows of one run see exactly what they
-would see alone: the per-row arithmetic is the same, only more rows share each kernel
-(``fedmoo.run.group`` and ``hydra/launcher=lockstep`` use this to train a whole sweep at once).
+would see alone: by default (``invariant``) each row's products keep the shapes they have alone,
+only more rows share each kernel along its batch dimension, so a run's numbers are its numbers
+alone bit for bit (``fedmoo.run.group`` and ``hydra/launcher=lockstep`` use this to train a
+whole sweep at once).
 
 The group's ``engine`` supplies the program (model graph and layout) and the sample tensors;
 each ``Member`` brings the run's own engine, whose partition and client settings apply to its
@@ -15,12 +17,13 @@ rows. All members must share the model architecture and the sample tensors (the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from fedmoo.engine.common import eval_chunk, gather, relabel
+from fedmoo.engine.common import entrywise, eval_chunk, gather, relabel
 from fedmoo.engine.linear_head import Sharing
 from fedmoo.engine.graph import train_steps_graphed
 from fedmoo.engine.plan import RoundPlan, longest_first, make_plan, stack_plans
@@ -28,8 +31,12 @@ from fedmoo.engine.rowsgd import Rows, RowSGD
 from fedmoo.state import ClientSpec, Cohort
 
 # Rows that read the same samples (runs of one seed and partition, Ditto's personal rows) share
-# their inputs with the closed-form head: each source's samples are gathered and multiplied once.
+# their inputs with the closed-form head: each source's samples are gathered and multiplied once
+# (``invariant=False`` only).
 SHARED_INPUTS = True
+# With the invariant arithmetic, rows of one source whose step inputs take at least this much
+# read one gathered copy (full batches); smaller minibatches are gathered row by row.
+REUSE_BYTES = 1 << 20
 
 
 @dataclass
@@ -79,8 +86,48 @@ def _rows_or_none(values: list[tuple[float, int]], like: Tensor) -> Rows | None:
     return None if all(v == 0 for v, _ in values) else _rows(values, like)
 
 
-def train_rows(engine, members: list[Member]) -> list[Cohort]:
-    """Train every member's cohort (no per-task training) as one stack; one Cohort per member."""
+def train_rows(engine, members: list[Member], invariant: bool = True) -> list[Cohort]:
+    """Train every member's cohort (no per-task training) as one stack; one Cohort per member.
+
+    ``invariant`` (the default): every row's arithmetic is that of its run trained alone, bit
+    for bit, whatever the other members. Rows are stacked only along the batch dimension of
+    the products (each entry is the row's own ``[B, in] x [in, out]``, computed as alone), so
+    members are trained in classes of equal arithmetic (``_arithmetic``: the same batch width,
+    the same terms of the update), and no inputs are shared between runs. ``invariant=False``
+    stacks every member at once, padded to the widest batch, and lets runs of one seed share
+    their inputs (``SHARED_INPUTS``: wider GEMMs, faster for full batches): each run's numbers
+    then move with the group's members by float rounding."""
+    if not invariant:
+        return _train_stack(engine, members, SHARED_INPUTS)
+    classes: dict[tuple, list[int]] = {}
+    for i, m in enumerate(members):
+        classes.setdefault(_arithmetic(engine, m), []).append(i)
+    out: list[Cohort | None] = [None] * len(members)
+    for rows in classes.values():
+        for i, c in zip(rows, _train_stack(engine, [members[i] for i in rows], False)):
+            out[i] = c
+    return out   # type: ignore[return-value]
+
+
+def _arithmetic(engine, m: Member) -> tuple:
+    """What decides a row's arithmetic besides its own numbers: its batch width (the padded
+    ``B`` of its products and sums), whether the closed form measures the loss before training
+    with the first step (full batches), and which terms of the update are on (momentum, the
+    proximal term, weight decay: a term that is off takes a shorter path)."""
+    e = m.engine
+    sizes = e._sizes[m.ids.cpu()]
+    n = int(sizes.max()) if sizes.numel() else 0
+    bs = e.batch_size
+    width = n if not bs or bs <= 0 or bs > n else int(bs)
+    full = e.batch_size is None and bool((sizes > 0).all())
+    mu = m.spec.prox_mu != 0 or (m.spec.personal is not None and m.spec.personal_lam != 0)
+    return (width, full and engine.head is not None, e.momentum != 0, bool(mu),
+            e.weight_decay != 0)
+
+
+def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
+    """``train_rows`` of ``members`` as one stack (rows of one seed and partition sharing their
+    inputs when ``shared``)."""
     layout, data = engine.layout, engine.data
     w0 = members[0].w
     dev, dtype = w0.device, w0.dtype
@@ -104,7 +151,7 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
     base = stack_plans(plans)                          # one row per source
     src = torch.tensor(sources, device=base.index.device)
     total = start
-    shared = SHARED_INPUTS and engine.head is not None
+    shared = shared and engine.head is not None
 
     def per_row(glob, personal) -> list[tuple[float, int]]:
         out = []
@@ -144,16 +191,23 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
     engine.model.train()
     if engine.head is not None:   # closed form (fedmoo.engine.linear_head)
         share = Sharing.build(src, label_map, scale) if shared and len(base.index) < total else None
-        if share is None:            # rows one by one
-            if sources != list(range(total)):
-                base = _row_plan(base, src)
-            src = torch.arange(total, device=src.device)
-        plan, src = longest_first(base, src)
+        reuse = 1 if shared else _reuse(base, src, data.x)
+        if reuse > 1:                # rows one by one, each source's inputs gathered once
+            plan, src = longest_first(base, src)
+            row = torch.empty_like(src)
+            row[torch.argsort(src, stable=True)] = torch.arange(total, device=src.device)
+            src = row
+        else:
+            if share is None:        # rows one by one
+                if sources != list(range(total)):
+                    base = _row_plan(base, src)
+                src = torch.arange(total, device=src.device)
+            plan, src = longest_first(base, src)
         share = Sharing.build(src, label_map, scale)
         assert share is not None
         loss_after, measured = engine.head.train(share, plan, data.x, data.y,
                                                  RowSGD(views, bufs, anchor, lr, mu, momentum, wd),
-                                                 before=first)
+                                                 before=first, reuse=reuse)
         if measured is not None:     # measured with the first step; given where asked for
             befores = [(measured[0][b.rows], measured[1][b.rows], _cohort_sizes(m, dev, dtype))
                        if m.spec.measure_before else (None, None, _cohort_sizes(m, dev, dtype))
@@ -191,13 +245,27 @@ def _train_steps(engine, views, bufs, anchor, base: RoundPlan, src: Tensor, sour
                                    momentum, wd, capture=views[0].is_cuda)
     lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active
     loss_after = torch.zeros(total, dtype=dtype, device=views[0].device)
-    for s in range(plan.steps):
-        idx, weight = plan.index[:, s], plan.weight[:, s]
-        step_lr = lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s]
-        rule = RowSGD(views, bufs, anchor, step_lr, mu, momentum, wd)
-        x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
-        loss_after += engine._step(rule, x, y, weight, scale) * plan.last[:, s]
+    with entrywise(total, views[0].device):
+        for s in range(plan.steps):
+            idx, weight = plan.index[:, s], plan.weight[:, s]
+            step_lr = lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s]
+            rule = RowSGD(views, bufs, anchor, step_lr, mu, momentum, wd)
+            x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
+            loss_after += engine._step(rule, x, y, weight, scale) * plan.last[:, s]
     return loss_after
+
+
+def _reuse(base: RoundPlan, src: Tensor, x: Tensor) -> int:
+    """Rows per source when every source of the stack has the same number G > 1 of rows and a
+    step's inputs of a source take at least REUSE_BYTES (then its G rows read one gathered copy,
+    ``LinearHead.train``'s ``reuse``), else 1 (each row gathers its own inputs: one kernel for
+    all rows, cheaper for small minibatches)."""
+    counts = torch.bincount(src)
+    g = int(counts[0])
+    per_step = int(base.index.shape[2]) * math.prod(x.shape[1:]) * x.element_size()
+    if g < 2 or bool((counts != g).any()) or per_step < REUSE_BYTES:
+        return 1
+    return g
 
 
 def _row_plan(base: RoundPlan, src: Tensor) -> RoundPlan:

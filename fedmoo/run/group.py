@@ -4,9 +4,11 @@
 ``fedmoo run`` alone), then groups the sessions that can share one program and drives each group
 with fedmoo.run.loop.drive: every round, each run samples its own cohort and its algorithm says
 what the clients do; the rows of all the group's cohorts (run x client) train in one call of the
-batched engine (fedmoo.engine.stacked); then each run's attack and server rule; then the runs
-that evaluate this round and share a split are evaluated together (fedmoo.engine.evaluate_many);
-then each run's records, checkpoints and files go on exactly as alone.
+batched engine (fedmoo.engine.stacked); then each run's attack and server rule; then (with
+``invariant=False`` only) the runs that evaluate this round and share a split are evaluated
+together (fedmoo.engine.evaluate_many); then each run's records, checkpoints and files go on
+exactly as alone. By default (``invariant``) each job's numbers are those of the job alone,
+bit for bit, whatever its group (docs/scaling.md).
 
 The grouping rule (docs/scaling.md): two runs share a group when
 - both train with the batched engine (``engine=batched``, or ``engine=auto`` choosing it:
@@ -23,6 +25,7 @@ trains alone, in the same process.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,12 +66,18 @@ class Plan:
         return len(self.alone) + sum(1 for g in self.groups if len(g) == 1)
 
 
-def run_jobs(jobs: list[Job], max_rows: int = 4096,
-             on_plan=None) -> list[RunResult | Exception]:
+def run_jobs(jobs: list[Job], max_rows: int = 4096, on_plan=None,
+             invariant: bool = True) -> list[RunResult | Exception]:
     """Run ``jobs``, grouping those that can train together; one outcome per job, in order:
     its RunResult, or the exception that ended it (as ``fedmoo.run.loop.run`` would raise it).
     A RunInterrupted (SIGTERM / SIGINT) is raised after every running job has checkpointed.
-    ``on_plan(plan)`` is told the grouping before training starts."""
+    ``on_plan(plan)`` is told the grouping before training starts.
+
+    ``invariant`` (the default): every job's numbers are those of the job run alone, bit for
+    bit, whatever its group (``fedmoo.engine.stacked.train_rows``; the group keeps the threads a
+    job alone has, and each run evaluates its own model). ``invariant=False`` shares inputs and
+    evaluations between runs and sizes the threads for the group: faster, with each job's
+    numbers moving by float rounding with the group's size and members."""
     if max_rows < 1:
         raise ValueError("max_rows must be at least 1")
     outcomes: list[RunResult | Exception | None] = [None] * len(jobs)
@@ -103,18 +112,20 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
         if on_plan is not None:
             on_plan(plan)
         for indices in plan.groups + [[i] for i, _ in plan.alone]:
-            _run_group([sessions[i] for i in indices], indices, outcomes)
+            _run_group([sessions[i] for i in indices], indices, outcomes, invariant)
     return outcomes   # type: ignore[return-value]
 
 
-def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None:
+def _run_group(group: list[Session], indices: list[int], outcomes: list,
+               invariant: bool = True) -> None:
     lead = group[0]
-    if len(group) == 1:       # as `fedmoo run` alone, threads included
+    work = num_params(lead.parts.model)   # as `fedmoo run` alone, threads included
+    if len(group) == 1:
         train = train_each
-        work = num_params(lead.parts.model)
-    else:                     # threads for the group's work: its model times its rows
-        train = lead.parts.engine.train_many
-        work = num_params(lead.parts.model) * sum(s.parts.per_round for s in group)
+    else:
+        train = functools.partial(lead.parts.engine.train_many, invariant=invariant)
+        if not invariant:     # threads for the group's work: its model times its rows
+            work *= sum(s.parts.per_round for s in group)
     set_threads(lead.cfg.get("threads", "auto"), work)
     set_tf32(lead.cfg.get("tf32", False), lead.parts.device)   # process-wide: every run was
     set_deterministic(lead.cfg.get("deterministic", False))    # built first, the last one's set
@@ -125,7 +136,8 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
     with _progress(max(s.rounds for s in group), first, desc, show) as bar:
         for s in group:
             s.clock()
-        failures = drive(group, train, bar, _evaluate_together if len(group) > 1 else None)
+        together = _evaluate_together if len(group) > 1 and not invariant else None
+        failures = drive(group, train, bar, together)
     for i, s in zip(indices, group):   # each completed when its last round was recorded
         outcomes[i] = failures.get(s, s.result)
 

@@ -1,5 +1,7 @@
 """Shared inputs: runs of one seed and partition trained together read each minibatch once
-(fedmoo.engine.linear_head.Sharing), and end exactly as each run trained alone, in float64."""
+(fedmoo.engine.linear_head.Sharing, ``train_many(..., invariant=False)``), and end as each run
+trained alone, in float64 to rounding. The default (``invariant``) trains each run's rows with
+their own shapes: bit for bit as alone, in float32 too."""
 
 from __future__ import annotations
 
@@ -31,35 +33,33 @@ MEMBERS = [   # two ask for their trained models' loss (q-FedAvg's loss_at=after
 DITTO = ({"lr": 0.15}, {"personal": True, "personal_lam": 0.5, "label_map": True})
 
 
-def _spec(kw: dict, d: int, gen: torch.Generator) -> ClientSpec:
+def _spec(kw: dict, d: int, gen: torch.Generator, dtype=torch.float64) -> ClientSpec:
     kw = dict(kw)
     if "loss_scale" in kw:
-        kw["loss_scale"] = torch.tensor(kw["loss_scale"], dtype=torch.float64)
+        kw["loss_scale"] = torch.tensor(kw["loss_scale"], dtype=dtype)
     if kw.get("personal"):
-        kw["personal"] = torch.randn(len(IDS), d, generator=gen, dtype=torch.float64) * 0.3
+        kw["personal"] = torch.randn(len(IDS), d, generator=gen, dtype=dtype) * 0.3
     if kw.get("label_map"):
         kw["label_map"] = FLIP.clone()
     return ClientSpec(**kw)
 
 
-def _members(model, data, cases, batch: dict, seeds):
+def _members(model, data, cases, batch: dict, seeds, dtype=torch.float64):
     """One member per (case, seed), each with its own engine and a random global model."""
     gen = torch.Generator().manual_seed(3)
     d = sum(p.numel() for p in model.parameters())
     out = []
     for seed in seeds:
         for client, spec in cases:
-            engine = BatchedEngine(copy.deepcopy(model).double(), data, **client, **batch)
-            w = get_flat(engine.model) + 0.2 * torch.randn(d, generator=gen, dtype=torch.float64)
-            out.append(Member(engine, torch.tensor(IDS), w, _spec(spec, d, gen), seed))
+            engine = BatchedEngine(copy.deepcopy(model).to(dtype), data, **client, **batch)
+            w = get_flat(engine.model) + 0.2 * torch.randn(d, generator=gen, dtype=dtype)
+            out.append(Member(engine, torch.tensor(IDS), w, _spec(spec, d, gen, dtype), seed))
     return out
 
 
 def _alone(members, monkeypatch):
-    """Each member trained by itself on the per-row path."""
-    with monkeypatch.context() as m:
-        m.setattr(stacked, "SHARED_INPUTS", False)
-        return [mb.engine.train(mb.ids, mb.w, mb.spec, mb.seed) for mb in members]
+    """Each member trained by itself (the per-row path)."""
+    return [mb.engine.train(mb.ids, mb.w, mb.spec, mb.seed) for mb in members]
 
 
 @pytest.mark.parametrize("softmax_output", [False, True])
@@ -76,7 +76,7 @@ def test_shared_rows_agree_with_each_run_alone(softmax_output, batch, ditto, mon
     expected = _alone(members, monkeypatch)
     head = members[0].engine.head
     before = head.shared_steps
-    got = members[0].engine.train_many(members)
+    got = members[0].engine.train_many(members, invariant=False)
     assert head.shared_steps > before                  # the shared path ran
     for a, b in zip(expected, got):
         assert_same_cohort(a, b)
@@ -93,7 +93,7 @@ def test_unequal_groups_fall_back_to_rows(monkeypatch):
     expected = _alone(members, monkeypatch)
     head = members[0].engine.head
     before = head.shared_steps
-    got = members[0].engine.train_many(members)
+    got = members[0].engine.train_many(members, invariant=False)
     assert head.shared_steps == before
     for a, b in zip(expected, got):
         assert_same_cohort(a, b)
@@ -108,7 +108,7 @@ def test_shared_before_matches_each_run(monkeypatch):
                        {"batch_size": 3}, [1, 2])
     expected = _alone(members, monkeypatch)
     monkeypatch.setattr(stacked, "eval_chunk", lambda x: 5)
-    for a, b in zip(expected, members[0].engine.train_many(members)):
+    for a, b in zip(expected, members[0].engine.train_many(members, invariant=False)):
         assert_same_cohort(a, b)
 
 
@@ -120,3 +120,37 @@ def test_other_models_keep_the_row_path(monkeypatch):
     expected = _alone(members, monkeypatch)
     for a, b in zip(expected, members[0].engine.train_many(members)):
         assert_same_cohort(a, b)
+
+
+@pytest.mark.parametrize("model,reuse", [("logreg", False), ("logreg", True), ("mlp", False)])
+def test_invariant_rows_are_bit_identical_in_float32(model, reuse, monkeypatch):
+    """The default: members of other widths (full batch, batch 3, 4), terms (momentum,
+    proximal, decay), Ditto's personal rows, loss scales and label maps, two seeds, trained
+    together in float32 give each member's cohort exactly as alone, on any number of threads,
+    and in a group of 2 as in a group of 12. ``reuse``: rows of one source read one gathered
+    copy of its inputs (full batches of large inputs), here for every batch."""
+    if reuse:
+        monkeypatch.setattr(stacked, "REUSE_BYTES", 0)
+    torch.manual_seed(7)
+    data = federation(SIZES, (2, 3), 4)
+    data.x = data.x.float()
+    net = LogReg((2, 3), 4, softmax_output=True) if model == "logreg" else MLP((2, 3), 4, hidden=(5,))
+    cases = MEMBERS + [DITTO]
+    members = []
+    for i, batch in enumerate(({"batch_size": None}, {"batch_size": 3, "epochs": 2},
+                               {"batch_size": 4})):
+        members += _members(net, data, cases[i:] + cases[:i], batch, [7, 8], torch.float32)[:4]
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            alone = [mb.engine.train(mb.ids, mb.w, mb.spec, mb.seed) for mb in members]
+            for group in (members[:2], members):
+                got = members[0].engine.train_many(group)
+                for a, b in zip(alone, got):
+                    for f in ("deltas", "loss_before", "acc_before", "loss_after", "personal",
+                              "loss_trained", "acc_trained"):
+                        x, y = getattr(a, f), getattr(b, f)
+                        assert (x is None and y is None) or torch.equal(x, y), (n, len(group), f)
+    finally:
+        torch.set_num_threads(threads)

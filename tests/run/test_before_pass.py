@@ -64,9 +64,9 @@ def _measured(monkeypatch) -> list[bool]:
         seen.append(spec.measure_before)
         return train_seq(self, ids, w, spec, seed)
 
-    def rows(engine, members):
+    def rows(engine, members, invariant=True):
         seen.extend(m.spec.measure_before for m in members)
-        return train_rows(engine, members)
+        return train_rows(engine, members, invariant)
 
     monkeypatch.setattr(SequentialEngine, "train", seq)
     monkeypatch.setattr("fedmoo.engine.batched.train_rows", rows)

@@ -67,11 +67,15 @@ def _compare(a, b):
             assert torch.allclose(ma[k], mb[k], rtol=0, atol=TOL), k
 
 
-def test_grouped_sweep_equals_one_job_at_a_time(tmp_path, configs):
+@pytest.mark.parametrize("invariant", [True, False])
+def test_grouped_sweep_equals_one_job_at_a_time(tmp_path, configs, invariant):
+    """Both arithmetics of a group: the default (each job bit for bit as alone; float32 in
+    tests/run/test_group_invariance.py) and shared inputs and evaluations (to rounding)."""
     alone = [_alone(cfg, tmp_path / "alone" / str(i)) for i, cfg in enumerate(configs)]
     plans = []
     outcomes = group.run_jobs([group.Job(cfg, tmp_path / "grouped" / str(i))
-                               for i, cfg in enumerate(configs)], on_plan=plans.append)
+                               for i, cfg in enumerate(configs)], on_plan=plans.append,
+                              invariant=invariant)
     (plan,) = plans
     assert plan.groups == [list(range(len(configs)))] and plan.alone == []
     for i, (a, g) in enumerate(zip(alone, outcomes)):
@@ -159,7 +163,7 @@ def test_a_grouped_mlp_sweep_evaluates_together_and_equals_one_job_at_a_time(tmp
     for i, cfg in enumerate(cfgs):
         _alone(cfg, tmp_path / "alone" / str(i))
     outcomes = group.run_jobs([group.Job(c, tmp_path / "grouped" / str(i))
-                               for i, c in enumerate(cfgs)])
+                               for i, c in enumerate(cfgs)], invariant=False)
     assert all(isinstance(o, loop.RunResult) for o in outcomes)
     assert together and max(together) == len(cfgs)   # one data set: all four share the test split
     for i in range(len(cfgs)):
