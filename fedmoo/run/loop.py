@@ -209,7 +209,8 @@ class Session:
             self.rounds, rundir.resumed_from, f"{algo.name} on {cfg['data']['name']}",
             self.show_progress))
         self.tracker = self._stack.enter_context(contextlib.closing(
-            loggers.build(cfg.get("logger"), rundir.path, checkpoint.run_config(cfg))))
+            loggers.build(cfg.get("logger"), rundir.path, checkpoint.run_config(cfg),
+                          _overrides(rundir.record))))
         return None
 
     def clock(self) -> None:
@@ -305,6 +306,7 @@ class Session:
         return self._disk(self._complete)
 
     def _complete(self) -> RunResult:
+        self.tracker.check()
         final = {**self.final, **self.evaluator.summary(self.writer.rows)}
         wall = self.elapsed()
         clients = self.evaluator.clients_rows(self.state, self.next_round)
@@ -314,6 +316,15 @@ class Session:
         return RunResult(run_dir=self.rundir.path, status="completed", final=final,
                          rows=self.writer.rows, wall_time_s=wall,
                          resumed_from=self.rundir.resumed_from)
+
+
+def _overrides(record: dict[str, str]) -> list[str] | None:
+    """The job's overrides from its Hydra record (None outside Hydra)."""
+    import yaml
+
+    text = record.get("overrides.yaml")
+    listed = yaml.safe_load(text) if text else None
+    return [str(o) for o in listed] if isinstance(listed, list) else None
 
 
 def _rng_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
