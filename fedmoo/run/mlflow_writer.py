@@ -56,6 +56,9 @@ def _first_line(e: BaseException) -> str:
 def explain(uri: str, e: BaseException) -> str:
     """The one line a user reads when MLflow refuses the tracking store."""
     text = str(e)
+    if isinstance(e, ModuleNotFoundError):
+        return (f"logger=mlflow: the tracking store {uri} needs the {e.name} package; "
+                "pip install -e \".[trackers]\"")
     if "MLFLOW_ALLOW_FILE_STORE" in text:
         return (f"logger=mlflow: MLFLOW_TRACKING_URI={uri} is a file store, which this MLflow "
                 "refuses; use a database (MLFLOW_TRACKING_URI=sqlite:///<path>/mlflow.db, or "
