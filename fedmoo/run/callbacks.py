@@ -25,7 +25,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from fedmoo import logs
 from fedmoo.report.results import read_summary
-from fedmoo.run import loggers
 
 # Job directories of the last sweep of this process that failed or left no result; the CLI
 # turns a non-empty list into exit status 1.
@@ -78,17 +77,6 @@ def job_outcomes(sweep_dir: Path) -> list[tuple[Path, str, str]]:
     return out
 
 
-def swept_keys(overrides: Any) -> list[str]:
-    """The keys a sweep's command line gives several values (``seed=0,1``, ``range(3)``)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except Exception:  # noqa: BLE001 - Hydra reports a bad override itself
-        return []
-    return [o.key_or_group for o in parsed if o.is_sweep_override()]
-
-
 def _overrides(job: Path) -> str:
     try:
         return " ".join(OmegaConf.to_container(OmegaConf.load(job / ".hydra" / "overrides.yaml")))
@@ -99,13 +87,9 @@ def _overrides(job: Path) -> str:
 class SweepReport(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         os.environ[TOKEN] = uuid.uuid4().hex
-        os.environ[loggers.SWEEP_ENV] = str(Path(str(config.hydra.sweep.dir)).resolve())
-        os.environ[loggers.SWEPT_ENV] = ",".join(swept_keys(config.hydra.overrides.task))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         logs.setup()    # stderr only from here: the last job's run log is not the sweep's
-        os.environ.pop(loggers.SWEEP_ENV, None)
-        os.environ.pop(loggers.SWEPT_ENV, None)
         sweep_dir = Path(str(config.hydra.sweep.dir))
         outcomes = job_outcomes(sweep_dir)
         counts: dict[str, int] = {}

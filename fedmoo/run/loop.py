@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -34,6 +33,7 @@ from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
 from fedmoo.run import checkpoint, loggers
 from fedmoo.run.evaluation import RoundEvaluator
 from fedmoo.run.guards import check_config, check_diverged
+from fedmoo.run.progress import open_bar, row_note
 from fedmoo.run.rundir import RunDir
 from fedmoo.run.sampler import ClientSampler
 from fedmoo.run.setup import Parts, build_parts
@@ -78,8 +78,8 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
     every round's cohorts with one ``train`` call; a session joins at the round it resumes
     from. A session that fails (diverges, runs out of disk, a bug) is written up and dropped,
     the others go on; returns the failures. SIGTERM / SIGINT checkpoints every live session
-    and raises RunInterrupted. ``progress``: a tqdm bar over the rounds (else each session's
-    own). ``evaluate``: after the server updates, the evaluations it makes for several sessions
+    and raises RunInterrupted. ``progress``: a bar over the rounds (fedmoo.run.progress; else
+    each session's own), which for several sessions says how many have finished. ``evaluate``: after the server updates, the evaluations it makes for several sessions
     at once (session -> ClientEval; the others evaluate themselves)."""
     failures: dict[Session, Exception] = {}
     live = list(sessions)
@@ -103,6 +103,9 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
                 s.guard(failures, s.record, t, given.get(s))
             live = [s for s in live if s not in failures]
             if progress is not None:
+                if len(sessions) > 1:     # a group: how many of its runs are through
+                    over = sum(s in failures or s.next_round >= s.rounds for s in sessions)
+                    progress.set_postfix_str(f"{over} of {len(sessions)} runs finished")
                 progress.update(1)
     return failures
 
@@ -205,7 +208,7 @@ class Session:
                             if self.every.log_clients else None)
         self.final = rows[-1] if rows else {}
         self.last_eval = (time.perf_counter(), rundir.resumed_from)
-        self.bar = self._stack.enter_context(_progress(
+        self.bar = self._stack.enter_context(open_bar(
             self.rounds, rundir.resumed_from, f"{algo.name} on {cfg['data']['name']}",
             self.show_progress))
         self.tracker = self._stack.enter_context(contextlib.closing(
@@ -290,8 +293,7 @@ class Session:
             self.writer.log(row)                                                     # record
             self.tracker.log(row)
             self.final = row
-            self.bar.set_postfix_str(f"acc {row.get('test/acc_mean', float('nan')):.2f} "
-                                     f"std {row.get('test/acc_std', float('nan')):.2f}")
+            self.bar.set_postfix_str(row_note(row))
         if self.clients_log is not None and self.every.clients(done):
             self.evaluator.log_clients(self.clients_log, done, self.state)
         if self.every.checkpoint(done):
@@ -356,10 +358,3 @@ class _Every:
 
     def checkpoint(self, done: int) -> bool:
         return bool(self.ckpt) and done % self.ckpt == 0 and done < self.rounds
-
-
-def _progress(total: int, initial: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, desc=desc, unit="round", file=sys.stderr,
-                disable=not enabled, dynamic_ncols=True)
