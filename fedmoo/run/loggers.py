@@ -125,9 +125,8 @@ class MLflowLogger(NullLogger):
         self.proc = subprocess.Popen([sys.executable, "-m", "fedmoo.run.mlflow_writer"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      bufsize=1)
-        self.answer: str | None = None            # the writer's first line: ready / error
-        self.error: str | None = None
-        self.answered = threading.Event()
+        self.error: str | None = None             # the writer's error line
+        self.answered = threading.Event()         # its first line came: ready or error
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         self.done = False
@@ -172,11 +171,11 @@ class MLflowLogger(NullLogger):
         summary = Path(run_dir) / "summary.json"
         try:
             self._send({"final": _numbers(final), "artifact": str(summary)})
-        except UserError as e:
-            log.warning("%s", e)                  # the run's own results are complete
+        except UserError:
+            pass                                  # said below
         self.done = True
         self._end()
-        if self.error:
+        if self.error:                            # the run's own result is complete: a warning
             log.warning("%s", self.error)
 
     def _end(self) -> None:
@@ -189,8 +188,13 @@ class MLflowLogger(NullLogger):
         self.reader.join()
 
     def close(self) -> None:
-        if self.proc.returncode is None:
-            self._end()
+        """Stopped early (interrupted, diverged, failed): end of input, and the writer ends the
+        MLflow run as KILLED by itself (without keeping a stopping run waiting on it)."""
+        if not self.done:
+            try:
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
 
 
 class WandbLogger(NullLogger):
