@@ -5,7 +5,8 @@ every write to a SQLite store commits to disk; in a process of its own that work
 the training instead of inside its rounds. The run sends JSON lines on the writer's stdin:
 
 - first ``{"uri", "experiment", "run_name", "tags", "params"}``;
-- then ``{"step": t, "metrics": {...}}`` per rounds.csv row (one ``log_batch`` each);
+- then ``{"step": t, "metrics": {...}}`` per rounds.csv row (one ``log_batch`` each, or one
+  for all the rows that arrived while the writer was busy);
 - then ``{"final": {...}, "artifact": path}`` when the run completed.
 
 End of input without a final message ends the MLflow run as KILLED (an interrupted, diverged
@@ -17,6 +18,8 @@ full pipe while MLflow is still being imported.
 Several jobs may share one SQLite store (``MLFLOW_TRACKING_URI=sqlite:///...``, jobs of a
 sweep in parallel): the schema and the experiment are created under a file lock beside the
 database (``<db>.lock``), and every write holds it too, so concurrent jobs never race SQLite.
+A new SQLite store starts as a copy of an empty one that this MLflow version made once
+(``_copy_empty_store``).
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ class Writer:
         if db is not None:
             db.parent.mkdir(parents=True, exist_ok=True)
         with self.lock:     # the schema and the experiment are created once, by one job
+            if db is not None and not db.exists():
+                _copy_empty_store(db, mlflow)
             self.client = mlflow.MlflowClient(tracking_uri=self.uri)
             exp = self.client.get_experiment_by_name(head["experiment"])
             if exp is not None:
@@ -96,9 +101,11 @@ class Writer:
             for i in range(0, len(params), BATCH):
                 self.client.log_batch(self.run_id, params=params[i:i + BATCH])
 
-    def metrics(self, values: dict[str, float], step: int) -> None:
+    def metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
+        """Rows of (metrics, step), in as few ``log_batch`` calls as MLflow allows."""
         now = int(time.time() * 1000)
-        batch = [self.Metric(k, float(v), now, step) for k, v in values.items()]
+        batch = [self.Metric(k, float(v), now, step) for values, step in rows
+                 for k, v in values.items()]
         for i in range(0, len(batch), 1000):
             with self.lock:
                 self.client.log_batch(self.run_id, metrics=batch[i:i + 1000])
@@ -108,6 +115,31 @@ class Writer:
             if artifact and Path(artifact).exists():
                 self.client.log_artifact(self.run_id, artifact)
             self.client.set_terminated(self.run_id, status)
+
+
+def _copy_empty_store(db: Path, mlflow) -> None:
+    """A new SQLite store as a copy of an empty one made by this MLflow version once per
+    machine (``~/.cache/fedmoo/mlflow-<version>.db``): MLflow builds a new store's schema by
+    running its whole migration history, 5-15 s on a 2-core machine, once for every run
+    directory otherwise. Where the cache cannot be written, MLflow builds the store itself."""
+    import os
+    import shutil
+
+    from filelock import FileLock
+
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fedmoo"
+    empty = home / f"mlflow-{mlflow.__version__}.db"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(empty) + ".lock", thread_local=False):
+            if not empty.exists():
+                making = empty.with_name(f"{empty.name}.{os.getpid()}.tmp")
+                making.unlink(missing_ok=True)
+                mlflow.MlflowClient(tracking_uri=f"sqlite:///{making}").search_experiments()
+                making.replace(empty)
+        shutil.copyfile(empty, db)
+    except OSError:
+        db.unlink(missing_ok=True)
 
 
 def main() -> int:
@@ -134,11 +166,18 @@ def main() -> int:
     try:
         while (msg := inbox.get()) is not None:
             if "final" in msg:
-                writer.metrics({f"final/{k}": v for k, v in msg["final"].items()}, 0)
+                writer.metrics([({f"final/{k}": v for k, v in msg["final"].items()}, 0)])
                 writer.end("FINISHED", msg.get("artifact"))
                 final = True
-            else:
-                writer.metrics(msg["metrics"], int(msg["step"]))
+                continue
+            rows = [(msg["metrics"], int(msg["step"]))]
+            while not inbox.empty():     # rows that came while we wrote: one batch with them
+                nxt = inbox.queue[0]
+                if nxt is None or "final" in nxt:
+                    break
+                inbox.get()
+                rows.append((nxt["metrics"], int(nxt["step"])))
+            writer.metrics(rows)
         if not final:
             writer.end("KILLED")
     except Exception as e:  # noqa: BLE001

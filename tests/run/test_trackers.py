@@ -91,6 +91,26 @@ def test_mlflow_store_shared_by_parallel_jobs(tmp_path):
     assert len(folders) == 2
 
 
+def test_new_sqlite_store_is_a_copy_of_an_empty_one(tmp_path, monkeypatch):
+    """The empty store is made once per MLflow version (in the cache), and a copy of it is a
+    store MLflow accepts as its own (its schema check passes, runs can be logged)."""
+    mlflow = pytest.importorskip("mlflow")
+    from fedmoo.run import mlflow_writer
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first, second = tmp_path / "a" / "mlflow.db", tmp_path / "b" / "mlflow.db"
+    for db in (first, second):
+        db.parent.mkdir()
+        mlflow_writer._copy_empty_store(db, mlflow)
+    empty = tmp_path / "cache" / "fedmoo" / f"mlflow-{mlflow.__version__}.db"
+    assert first.read_bytes() == second.read_bytes() == empty.read_bytes()
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{second}")
+    run_id = client.create_run(client.create_experiment("x")).info.run_id
+    client.log_metric(run_id, "m", 1.5, step=2)
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "m")] == [(2, 1.5)]
+    assert first.read_bytes() == empty.read_bytes()      # copies, not links
+
+
 def test_tensorboard_hparams(tmp_path):
     """The config and the final metrics in the HParams plugin's records of the run's events."""
     pytest.importorskip("tensorboard")
