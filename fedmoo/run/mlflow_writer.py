@@ -1,8 +1,9 @@
 """``logger=mlflow``'s writer: a child process that owns the MLflow run (fedmoo.run.loggers).
 
-Importing MLflow and creating a SQLite store's schema take 5-15 s on a 2-core machine, and
-every write to a SQLite store commits to disk; in a process of its own that work runs beside
-the training instead of inside its rounds. The run sends JSON lines on the writer's stdin:
+Importing MLflow and opening a SQLite store take 5-6 s of CPU (creating a store's schema 10 s
+more on a 2-core machine), and every write to a SQLite store commits to disk; in a process of
+its own, at a lower priority (nice 10), that work runs beside the training instead of inside
+its rounds. The run sends JSON lines on the writer's stdin:
 
 - first ``{"uri", "experiment", "run_name", "tags", "params"}``;
 - then ``{"step": t, "metrics": {...}}`` per rounds.csv row (one ``log_batch`` each, or one
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import signal
 import sys
@@ -36,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 BATCH = 100     # MLflow's limit of params (and tags) in one log_batch call
+NICE = 10       # the writer's scheduling priority below the run's (importing MLflow and
+                # opening a store take 5-6 s of CPU)
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -122,7 +126,6 @@ def _copy_empty_store(db: Path, mlflow) -> None:
     machine (``~/.cache/fedmoo/mlflow-<version>.db``): MLflow builds a new store's schema by
     running its whole migration history, 5-15 s on a 2-core machine, once for every run
     directory otherwise. Where the cache cannot be written, MLflow builds the store itself."""
-    import os
     import shutil
 
     from filelock import FileLock
@@ -144,6 +147,10 @@ def _copy_empty_store(db: Path, mlflow) -> None:
 
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the run's; it ends us by EOF
+    try:
+        os.nice(NICE)     # the training comes first; the writer catches up when it can
+    except OSError:
+        pass
     logging.basicConfig(level=logging.WARNING)
     inbox: queue.Queue = queue.Queue()
 
