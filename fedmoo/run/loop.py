@@ -79,8 +79,9 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
     from. A session that fails (diverges, runs out of disk, a bug) is written up and dropped,
     the others go on; returns the failures. SIGTERM / SIGINT checkpoints every live session
     and raises RunInterrupted. ``progress``: a bar over the rounds (fedmoo.run.progress; else
-    each session's own), which for several sessions says how many have finished. ``evaluate``: after the server updates, the evaluations it makes for several sessions
-    at once (session -> ClientEval; the others evaluate themselves)."""
+    each session's own), which for several sessions says how many have finished.
+    ``evaluate``: after the server updates, the evaluations it makes for several sessions at
+    once (session -> ClientEval; the others evaluate themselves)."""
     failures: dict[Session, Exception] = {}
     live = list(sessions)
     first = min(s.next_round for s in sessions)
