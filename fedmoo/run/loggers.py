@@ -202,11 +202,11 @@ class WandbLogger(NullLogger):
         wandb = _need("wandb", "wandb")
         folder = Path(run_dir) / "wandb"
         folder.mkdir(parents=True, exist_ok=True)
-        # quiet: W&B's own lines (the run's summary block) stay out of fedmoo's output
-        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "fedmoo"),
-                              name=name, group=tags.get("fedmoo.sweep"), dir=str(Path(run_dir)),
-                              config=cfg,
-                              reinit="create_new", settings=wandb.Settings(silent=True))
+        # silent: W&B's own lines (the run's summary block) stay out of fedmoo's output
+        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "fedmoo"), name=name,
+                              group=(tags.get("fedmoo.sweep") or "")[-128:] or None,
+                              dir=str(Path(run_dir)), config=cfg, reinit="create_new",
+                              settings=wandb.Settings(silent=True))
         self.done = False
 
     def log(self, row: dict[str, Any]) -> None:
