@@ -9,8 +9,9 @@ fresh temporary directory, with the rounds' own time from the run's "done:" line
 
 ``--loggers`` times the default run once per logger instead, the loggers taking turns within
 each repetition (so a change in the machine's load reaches them all alike), and prints each
-logger's median and its overhead against ``logger=none`` (the first one named), for the whole
-process and for the rounds. MLflow writes its default store (``<run dir>/mlflow.db``, a new
+logger's medians and their overheads against ``logger=none`` (the first one named): the whole
+process, the run as it reports itself (``done: ... in X s``: set-up and rounds) and the median
+round (rounds.csv's ``time/round_s``). MLflow writes its default store (``<run dir>/mlflow.db``, a new
 SQLite database each time), W&B runs offline (WANDB_MODE=offline).
 
 The numbers of docs/PERFORMANCE.md ("engine=auto on a CPU, and start-up"); the issue's target is
@@ -80,29 +81,47 @@ def main(argv=None) -> int:
     return 0
 
 
+def round_median(cwd: str) -> float | None:
+    """The median ``time/round_s`` of the run's rounds.csv under ``cwd`` (None if none)."""
+    import csv
+
+    for path in Path(cwd).rglob("rounds.csv"):
+        with open(path, newline="") as f:
+            times = [float(r["time/round_s"]) for r in csv.DictReader(f) if r.get("time/round_s")]
+        return statistics.median(times) if times else None
+    return None
+
+
 def loggers(base: list[str], names: list[str], reps: int) -> int:
     """The default run with each logger, taking turns; medians and overheads against the first."""
     os.environ.setdefault("WANDB_MODE", "offline")
     os.environ.pop("MLFLOW_TRACKING_URI", None)
     walls: dict[str, list[float]] = {n: [] for n in names}
     rounds: dict[str, list[float]] = {n: [] for n in names}
+    per_round: dict[str, list[float]] = {n: [] for n in names}
     print(f"default run, {reps} repetition(s) per logger; load {os.getloadavg()[0]:.2f}",
           flush=True)
     for rep in range(reps):
         for name in names:
             with tempfile.TemporaryDirectory() as cwd:
                 wall, r = one(base + [f"logger={name}"], cwd)
+                each = round_median(cwd)
             walls[name].append(wall)
             if r is not None:
                 rounds[name].append(r)
-            print(f"  rep {rep + 1} logger={name}: wall {wall:.2f} s, rounds {r} s; load "
-                  f"{os.getloadavg()[0]:.2f}", flush=True)
+            if each is not None:
+                per_round[name].append(each)
+            print(f"  rep {rep + 1} logger={name}: wall {wall:.2f} s, run {r} s, median round "
+                  f"{each} s; load {os.getloadavg()[0]:.2f}", flush=True)
     ref_w, ref_r = statistics.median(walls[names[0]]), statistics.median(rounds[names[0]])
+    ref_e = statistics.median(per_round[names[0]]) if per_round[names[0]] else None
     for name in names:
         w, r = statistics.median(walls[name]), statistics.median(rounds[name])
+        e = statistics.median(per_round[name]) if per_round[name] else None
         print(f"logger={name}: wall median {w:.2f} s ({100 * (w / ref_w - 1):+.0f}% against "
-              f"logger={names[0]}), rounds median {r:.2f} s ({100 * (r / ref_r - 1):+.0f}%)",
-              flush=True)
+              f"logger={names[0]}), run median {r:.2f} s ({100 * (r / ref_r - 1):+.0f}%)"
+              + (f", round median {1000 * e:.1f} ms ({100 * (e / ref_e - 1):+.0f}%)"
+                 if e is not None and ref_e else ""), flush=True)
     print(f"load at the end {os.getloadavg()[0]:.2f}")
     return 0
 

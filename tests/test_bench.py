@@ -94,11 +94,12 @@ def test_bench_startup_loggers_overheads(capsys, monkeypatch):
         return times[name][sum(1 for m in made if m == name) - 1]
 
     monkeypatch.setattr(mod, "one", one)
+    monkeypatch.setattr(mod, "round_median", lambda cwd: None)
     monkeypatch.setattr(mod, "fedmoo_command", lambda: ["fedmoo"])
     assert mod.main(["--loggers", "none,mlflow", "--reps", "3"]) == 0
     assert made == ["none", "mlflow"] * 3
     out = capsys.readouterr().out
     # medians: none 11.0 / 5.5 s, mlflow 12.1 / 6.05 s: +10% both
-    assert "logger=none: wall median 11.00 s (+0% against logger=none), rounds median 5.50 s (+0%)" in out
-    assert ("logger=mlflow: wall median 12.10 s (+10% against logger=none), rounds median "
+    assert "logger=none: wall median 11.00 s (+0% against logger=none), run median 5.50 s (+0%)" in out
+    assert ("logger=mlflow: wall median 12.10 s (+10% against logger=none), run median "
             "6.05 s (+10%)") in out
