@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Round-time benchmark of local training: a peer-style loop vs fedmoo's two engines.
 
-    python scripts/bench.py --quick            # < 1 min on a 2-core CPU (reduced client sizes)
+    python scripts/bench.py --quick            # < 1 min on an idle 2-core CPU (small clients, no LSTM)
     python scripts/bench.py --json             # full workloads; last line = one JSON object
     python scripts/bench.py --workloads cnn --clients-per-round 100 --compile on
 
@@ -297,7 +297,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="reduced client sizes and 2 repetitions")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    ap.add_argument("--workloads", default="cnn,mlp,lstm,logreg")
+    ap.add_argument("--workloads", default=None,
+                    help="default cnn,mlp,lstm,logreg; --quick: cnn,mlp,logreg (the LSTM's "
+                         "380 MFLOP a sample alone took two minutes a round on the busy VM)")
     ap.add_argument("--reps", type=int, default=None, help="timed rounds per engine (default 5, quick 2)")
     ap.add_argument("--clients-per-round", type=int, default=10)
     ap.add_argument("--samples", type=int, default=None,
@@ -328,7 +330,8 @@ def main(argv=None) -> int:
             ap.error(f"unknown variant {bad[0]!r}; choose from {', '.join(VARIANTS)}")
         if device.type != "cuda" and "eg" in variants:
             ap.error("variant 'eg' (engine.cuda_graph=true) needs a CUDA device")
-    names = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    workloads = args.workloads or ("cnn,mlp,logreg" if args.quick else "cnn,mlp,lstm,logreg")
+    names = [w.strip() for w in workloads.split(",") if w.strip()]
     bad = [w for w in names if w not in WORKLOADS]
     if bad:
         ap.error(f"unknown workload {bad[0]!r}; choose from {', '.join(WORKLOADS)}")
