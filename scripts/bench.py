@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Round-time benchmark of local training: a peer-style loop vs fedmoo's two engines.
 
-    python scripts/bench.py --quick            # < 2 min on a 2-core CPU (reduced client sizes)
+    python scripts/bench.py --quick            # < 1 min on an idle 2-core CPU (small clients, no LSTM)
     python scripts/bench.py --json             # full workloads; last line = one JSON object
     python scripts/bench.py --workloads cnn --clients-per-round 100 --compile on
 
@@ -57,9 +57,9 @@ VARIANTS = ("b0", "b1", "e", "ev", "ec", "eg")
 # test samples per client (full, --quick)
 WORKLOADS = {
     "cnn": ({"name": "cnn_cifar"}, (3, 32, 32), 10, False, (400, 20), (100, 5)),
-    "mlp": ({"name": "mlp", "hidden": [200, 200]}, (3, 32, 32), 10, False, (400, 400), (100, 10)),
+    "mlp": ({"name": "mlp", "hidden": [200, 200]}, (3, 32, 32), 10, False, (400, 40), (100, 10)),
     "lstm": ({"name": "lstm_shakespeare"}, (80,), 80, True, (400, 10), (100, 1)),
-    "logreg": ({"name": "logreg"}, (105,), 2, False, (400, 400), (100, 10)),
+    "logreg": ({"name": "logreg"}, (105,), 2, False, (400, 100), (100, 10)),
     "fmnist_logreg": ({"name": "logreg"}, (1, 28, 28), 10, False, (None, None), (None, None)),
 }
 # workloads on real data: the overrides of `fedmoo run` that describe their federation
@@ -166,6 +166,7 @@ def server_times(loops, ids, w0, device, reps: int) -> dict[str, float]:
         algo = algorithms.build({"name": name})
         state = algo.init(w0, NUM_CLIENTS)
         out[name] = timed(lambda: algo.server_update(state, cohort), device, reps)
+        print(f"   server step {name}: {out[name]:.4f} s", flush=True)
     return out
 
 
@@ -224,6 +225,10 @@ def bench_workload(name, args, device, variants) -> dict:
                    "cuda_graph": v == "eg"}
             loops[v] = EngineLoop(fengine.build(cfg, m, data, client))
     k = args.clients_per_round
+    print(f"\n== {name}: fedmoo.models {model_cfg['name']}; {sum(p.numel() for p in model.parameters()):,} parameters; "
+          f"{fps / 1e6:.2f} MFLOP/sample (train, counted)")
+    print(f"   {NUM_CLIENTS} clients, K={k}, {n} samples/client, batch {BATCH}, 1 epoch "
+          f"({math.ceil(n / BATCH)} steps); {args.reps} timed rounds after 1 warm-up", flush=True)
     rng = np.random.default_rng(0)
     times = {v: [] for v in variants}
     peak = {}
@@ -246,14 +251,12 @@ def bench_workload(name, args, device, variants) -> dict:
             if device.type == "cuda":
                 peak[v] = max(peak.get(v, 0), torch.cuda.max_memory_allocated(device))
             assert torch.isfinite(w).all()
+            print(f"   {'warm-up' if rep == 0 else f'round {rep}'} {v}: {dt:.4f} s", flush=True)
     eval_s = timed(lambda: evaluate_clients(copy.deepcopy(model), data, "test", w0), device, args.reps)
+    print(f"   evaluation: {eval_s:.4f} s", flush=True)
     server = server_times(loops, ids, w0, device, args.reps)
 
     samples = k * n
-    print(f"\n== {name}: fedmoo.models {model_cfg['name']}; {sum(p.numel() for p in model.parameters()):,} parameters; "
-          f"{fps / 1e6:.2f} MFLOP/sample (train, counted)")
-    print(f"   {NUM_CLIENTS} clients, K={k}, {n} samples/client, batch {BATCH}, 1 epoch "
-          f"({math.ceil(n / BATCH)} steps); {args.reps} timed rounds after 1 warm-up")
     print(f"   {'engine':<6} {'median s':>10} {'min s':>9} {'max s':>9} {'warm-up s':>10} "
           f"{'samples/s':>10} {'TFLOP/s':>8} {'peak MB':>8} {'2000 rounds':>12}")
     med = {v: statistics.median(times[v]) for v in variants}
@@ -292,10 +295,12 @@ def bench_workload(name, args, device, variants) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="reduced client sizes and 3 repetitions")
+    ap.add_argument("--quick", action="store_true", help="reduced client sizes and 2 repetitions")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    ap.add_argument("--workloads", default="cnn,mlp,lstm,logreg")
-    ap.add_argument("--reps", type=int, default=None, help="timed rounds per engine (default 5, quick 3)")
+    ap.add_argument("--workloads", default=None,
+                    help="default cnn,mlp,lstm,logreg; --quick: cnn,mlp,logreg (the LSTM's "
+                         "380 MFLOP a sample alone took two minutes a round on the busy VM)")
+    ap.add_argument("--reps", type=int, default=None, help="timed rounds per engine (default 5, quick 2)")
     ap.add_argument("--clients-per-round", type=int, default=10)
     ap.add_argument("--samples", type=int, default=None,
                     help="training samples per client (default 400; --quick: fewer for cnn and lstm)")
@@ -310,7 +315,7 @@ def main(argv=None) -> int:
     ap.add_argument("--compile", default="auto", choices=["auto", "on", "off"],
                     help="also time engine.compile=true (auto: on CUDA only)")
     args = ap.parse_args(argv)
-    args.reps = args.reps or (3 if args.quick else 5)
+    args.reps = args.reps or (2 if args.quick else 5)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if args.device == "auto" else args.device))
     if device.type == "cuda":
@@ -325,7 +330,8 @@ def main(argv=None) -> int:
             ap.error(f"unknown variant {bad[0]!r}; choose from {', '.join(VARIANTS)}")
         if device.type != "cuda" and "eg" in variants:
             ap.error("variant 'eg' (engine.cuda_graph=true) needs a CUDA device")
-    names = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    workloads = args.workloads or ("cnn,mlp,logreg" if args.quick else "cnn,mlp,lstm,logreg")
+    names = [w.strip() for w in workloads.split(",") if w.strip()]
     bad = [w for w in names if w not in WORKLOADS]
     if bad:
         ap.error(f"unknown workload {bad[0]!r}; choose from {', '.join(WORKLOADS)}")
@@ -335,7 +341,7 @@ def main(argv=None) -> int:
           + (f", CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}"
              if device.type == "cuda" else "")
           + f"; float32 (TF32 {'on' if args.tf32 and device.type == 'cuda' else 'off'}); "
-          + ("--quick" if args.quick else "full"))
+          + ("--quick" if args.quick else "full"), flush=True)
     t0 = time.perf_counter()
     out = {name: bench_workload(name, args, device, variants) for name in names}
     print(f"\ntotal {time.perf_counter() - t0:.1f} s; peak RSS "

@@ -24,7 +24,9 @@ the sweep grouped), each round's training call (``train_many``), the group's eva
 checkpoints (none unless ``--set checkpoint_every=N``), the runs' server steps (attack, server
 rule, divergence checks) and the rest (records, the evaluations a run makes alone, final
 files); on CUDA each phase ends with a synchronisation. ``--set KEY=VALUE`` adds an override
-to every job (``--set tf32=true``).
+to every job (``--set tf32=true``). ``--busy N`` starts N busy neighbours (processes that spin
+on a CPU) for the whole measurement, as on a shared machine; the machine's load average is
+printed before and after.
 The default experiment, ``bench/synthetic``, needs no files: q-FFL's Synthetic(1,1) with 30
 clients (10 a round, batch 10, logistic regression) and a grid of q-FedAvg, FedProx and FedAvg
 rows at two learning rates.
@@ -36,24 +38,28 @@ import argparse
 import contextlib
 import itertools
 import json
+import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-import torch
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # as `fedmoo` sets it (fedmoo.cli.main)
+
+import pandas as pd  # noqa: E402 - after OpenMP's wait policy
+import torch  # noqa: E402
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fedmoo.cli.config import compose
-from fedmoo.cli.groups import CONF_DIR
-from fedmoo.engine.batched import BatchedEngine
-from fedmoo.run import group, loop, rundir
+from fedmoo.cli.config import compose  # noqa: E402
+from fedmoo.cli.groups import CONF_DIR  # noqa: E402
+from fedmoo.engine.batched import BatchedEngine  # noqa: E402
+from fedmoo.run import group, loop, rundir  # noqa: E402
 
 SYNTHETIC = ["data=synthetic", "num_clients=30", "clients_per_round=10", "eval_every=5"]
 SYNTHETIC_GRID = {"algo": ["qfedavg", "fedprox", "fedavg"], "client.lr": ["0.01", "0.02"]}
@@ -248,7 +254,33 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=2, help="repetitions of each way (alternate)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an override for every job (repeatable), e.g. --set tf32=true")
+    ap.add_argument("--busy", type=int, default=0, metavar="N",
+                    help="N busy neighbour processes spinning on a CPU while it measures")
     args = ap.parse_args(argv)
+    with neighbours(args.busy):
+        return bench(args)
+
+
+@contextlib.contextmanager
+def neighbours(n: int):
+    """``n`` processes that spin on a CPU until the block ends."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def bench(args) -> int:
     counts = [int(n) for n in args.runs.split(",")]
     extra = [f"rounds={args.rounds}", "progress=false", f"device={args.device}",
              "checkpoint_every=0"] + ([f"data_dir={args.data_dir}"] if args.data_dir else [])
@@ -256,7 +288,9 @@ def main(argv=None) -> int:
     jobs = grid(args.experiment)
     print(f"{args.experiment}: {args.rounds} rounds a run; {platform.processor() or platform.machine()}"
           f", {torch.get_num_threads()} threads, torch {torch.__version__}"
-          + (f"; {' '.join(args.set)}" if args.set else ""))
+          + (f"; {' '.join(args.set)}" if args.set else "")
+          + f"; {os.cpu_count()} CPUs, load average {loadavg()}"
+          + (f", {args.busy} busy neighbour(s)" if args.busy else ""))
     out = []
     if args.invariant == "alternate":
         for n in counts:
@@ -286,6 +320,7 @@ def main(argv=None) -> int:
               f"{r['evals']} group evaluations {r['eval_s']:.1f} s; {r['checkpoints']} "
               f"checkpoints {r['checkpoint_s']:.1f} s; server steps {r['server_s']:.1f} s; "
               f"the rest {r['other_s']:.1f} s", flush=True)
+    print(f"load average at the end: {loadavg()}")
     if args.json:
         print(json.dumps({"experiment": args.experiment, "rounds": args.rounds, "set": args.set,
                           "results": out}))

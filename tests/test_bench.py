@@ -75,3 +75,31 @@ def test_gpu_checks_grid_estimate_by_hand():
     one_kind = {**res, "round_s": [9, 2], "round_with_before": [True, True], "server_s": 0.2}
     assert mod.grid_estimate(one_kind) == pytest.approx(15 + 4000 + 200 + 600 + 199 * 2.08)
     assert mod.grid_estimate({**res, "round_s": [], "round_with_before": []}) is None
+
+
+def test_bench_startup_loggers_overheads(capsys, monkeypatch):
+    """--loggers: the loggers take turns in each repetition; medians and overheads against
+    the first, by hand (no process started: the timing of one run is replaced)."""
+    spec = importlib.util.spec_from_file_location("fedmoo_bench_startup",
+                                                  BENCH.parent / "bench_startup.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    made = []
+    times = {"none": [(10.0, 5.0), (12.0, 6.0), (11.0, 5.5)],
+             "mlflow": [(11.0, 5.0), (13.2, 6.6), (12.1, 6.05)]}
+
+    def one(cmd, cwd):
+        name = cmd[-1].split("=")[1]
+        made.append(name)
+        return times[name][sum(1 for m in made if m == name) - 1]
+
+    monkeypatch.setattr(mod, "one", one)
+    monkeypatch.setattr(mod, "round_median", lambda cwd: None)
+    monkeypatch.setattr(mod, "fedmoo_command", lambda: ["fedmoo"])
+    assert mod.main(["--loggers", "none,mlflow", "--reps", "3"]) == 0
+    assert made == ["none", "mlflow"] * 3
+    out = capsys.readouterr().out
+    # medians: none 11.0 / 5.5 s, mlflow 12.1 / 6.05 s: +10% both
+    assert "logger=none: wall median 11.00 s (+0% against logger=none), run median 5.50 s (+0%)" in out
+    assert ("logger=mlflow: wall median 12.10 s (+10% against logger=none), run median "
+            "6.05 s (+10%)") in out

@@ -23,7 +23,7 @@ except ImportError:                                   # Python 3.10
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # distribution -> the module it is imported as, when the names differ
 MODULE = {"hydra-core": "hydra", "scikit-learn": "sklearn", "pyyaml": "yaml", "pillow": "PIL",
-          "flwr": "flwr"}
+          "flwr": "flwr", "mlflow-skinny": "mlflow"}
 # declared but never imported: qpsolvers' solver backends (qpsolvers imports them)
 BACKENDS = {"daqp", "quadprog"}
 
@@ -90,3 +90,26 @@ def test_citation_file():
     assert cff["authors"] and "version" not in cff     # no second copy of the version
     for ref in cff["references"]:
         assert ref["title"] and ref["authors"] and ref["year"] > 2000
+
+
+def test_trackers_extra_covers_mlflows_sqlite_store():
+    """logger=mlflow's default store is SQLite; mlflow-skinny does not require what that store
+    imports (SQLAlchemy, alembic), so `.[trackers]` must, or it works only next to `.[flower]`."""
+    pytest.importorskip("mlflow")
+    import importlib.util
+
+    source = Path(importlib.util.find_spec("mlflow.store.db.utils").origin).read_text()
+    imported = set()
+    for node in ast.parse(source).body:                 # the module's top-level imports
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            imported.add(node.module.split(".")[0])
+    third = {m for m in imported if m not in sys.stdlib_module_names and m != "mlflow"}
+    assert {"sqlalchemy", "alembic"} <= third
+    owners = importlib.metadata.packages_distributions()
+    skinny = {dist(r) for r in importlib.metadata.requires("mlflow-skinny") or []
+              if "extra ==" not in r}
+    trackers = {dist(r) for r in PYPROJECT["project"]["optional-dependencies"]["trackers"]}
+    for module in third:
+        assert {d.lower() for d in owners[module]} & (skinny | trackers), module

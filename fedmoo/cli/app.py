@@ -56,6 +56,7 @@ class Job:
     multirun: bool
     traceback: bool
     overrides: list[str] | None = None   # the job's own, for the sweep's report
+    sweep_dir: Path | None = None
 
 
 def prepare(cfg: DictConfig) -> tuple[Job, Exception | None]:
@@ -70,6 +71,7 @@ def prepare(cfg: DictConfig) -> tuple[Job, Exception | None]:
     job = Job(cfg={}, run_dir=Path(hc.runtime.output_dir), record={},
               multirun=hc.mode == RunMode.MULTIRUN, traceback=bool(cfg.get("traceback", False)),
               overrides=[str(o) for o in hc.overrides.task])
+    _note_sweep(job, hc)
     try:
         job.cfg = OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException as e:
@@ -143,9 +145,54 @@ def mode_from_flags(overrides: list[str]):
         Hydra.get_mode = get_mode
 
 
+def _note_sweep(job: Job, hc) -> None:
+    """In a sweep: the job's sweep directory, and what its trackers are told of the sweep
+    (fedmoo.run.loggers.run_label)."""
+    import os
+
+    from fedmoo.run import loggers, sweeps
+
+    os.environ.pop(loggers.SWEEP_ENV, None)
+    os.environ.pop(loggers.SWEPT_ENV, None)
+    if not job.multirun:
+        return
+    job.sweep_dir = Path(str(hc.sweep.dir)).resolve()
+    os.environ[loggers.SWEEP_ENV] = str(job.sweep_dir)
+    note = sweeps.info(job.sweep_dir)
+    if note is not None:
+        os.environ[loggers.SWEPT_ENV] = ",".join(note.get("swept") or [])
+
+
+def sweep_started(config: DictConfig, jobs: int) -> None:
+    """fedmoo's sweeper: a sweep of ``jobs`` jobs starts (fedmoo.run.sweeps)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from fedmoo.run import sweeps
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+        swept = [o.key_or_group for o in parsed if o.is_sweep_override()]
+    except Exception:  # noqa: BLE001 - Hydra reports a bad override itself
+        swept = []
+    try:
+        sweeps.start(Path(str(config.hydra.sweep.dir)), jobs, swept)
+    except OSError as e:   # an unusable sweep directory fails its jobs, with their own message
+        log.debug("no sweep progress: %s", e)
+
+
 @hydra.main(config_path="pkg://fedmoo.conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
+    from fedmoo.run import sweeps
+
     job, outcome = prepare(cfg)
+    if job.sweep_dir is not None:
+        from hydra.core.hydra_config import HydraConfig
+
+        from fedmoo.run.loggers import run_label
+
+        hc = HydraConfig.get()
+        sweeps.job_started(job.sweep_dir, int(hc.job.num),
+                           run_label(job.run_dir, list(hc.overrides.task))[0])
     if outcome is None:
         try:
             from fedmoo.run import loop
@@ -154,7 +201,10 @@ def main(cfg: DictConfig) -> float | None:
                 outcome = loop.run({**job.cfg, "device": device}, job.run_dir, job.record)
         except Exception as e:  # noqa: BLE001 - finish() reports every kind of failure
             outcome = e
-    return finish(job, outcome)
+    value = finish(job, outcome)
+    if job.sweep_dir is not None:
+        sweeps.job_done(job.sweep_dir)
+    return value
 
 
 def collect(cfg: DictConfig) -> Job | None:
@@ -174,7 +224,7 @@ def run_together(jobs: list[Job | None], max_rows: int,
     ``main`` would; the sweep's values in job order."""
     from fedmoo import logs
     from fedmoo.errors import RunInterrupted
-    from fedmoo.run import group
+    from fedmoo.run import group, sweeps
 
     logs.setup()   # the shared training's messages: stderr, not the last prepared job's log
     todo = [j for j in jobs if j is not None]
@@ -194,6 +244,8 @@ def run_together(jobs: list[Job | None], max_rows: int,
             continue
         with _job_log(j):
             values.append(finish(j, next(outcome)))
+            if j.sweep_dir is not None:
+                sweeps.job_done(j.sweep_dir)
     return values
 
 

@@ -18,6 +18,11 @@ from fedmoo import logs
 from fedmoo.cli.groups import GROUPS, group_options, with_plugins
 from fedmoo.errors import UserError
 
+# OpenMP threads that wait for work sleep instead of spinning (read once, when torch loads its
+# OpenMP runtime, so before any import of torch): a spinning thread takes a core from whatever
+# else runs on a shared machine, a lockstep group's other thread included (docs/PERFORMANCE.md).
+# Joblib's and submitit's workers inherit it. OMP_WAIT_POLICY=active in the environment wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 log = logging.getLogger(__name__)
 VERBOSITY = {"-q": "error", "--quiet": "error", "-v": "debug", "--verbose": "debug"}
 

@@ -36,7 +36,8 @@ from fedmoo import data as fdata
 from fedmoo.engine.batched import BatchedEngine
 from fedmoo.engine.evaluate_many import evaluate_models
 from fedmoo.params import num_params
-from fedmoo.run.loop import RunResult, Session, _progress, drive, train_each
+from fedmoo.run.loop import RunResult, Session, drive, train_each
+from fedmoo.run.progress import open_bar
 from fedmoo.run.setup import set_deterministic, set_threads, set_tf32
 
 
@@ -133,7 +134,7 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list,
     desc = (f"{len(group)} runs together" if len(group) > 1
             else f"{group[0].parts.algo.name} on {group[0].cfg['data']['name']}")
     first = min(s.next_round for s in group)
-    with _progress(max(s.rounds for s in group), first, desc, show) as bar:
+    with open_bar(max(s.rounds for s in group), first, desc, show) as bar:
         for s in group:
             s.clock()
         together = _evaluate_together if len(group) > 1 and not invariant else None

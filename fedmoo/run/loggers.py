@@ -4,24 +4,39 @@
 
 - ``none`` (default): nothing extra.
 - ``tensorboard``: every numeric column of every rounds.csv row as a scalar (tag = the column,
-  e.g. ``test/acc_mean``; step = the round) in ``<run dir>/tensorboard``, flushed row by row.
-- ``mlflow``: an MLflow run named after the run directory, in experiment ``fedmoo`` (or
-  ``MLFLOW_EXPERIMENT_NAME``), with the config as parameters (dotted keys), every row as
-  metrics (``/`` in names kept, step = the round), the final metrics and summary.json as an
-  artifact. Tracking URI: ``MLFLOW_TRACKING_URI``, else a local SQLite store
-  ``<run dir>/mlflow.db`` (``mlflow ui --backend-store-uri sqlite:///<run dir>/mlflow.db``). Needs ``pip install -e ".[trackers]"``.
+  e.g. ``test/acc_mean``; step = the round) in ``<run dir>/tensorboard``, flushed row by row;
+  at the end the config as hparams with the final metrics (``final/<name>``), for the HParams
+  view.
+- ``mlflow``: an MLflow run in experiment ``fedmoo`` (or ``MLFLOW_EXPERIMENT_NAME``) with the
+  config as parameters (dotted keys), every row as metrics (one ``log_batch`` per row; ``/`` in
+  names kept, step = the round), the final metrics (``final/<name>``) and summary.json as an
+  artifact. A child process writes it (fedmoo.run.mlflow_writer). Tracking URI:
+  ``MLFLOW_TRACKING_URI``, else a local SQLite store ``<run dir>/mlflow.db`` (``mlflow ui
+  --backend-store-uri sqlite:///<run dir>/mlflow.db``); a SQLite store may be shared by jobs
+  running at once, and its artifacts go beside it (``mlartifacts/<experiment>/<run id>``).
+  Needs ``pip install -e ".[trackers]"``.
 - ``wandb``: a Weights & Biases run in project ``fedmoo`` (or ``WANDB_PROJECT``) with the config,
   every row (step = the round) and the final metrics as its summary; files under
-  ``<run dir>/wandb``. ``WANDB_MODE=offline`` keeps it on disk (``wandb sync`` uploads later).
-  Needs ``pip install -e ".[trackers]"``.
+  ``<run dir>/wandb``; W&B's own lines are silenced. ``WANDB_MODE=offline`` keeps it on disk
+  (``wandb sync`` uploads later). Needs ``pip install -e ".[trackers]"``.
 
+A tracked run is named after its overrides (``algo=fedfv seed=1``; the run directory's name
+when there are none) and tagged with its run directory and, in a sweep, the sweep's directory
+(MLflow tags ``fedmoo.run_dir``, ``fedmoo.overrides``, ``fedmoo.sweep``; the W&B group).
 Non-finite values are skipped (trackers reject them; rounds.csv keeps them).
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import json
+import logging
 import math
 import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +44,9 @@ from fedmoo.errors import UserError
 from fedmoo.report.jobs import flatten
 
 CHOICES = ("none", "tensorboard", "mlflow", "wandb")
+SWEEP_ENV = "FEDMOO_SWEEP_DIR"   # set by the sweep report callback while a sweep runs,
+SWEPT_ENV = "FEDMOO_SWEPT_KEYS"  # with the keys the sweep varies (``seed,algo``)
+log = logging.getLogger(__name__)
 
 
 def _numbers(row: dict[str, Any]) -> dict[str, float]:
@@ -36,10 +54,14 @@ def _numbers(row: dict[str, Any]) -> dict[str, float]:
             and isinstance(v, (int, float)) and math.isfinite(v)}
 
 
-def _need(module: str, name: str):
-    import importlib
-
+def _need(module: str, name: str, load: bool = True):
+    """``module`` imported (or only found, ``load=False``); a UserError naming the extra if
+    it is not installed."""
     try:
+        if not load:
+            if importlib.util.find_spec(module) is None:
+                raise ImportError(module)
+            return None
         return importlib.import_module(module)
     except ImportError:
         raise UserError(f"logger={name} needs the {module} package; pip install -e "
@@ -51,6 +73,9 @@ class NullLogger:
     def log(self, row: dict[str, Any]) -> None:
         pass
 
+    def check(self) -> None:
+        """Before the run writes its completed result: raise the tracker's failure, if any."""
+
     def finish(self, final: dict[str, Any], run_dir: Path) -> None:
         pass
 
@@ -59,13 +84,30 @@ class NullLogger:
 
 
 class TensorBoardLogger(NullLogger):
-    def __init__(self, run_dir: Path, cfg: dict[str, Any]):
+    def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
         tb = _need("torch.utils.tensorboard", "tensorboard")
         self.writer = tb.SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+        self.cfg = cfg
 
     def log(self, row: dict[str, Any]) -> None:
         for key, value in _numbers(row).items():
             self.writer.add_scalar(key, value, global_step=int(row["round"]))
+        self.writer.flush()
+
+    def finish(self, final: dict[str, Any], run_dir: Path) -> None:
+        """The config as hparams with the final metrics (``final/<name>``), in the run's own
+        event file: TensorBoard's HParams view then lists a sweep's runs side by side."""
+        from torch.utils.tensorboard.summary import hparams
+
+        params = {k: v if isinstance(v, (bool, int, float, str)) else json.dumps(v)
+                  for k, v in flatten(self.cfg).items()}
+        metrics = {f"final/{k}": v for k, v in _numbers(final).items()}
+        writer = self.writer._get_file_writer()
+        for summary in hparams(params, metrics):
+            writer.add_summary(summary)
+        step = int(final.get("round", 0) or 0)
+        for key, value in metrics.items():
+            self.writer.add_scalar(key, value, global_step=step)
         self.writer.flush()
 
     def close(self) -> None:
@@ -73,46 +115,98 @@ class TensorBoardLogger(NullLogger):
 
 
 class MLflowLogger(NullLogger):
-    def __init__(self, run_dir: Path, cfg: dict[str, Any]):
-        self.mlflow = _need("mlflow", "mlflow")
-        uri = (os.environ.get("MLFLOW_TRACKING_URI")
-               or f"sqlite:///{(Path(run_dir) / 'mlflow.db').resolve()}")
-        self.client = self.mlflow.MlflowClient(tracking_uri=uri)
-        name = os.environ.get("MLFLOW_EXPERIMENT_NAME", "fedmoo")
-        exp = self.client.get_experiment_by_name(name)
-        exp_id = exp.experiment_id if exp else self.client.create_experiment(
-            name, artifact_location=(Path(run_dir) / "mlartifacts").resolve().as_uri())
-        self.run_id = self.client.create_run(exp_id, run_name=Path(run_dir).name).info.run_id
-        for key, value in flatten(cfg).items():
-            self.client.log_param(self.run_id, key, str(value)[:500])
+    """The MLflow run, written by a child process (fedmoo.run.mlflow_writer) so that importing
+    MLflow, creating the store and committing every row run beside the rounds."""
+
+    def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
+        _need("mlflow", "mlflow", load=False)
+        self.uri = (os.environ.get("MLFLOW_TRACKING_URI")
+                    or f"sqlite:///{(Path(run_dir) / 'mlflow.db').resolve()}")
+        self.proc = subprocess.Popen([sys.executable, "-m", "fedmoo.run.mlflow_writer"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     bufsize=1)
+        self.error: str | None = None             # the writer's error line
+        self.answered = threading.Event()         # its first line came: ready or error
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.done = False
+        self._send({"uri": self.uri, "experiment": os.environ.get("MLFLOW_EXPERIMENT_NAME",
+                                                                  "fedmoo"),
+                    "run_name": name, "tags": tags,
+                    "params": {k: str(v)[:500] for k, v in flatten(cfg).items()}})
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            word, _, rest = line.rstrip("\n").partition(" ")
+            if word == "error":
+                self.error = rest
+            if word in ("ready", "error"):
+                self.answered.set()
+        self.answered.set()                       # the writer ended
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        if self.error:
+            raise UserError(self.error)
+        try:
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):     # the writer ended: its last line says why
+            self.proc.wait()
+            self.reader.join()
+            raise UserError(self.error or "logger=mlflow: the MLflow writer stopped "
+                            f"(exit status {self.proc.returncode})") from None
 
     def log(self, row: dict[str, Any]) -> None:
-        step = int(row["round"])
-        for key, value in _numbers(row).items():
-            self.client.log_metric(self.run_id, key, value, step=step)
+        self._send({"step": int(row["round"]), "metrics": _numbers(row)})
+
+    def check(self) -> None:
+        self.answered.wait()
+        if self.error or self.proc.poll() not in (None, 0):
+            self.proc.wait()
+            self.reader.join()
+            raise UserError(self.error or "logger=mlflow: the MLflow writer stopped "
+                            f"(exit status {self.proc.returncode})")
 
     def finish(self, final: dict[str, Any], run_dir: Path) -> None:
-        for key, value in _numbers(final).items():
-            self.client.log_metric(self.run_id, f"final/{key}", value)
         summary = Path(run_dir) / "summary.json"
-        if summary.exists():
-            self.client.log_artifact(self.run_id, str(summary))
-        self.client.set_terminated(self.run_id, "FINISHED")
-        self.run_id = None
+        try:
+            self._send({"final": _numbers(final), "artifact": str(summary)})
+        except UserError:
+            pass                                  # said below
+        self.done = True
+        self._end()
+        if self.error:                            # the run's own result is complete: a warning
+            log.warning("%s", self.error)
+
+    def _end(self) -> None:
+        """End of input: the writer finishes what it was sent and ends (KILLED unless final)."""
+        try:
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        self.proc.wait()
+        self.reader.join()
 
     def close(self) -> None:
-        if self.run_id is not None:           # stopped early: interrupted, diverged, failed
-            self.client.set_terminated(self.run_id, "KILLED")
+        """Stopped early (interrupted, diverged, failed): end of input, and the writer ends the
+        MLflow run as KILLED by itself (without keeping a stopping run waiting on it)."""
+        if not self.done:
+            try:
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
 
 
 class WandbLogger(NullLogger):
-    def __init__(self, run_dir: Path, cfg: dict[str, Any]):
+    def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
         wandb = _need("wandb", "wandb")
         folder = Path(run_dir) / "wandb"
         folder.mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "fedmoo"),
-                              name=Path(run_dir).name, dir=str(Path(run_dir)), config=cfg,
-                              reinit="create_new")
+        # silent: W&B's own lines (the run's summary block) stay out of fedmoo's output
+        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "fedmoo"), name=name,
+                              group=(tags.get("fedmoo.sweep") or "")[-128:] or None,
+                              dir=str(Path(run_dir)), config=cfg, reinit="create_new",
+                              settings=wandb.Settings(silent=True))
         self.done = False
 
     def log(self, row: dict[str, Any]) -> None:
@@ -138,6 +232,10 @@ class Trackers(NullLogger):
         for m in self.members:
             m.log(row)
 
+    def check(self) -> None:
+        for m in self.members:
+            m.check()
+
     def finish(self, final: dict[str, Any], run_dir: Path) -> None:
         for m in self.members:
             m.finish(final, run_dir)
@@ -150,19 +248,36 @@ class Trackers(NullLogger):
 KINDS = {"tensorboard": TensorBoardLogger, "mlflow": MLflowLogger, "wandb": WandbLogger}
 
 
-def build(names: str | list[str] | None, run_dir: Path, cfg: dict[str, Any] | None = None
-          ) -> NullLogger:
-    """The trackers selected by the ``logger`` config key."""
+def build(names: str | list[str] | None, run_dir: Path, cfg: dict[str, Any] | None = None,
+          overrides: list[str] | None = None) -> NullLogger:
+    """The trackers selected by the ``logger`` config key. ``overrides``: the job's command-line
+    overrides; they name the tracked run (``algo=fedfv seed=1``; the run directory's name
+    without any)."""
     names = ["none"] if names is None else [names] if isinstance(names, str) else list(names)
     for n in names:
         if n not in CHOICES:
             raise UserError(f"logger={n!r} is not valid; choose one or a list of: "
                             f"{', '.join(CHOICES)}")
     members: list[NullLogger] = []
+    name, tags = run_label(Path(run_dir), overrides)
     try:
         for n in dict.fromkeys(n for n in names if n != "none"):
-            members.append(KINDS[n](Path(run_dir), cfg or {}))
+            members.append(KINDS[n](Path(run_dir), cfg or {}, name, tags))
     except BaseException:
         Trackers(members).close()
         raise
     return members[0] if len(members) == 1 else Trackers(members)
+
+
+def run_label(run_dir: Path, overrides: list[str] | None) -> tuple[str, dict[str, str]]:
+    """A tracked run's name and tags: its overrides (Hydra's own left out; in a sweep, those
+    of the keys the sweep varies), the run directory and, in a sweep, the sweep's directory."""
+    given = [o for o in overrides or [] if not o.lstrip("+~").startswith("hydra")]
+    swept = [k for k in os.environ.get(SWEPT_ENV, "").split(",") if k]
+    shown = [o for o in given if o.lstrip("+~").split("=", 1)[0] in swept] or given
+    tags = {"fedmoo.run_dir": str(Path(run_dir).resolve())}
+    if given:
+        tags["fedmoo.overrides"] = " ".join(given)
+    if os.environ.get(SWEEP_ENV):
+        tags["fedmoo.sweep"] = os.environ[SWEEP_ENV]
+    return (" ".join(shown) or Path(run_dir).name)[:250], tags

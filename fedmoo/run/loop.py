@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -34,6 +33,7 @@ from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
 from fedmoo.run import checkpoint, loggers
 from fedmoo.run.evaluation import RoundEvaluator
 from fedmoo.run.guards import check_config, check_diverged, check_row, reported_models
+from fedmoo.run.progress import open_bar, row_note
 from fedmoo.run.rundir import RunDir
 from fedmoo.run.sampler import ClientSampler
 from fedmoo.run.setup import Parts, build_parts
@@ -79,10 +79,11 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
     from, and completes (its files final, ``Session.result``) as soon as its last round is
     recorded, whatever the others still do. A session that fails (diverges, runs out of disk,
     a bug) is written up and dropped, the others go on; returns the failures. SIGTERM / SIGINT
-    checkpoints every session still training and raises RunInterrupted. ``progress``: a tqdm
-    bar over the rounds (else each session's own). ``evaluate``: after the server updates, the
-    evaluations it makes for several sessions at once (session -> ClientEval; the others
-    evaluate themselves)."""
+    checkpoints every session still training and raises RunInterrupted. ``progress``: a bar
+    over the rounds (fedmoo.run.progress; else each session's own), which for several sessions
+    says how many have finished. ``evaluate``: after the server updates, the evaluations it
+    makes for several sessions at once (session -> ClientEval; the others evaluate
+    themselves)."""
     failures: dict[Session, Exception] = {}
     live = _finish(list(sessions), failures)
     first = min(s.next_round for s in sessions)
@@ -105,6 +106,9 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
                 s.guard(failures, s.record, t, given.get(s))
             live = _finish(live, failures)
             if progress is not None:
+                if len(sessions) > 1:     # a group: how many of its runs are through
+                    over = sum(s in failures or s.next_round >= s.rounds for s in sessions)
+                    progress.set_postfix_str(f"{over} of {len(sessions)} runs finished")
                 progress.update(1)
     return failures
 
@@ -216,11 +220,12 @@ class Session:
                             if self.every.log_clients else None)
         self.final = rows[-1] if rows else {}
         self.last_eval = (time.perf_counter(), rundir.resumed_from)
-        self.bar = self._stack.enter_context(_progress(
+        self.bar = self._stack.enter_context(open_bar(
             self.rounds, rundir.resumed_from, f"{algo.name} on {cfg['data']['name']}",
             self.show_progress))
         self.tracker = self._stack.enter_context(contextlib.closing(
-            loggers.build(cfg.get("logger"), rundir.path, checkpoint.run_config(cfg))))
+            loggers.build(cfg.get("logger"), rundir.path, checkpoint.run_config(cfg),
+                          _overrides(rundir.record))))
         return None
 
     def clock(self) -> None:
@@ -307,8 +312,7 @@ class Session:
             self.writer.log(row)                                                     # record
             self.tracker.log(row)
             self.final = row
-            self.bar.set_postfix_str(f"acc {row.get('test/acc_mean', float('nan')):.2f} "
-                                     f"std {row.get('test/acc_std', float('nan')):.2f}")
+            self.bar.set_postfix_str(row_note(row))
         if self.clients_log is not None and self.every.clients(done):
             self.evaluator.log_clients(self.clients_log, done, self.state)
         if self.every.checkpoint(done):
@@ -325,6 +329,7 @@ class Session:
     def _complete(self) -> RunResult:
         final = {**self.final, **self.evaluator.summary(self.writer.rows)}
         wall = self.elapsed()
+        self.tracker.check()    # a tracker that could not log fails the run (not timed)
         clients = self.evaluator.clients_rows(self.state, self.next_round)
         set_flat(self.parts.model, self.state.w)   # model.pt holds the global model
         self.rundir.complete(self.state, final, wall, clients, self.parts.model)
@@ -333,6 +338,15 @@ class Session:
                                 rows=self.writer.rows, wall_time_s=wall,
                                 resumed_from=self.rundir.resumed_from)
         return self.result
+
+
+def _overrides(record: dict[str, str]) -> list[str] | None:
+    """The job's overrides from its Hydra record (None outside Hydra)."""
+    import yaml
+
+    text = record.get("overrides.yaml")
+    listed = yaml.safe_load(text) if text else None
+    return [str(o) for o in listed] if isinstance(listed, list) else None
 
 
 def _rng_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -364,10 +378,3 @@ class _Every:
 
     def checkpoint(self, done: int) -> bool:
         return bool(self.ckpt) and done % self.ckpt == 0 and done < self.rounds
-
-
-def _progress(total: int, initial: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, desc=desc, unit="round", file=sys.stderr,
-                disable=not enabled, dynamic_ncols=True)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,7 @@ from fedmoo.run import memory
 log = logging.getLogger(__name__)
 
 SMALL_MODEL = 100_000  # below this many parameters, CPU threads cost more than they give
+LOADAVG = "/proc/loadavg"
 _TORCH_THREADS = torch.get_num_threads()   # torch's own default, before a run changes it
 
 
@@ -189,20 +192,44 @@ def resolve_precision(name: Any) -> torch.dtype:
 
 def set_threads(threads: Any, model_params: int) -> None:
     """``threads``: a count, or ``auto`` = one intra-op thread for small models (intra-op
-    threading only adds overhead there; measured 15x slower on a busy 2-core machine), torch's
-    default otherwise. Independent rows that run side by side, one thread each (FMGDA's
-    per-task trainings over many samples, ``fedmoo.engine.cpu_layout.each_row``), use torch's
-    default count under ``auto`` whatever the model's size, else ``threads``.
-    ``model_params`` is what one training step works on: a lockstep group passes its model's
-    size times its rows (fedmoo.run.group)."""
+    threading only adds overhead there; measured 15x slower on a busy 2-core machine), else
+    torch's default count capped at the CPUs free now (``free_cpus``: on a shared machine two
+    OpenMP threads on one free core wait on each other every kernel). Independent rows that run
+    side by side, one thread each (FMGDA's per-task trainings over many samples,
+    ``fedmoo.engine.cpu_layout.each_row``), use that count under ``auto`` whatever the model's
+    size, else ``threads``. ``model_params`` is what one training step works on: a lockstep
+    group passes its model's size times its rows (fedmoo.run.group)."""
     if threads in (None, "auto"):
-        torch.set_num_threads(1 if model_params < SMALL_MODEL else _TORCH_THREADS)
-        set_row_threads(_TORCH_THREADS)
+        count = max(1, min(_TORCH_THREADS, free_cpus()))
+        torch.set_num_threads(1 if model_params < SMALL_MODEL else count)
+        set_row_threads(count)
+        log.debug("threads=auto: %d intra-op thread(s), rows side by side on %d",
+                  torch.get_num_threads(), count)
         return
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise UserError(f"threads={threads!r} must be a positive integer or auto")
     torch.set_num_threads(threads)
     set_row_threads(threads)
+
+
+def free_cpus(samples: int = 3) -> int:
+    """The CPUs this process may run on (its affinity mask) less those other work keeps busy
+    now: the runnable tasks in /proc/loadavg other than this thread, the median of a few
+    readings 5 ms apart. All of them where /proc/loadavg cannot be read; at least 1."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    others = []
+    for i in range(samples):
+        try:
+            running = int(Path(LOADAVG).read_text().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return cpus
+        others.append(max(0, running - 1))
+        if i + 1 < samples:
+            time.sleep(0.005)
+    return max(1, cpus - sorted(others)[len(others) // 2])
 
 
 def build_model(cfg: dict[str, Any], federation) -> torch.nn.Module:

@@ -11,8 +11,10 @@ import pytest
 
 from fedmoo.errors import UserError
 from fedmoo.run import loggers
+from fedmoo.run.launchers import plugin_available
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
+from tests.inprocess import cli_in
 
 
 def test_unknown_logger_is_one_line(tmp_path):
@@ -36,6 +38,99 @@ def test_mlflow_local_store(tmp_path, monkeypatch):
     artifacts = Path(r.info.artifact_uri.removeprefix("file://"))
     assert json.loads((artifacts / "summary.json").read_text())["status"] == "completed"
     assert not (Path.cwd() / "mlruns").exists()
+
+
+def test_mlflow_file_store_is_one_line(tmp_path):
+    """MLflow 3 refuses file stores: `fedmoo run` stops with one line naming the two fixes."""
+    pytest.importorskip("mlflow")
+    uri = (tmp_path / "mlruns").as_uri()
+    r = cli_in(tmp_path)("run", "logger=mlflow", "rounds=2", "num_clients=6",
+                         "clients_per_round=3", "data.max_samples=100", "progress=false",
+                         "hydra.run.dir=run",
+                         env={"MLFLOW_TRACKING_URI": uri, "MLFLOW_ALLOW_FILE_STORE": "false"})
+    assert r.returncode == 2
+    assert r.stderr.strip() == (
+        f"fedmoo: error: logger=mlflow: MLFLOW_TRACKING_URI={uri} is a file store, which this "
+        "MLflow refuses; use a database (MLFLOW_TRACKING_URI=sqlite:///<path>/mlflow.db, or "
+        "unset it for <run dir>/mlflow.db) or set MLFLOW_ALLOW_FILE_STORE=true")
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "failed"
+
+
+@pytest.mark.skipif(not plugin_available("hydra_plugins.hydra_joblib_launcher"),
+                    reason="hydra-joblib-launcher is not installed (pip install -e '.[launchers]')")
+@pytest.mark.slow
+def test_mlflow_store_shared_by_parallel_jobs(tmp_path):
+    """Two joblib worker processes log to one new SQLite store at once: both runs are there,
+    named by their overrides, tagged with the sweep, each with its own artifacts."""
+    mlflow = pytest.importorskip("mlflow")
+    db = tmp_path / "shared" / "mlflow.db"
+    r = cli_in(tmp_path)("run", "-m", "hydra/launcher=local_gpus", "hydra.launcher.n_jobs=2",
+                         "seed=0,1", "algo=fedavg", "logger=mlflow", "rounds=2", "num_clients=6",
+                         "clients_per_round=3", "data.max_samples=100", "progress=false",
+                         "hydra.sweep.dir=sweep", env={"MLFLOW_TRACKING_URI": f"sqlite:///{db}"})
+    assert r.returncode == 0, r.stderr
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
+    runs = client.search_runs([client.get_experiment_by_name("fedmoo").experiment_id])
+    assert sorted(x.info.run_name for x in runs) == ["seed=0", "seed=1"]   # what the sweep varies
+    sweep = str((tmp_path / "sweep").resolve())
+    folders = set()
+    for x in runs:
+        assert x.info.status == "FINISHED"
+        assert x.data.tags["fedmoo.sweep"] == sweep
+        job = Path(x.data.tags["fedmoo.run_dir"])
+        assert job.parent == Path(sweep)
+        assert x.data.params["seed"] == x.info.run_name[-1]
+        assert x.data.tags["fedmoo.overrides"].startswith(x.info.run_name + " algo=fedavg ")
+        assert len(client.get_metric_history(x.info.run_id, "test/acc_mean")) == 2
+        artifacts = Path(x.info.artifact_uri.removeprefix("file://"))
+        assert artifacts.parent.name == x.info.run_id
+        assert artifacts.is_relative_to(db.parent / "mlartifacts")
+        summary = json.loads((artifacts / "summary.json").read_text())
+        assert summary == json.loads((job / "summary.json").read_text())
+        folders.add(artifacts)
+    assert len(folders) == 2
+
+
+def test_new_sqlite_store_is_a_copy_of_an_empty_one(tmp_path, monkeypatch):
+    """The empty store is made once per MLflow version (in the cache), and a copy of it is a
+    store MLflow accepts as its own (its schema check passes, runs can be logged)."""
+    mlflow = pytest.importorskip("mlflow")
+    from fedmoo.run import mlflow_writer
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first, second = tmp_path / "a" / "mlflow.db", tmp_path / "b" / "mlflow.db"
+    for db in (first, second):
+        db.parent.mkdir()
+        mlflow_writer._copy_empty_store(db, mlflow)
+    empty = tmp_path / "cache" / "fedmoo" / f"mlflow-{mlflow.__version__}.db"
+    assert first.read_bytes() == second.read_bytes() == empty.read_bytes()
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{second}")
+    run_id = client.create_run(client.create_experiment("x")).info.run_id
+    client.log_metric(run_id, "m", 1.5, step=2)
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "m")] == [(2, 1.5)]
+    assert first.read_bytes() == empty.read_bytes()      # copies, not links
+
+
+def test_tensorboard_hparams(tmp_path):
+    """The config and the final metrics in the HParams plugin's records of the run's events."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    result = run(small_cfg(rounds=2, logger="tensorboard"), tmp_path)
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    content = events.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(
+        content["_hparams_/session_start_info"]).session_start_info
+    assert start.hparams["algo.name"].string_value == "fedavg"
+    assert start.hparams["client.lr"].number_value == 0.05
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(
+        content["_hparams_/experiment"]).experiment
+    tags = {m.name.tag for m in experiment.metric_infos}
+    assert "final/test/acc_mean" in tags
+    (scalar,) = events.Scalars("final/test/acc_mean")
+    assert scalar.value == pytest.approx(result.final["test/acc_mean"])
 
 
 def _wandb_records(path: Path) -> list:
@@ -62,11 +157,14 @@ def _wandb_records(path: Path) -> list:
     return out
 
 
-def test_wandb_offline_and_several_at_once(tmp_path, monkeypatch):
+def test_wandb_offline_and_several_at_once(tmp_path, monkeypatch, capfd):
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_SILENT", raising=False)
+    capfd.readouterr()
     result = run(small_cfg(rounds=3, logger=["wandb", "tensorboard"]), tmp_path)
+    out, err = capfd.readouterr()
+    assert "wandb" not in (out + err).lower()     # W&B's summary block: not in fedmoo's output
     (log,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
 
     def items(update):

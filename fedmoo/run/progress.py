@@ -1,0 +1,110 @@
+"""A run's (or a lockstep group's) progress over its rounds, on stderr.
+
+- stderr is a terminal (or a notebook): a tqdm bar.
+- anything else (a batch job, ``fedmoo run > log 2>&1``): plain lines through fedmoo's logger,
+  ``fedmoo: <what>: round 40 of 100 (40%), 6 s elapsed, about 9 s left; acc 61.02 std 8.10``,
+  after the first round, then every ``FEDMOO_PROGRESS_EVERY`` seconds (30 by default) and
+  after the last. They land in ``fedmoo.log`` too.
+- ``progress=false``, or fedmoo's stderr level above info (``fedmoo -q``): nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from fedmoo import logs
+from fedmoo.errors import UserError
+
+log = logging.getLogger(__name__)
+EVERY_S = 30.0
+ENV = "FEDMOO_PROGRESS_EVERY"
+
+
+def interval() -> float:
+    """Seconds between plain progress lines: ``FEDMOO_PROGRESS_EVERY``, else 30."""
+    text = os.environ.get(ENV) or str(EVERY_S)
+    try:
+        every = float(text)
+    except ValueError:
+        every = 0.0
+    if not every > 0:
+        raise UserError(f"{ENV}={text!r} must be the seconds between progress lines when stderr "
+                        "is not a terminal (a positive number)")
+    return every
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3m05s``, ``2h07m``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def row_note(row: dict[str, Any]) -> str:
+    """What a bar shows of an evaluated round: the tasks' training losses on multi-task data,
+    else the test accuracy's mean and spread."""
+    tasks = sorted((k for k in row if k.startswith("train/task") and k.endswith("_loss")),
+                   key=lambda k: int(k[len("train/task"):-len("_loss")]))
+    if tasks:
+        return "loss " + " ".join(f"{k[len('train/'):-len('_loss')]} {row[k]:.4g}"
+                                  for k in tasks)
+    if "test/acc_mean" in row:
+        return f"acc {row['test/acc_mean']:.2f} std {row.get('test/acc_std', float('nan')):.2f}"
+    return ""
+
+
+class Lines:
+    """Plain progress lines (the tqdm calls a run makes: update, set_postfix_str, close)."""
+
+    def __init__(self, total: int, initial: int, desc: str, every: float, clock=time.monotonic):
+        self.total, self.n, self.initial, self.desc = total, initial, initial, desc
+        self.every, self.clock = every, clock
+        self.t0 = self.last = clock()
+        self.note = ""
+        self.said = False
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        now = self.clock()
+        if not self.said or now - self.last >= self.every or self.n >= self.total:
+            self.said, self.last = True, now
+            self.say(now)
+
+    def say(self, now: float) -> None:
+        done, elapsed = self.n - self.initial, now - self.t0
+        left = (f", about {duration(elapsed / done * (self.total - self.n))} left"
+                if 0 < done and self.n < self.total else "")
+        log.info("%s: round %d of %d (%d%%), %s elapsed%s%s", self.desc, self.n, self.total,
+                 100 * self.n // max(self.total, 1), duration(elapsed), left,
+                 f"; {self.note}" if self.note else "")
+
+    def set_postfix_str(self, text: str) -> None:
+        self.note = text
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Lines:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_bar(total: int, initial: int, desc: str, enabled: bool):
+    """The bar, the lines or nothing (see the module docstring); a context manager."""
+    shown = bool(enabled) and logs.env_level() <= logging.INFO
+    terminal = sys.stderr.isatty() or "ipykernel" in sys.modules    # a notebook: its widget
+    if shown and not terminal:
+        return Lines(total, initial, desc, interval())
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, unit="round", file=sys.stderr,
+                disable=not shown, dynamic_ncols=True)

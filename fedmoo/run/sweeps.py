@@ -1,0 +1,73 @@
+"""A sweep's overall progress: ``job k of N`` lines with an ETA, whatever the launcher.
+
+fedmoo's sweeper (hydra_plugins/fedmoo_lockstep_launcher/compose_once.py) notes the sweep in
+``<sweep dir>/.fedmoo/sweep.json`` before the first job starts: its number of jobs, its start
+time and the keys it varies. A job, in whichever process or node runs it, announces itself
+(``job 3 of 8: seed=2``) and, when it ends, counts itself in ``.fedmoo/jobs-done`` under a file
+lock and says ``sweep: 3 of 8 jobs done, 1m20s elapsed, about 2m40s left``. The lines go
+through fedmoo's logger (stderr, the job's fedmoo.log; ``fedmoo -q`` hides them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from fedmoo.run.progress import duration
+
+log = logging.getLogger(__name__)
+NOTE = Path(".fedmoo") / "sweep.json"
+DONE = Path(".fedmoo") / "jobs-done"
+
+
+def start(sweep_dir: Path, jobs: int, swept: list[str]) -> None:
+    """A sweep of ``jobs`` jobs starts now in ``sweep_dir`` (its count of finished jobs is reset)."""
+    folder = (Path(sweep_dir) / NOTE).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(Path(sweep_dir) / DONE) + ".lock", thread_local=False):
+        (Path(sweep_dir) / DONE).write_text("0")
+        tmp = Path(sweep_dir) / NOTE.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"jobs": jobs, "start": time.time(), "swept": swept}))
+        tmp.replace(Path(sweep_dir) / NOTE)
+
+
+def info(sweep_dir: Path) -> dict[str, Any] | None:
+    """The sweep's note (``jobs``, ``start``, ``swept``), if fedmoo's sweeper wrote one."""
+    try:
+        note = json.loads((Path(sweep_dir) / NOTE).read_text())
+    except (OSError, ValueError):
+        return None
+    return note if isinstance(note, dict) and isinstance(note.get("jobs"), int) else None
+
+
+def job_started(sweep_dir: Path, num: int, label: str) -> None:
+    note = info(sweep_dir)
+    if note is not None:
+        log.info("job %d of %d: %s", num + 1, note["jobs"], label)
+
+
+def job_done(sweep_dir: Path, now: float | None = None) -> int | None:
+    """Count a finished job (completed, skipped or failed) and say where the sweep stands;
+    returns the count of finished jobs."""
+    note = info(sweep_dir)
+    if note is None:
+        return None
+    path = Path(sweep_dir) / DONE
+    try:
+        with FileLock(str(path) + ".lock", thread_local=False):
+            try:
+                done = int(path.read_text() or 0) + 1
+            except (OSError, ValueError):
+                done = 1
+            path.write_text(str(done))
+    except OSError:
+        return None
+    total, elapsed = note["jobs"], (time.time() if now is None else now) - note["start"]
+    left = (f", about {duration(elapsed / done * (total - done))} left" if done < total else "")
+    log.info("sweep: %d of %d jobs done, %s elapsed%s", done, total, duration(elapsed), left)
+    return done
