@@ -40,31 +40,36 @@ class PageError(Exception):
     """A page this script cannot check (no command, no CSV line, a placeholder left)."""
 
 
-def fenced_commands(page: Path) -> list[list[str]]:
-    """The shell words of every ``fedmoo run`` / ``fedmoo table`` line in the page's code blocks
-    (an ``OMP_NUM_THREADS=1`` prefix dropped)."""
-    out, fenced = [], False
+def fenced_blocks(page: Path) -> list[list[list[str]]]:
+    """Per fenced code block, the shell words of each ``fedmoo run`` / ``fedmoo table`` line
+    (less ``fedmoo`` and an ``OMP_NUM_THREADS=1`` prefix)."""
+    blocks, block = [], None
     for line in page.read_text().splitlines():
         s = line.strip()
         if s.startswith("```"):
-            fenced = not fenced
+            if block is not None:
+                blocks.append(block)
+            block = [] if block is None else None
             continue
-        if fenced and re.match(r"(\w+=\S+ )*fedmoo (run|table) ", s):
+        if block is not None and re.match(r"(\w+=\S+ )*fedmoo (run|table) ", s):
             words = shlex.split(s, comments=True)
             while words and re.match(r"^[A-Z_]+=", words[0]):
                 words.pop(0)
-            out.append(words[1:])
-    return out
+            block.append(words[1:])
+    return blocks
 
 
 def page_commands(page: Path) -> tuple[list[list[str]], list[str], Path]:
-    """(run commands, the table arguments that wrote the CSV less dirs/--out, the CSV)."""
-    cmds = fenced_commands(page)
-    runs = [c[1:] for c in cmds if c[0] == "run"]
-    csv_lines = [c[1:] for c in cmds if c[0] == "table" and "--out" in c
-                 and c[c.index("--out") + 1].endswith(".csv")]
-    if not runs or not csv_lines:
-        raise PageError(f"{page}: needs a fenced `fedmoo run` line and a `fedmoo table ... "
+    """(the run commands of the code block that writes the CSV, the table arguments of its
+    ``--format csv --out X.csv`` line less dirs and --out, the CSV's path)."""
+    for cmds in fenced_blocks(page):
+        csv_lines = [c[1:] for c in cmds if c[0] == "table" and "--out" in c
+                     and c[c.index("--out") + 1].endswith(".csv")]
+        runs = [c[1:] for c in cmds if c[0] == "run"]
+        if csv_lines and runs:
+            break
+    else:
+        raise PageError(f"{page}: no code block with a `fedmoo run` line and a `fedmoo table ... "
                         "--format csv --out X.csv` line")
     args = csv_lines[0]
     out = Path(args[args.index("--out") + 1])
@@ -94,29 +99,30 @@ def override_for(key: str, value: str, run: list[str]) -> str:
     return f"{'+' if plus else ''}{key}={value}"
 
 
-def command_for(runs: list[list[str]], row: dict[str, str], keys: list[str],
-                data_dir: str | None) -> list[str]:
-    """The page's run command that produces ``row`` (the first whose own overrides of the key
-    columns include the row's values), restricted to that row."""
+def commands_for(runs: list[list[str]], row: dict[str, str], keys: list[str],
+                 data_dir: str | None) -> list[list[str]]:
+    """The page's run commands that produce ``row`` (those whose own overrides of the key columns
+    include the row's values; e.g. one per seed group), each restricted to that row."""
+    out = []
     for run in runs:
         own = {w.lstrip("+").split("=", 1)[0]: w.split("=", 1)[1].split(",")
                for w in run if "=" in w and not w.startswith("-")}
-        if all(row[k] in own.get(k, [row[k]]) for k in keys):
-            break
-    else:
-        raise PageError(f"no run command of the page produces the row {row}")
-    pinned = {k: override_for(k, row[k], run) for k in keys}
-    cmd = [w for w in run if w.lstrip("+").split("=", 1)[0] not in pinned
-           and not w.startswith("hydra.sweep.dir=") and not w.startswith("progress=")]
-    if "-m" not in cmd and "--multirun" not in cmd:
-        cmd.insert(0, "-m")
-    cmd += list(pinned.values()) + ["progress=false"]
-    for i, w in enumerate(cmd):
-        if w == "data_dir=DIR":
+        if not all(row[k] in own.get(k, [row[k]]) for k in keys):
+            continue
+        pinned = {k: override_for(k, row[k], run) for k in keys}
+        cmd = [w for w in run if w.lstrip("+").split("=", 1)[0] not in pinned
+               and not w.startswith(("hydra.sweep.dir=", "progress="))]
+        if "-m" not in cmd and "--multirun" not in cmd:
+            cmd.insert(0, "-m")
+        cmd += list(pinned.values()) + ["progress=false"]
+        if "data_dir=DIR" in cmd:
             if not data_dir:
                 raise PageError("the page's command reads data_dir=DIR: pass --data-dir")
-            cmd[i] = f"data_dir={data_dir}"
-    return cmd
+            cmd[cmd.index("data_dir=DIR")] = f"data_dir={data_dir}"
+        out.append(cmd)
+    if not out:
+        raise PageError(f"no run command of the page produces the row {row}")
+    return out
 
 
 def printed(value: str, decimals: int, count: bool) -> str:
@@ -138,7 +144,8 @@ def decimals_of(table_args: list[str]) -> tuple[int, dict[str, int]]:
                                           if "decimals" in m}
 
 
-def check_page(page: Path, rows: list[int] | None, data_dir: str | None, work: Path) -> int:
+def check_page(page: Path, rows: list[int] | None, data_dir: str | None, work: Path,
+               dry_run: bool = False) -> int:
     """Re-run and compare; returns the number of values that differ."""
     runs, table_args, csv_path = page_commands(page)
     with open(csv_path, newline="") as f:
@@ -151,18 +158,23 @@ def check_page(page: Path, rows: list[int] | None, data_dir: str | None, work: P
     for n, i in enumerate(picked, 1):
         want = committed[i]
         label = " ".join(f"{k}={want[k]}" for k in keys)
-        cmd = command_for(runs, want, keys, data_dir)
+        cmds = commands_for(runs, want, keys, data_dir)
         out = work / f"{page.stem}_row{i}"
-        log.info("%s: row %d/%d (%s): fedmoo run %s", page.name, n, len(picked), label,
-                 shlex.join(cmd))
         t0 = time.time()
-        subprocess.run(FEDMOO + ["run", *cmd, f"hydra.sweep.dir={out}"], check=True,
-                       stdout=subprocess.DEVNULL, cwd=ROOT)
+        for c, cmd in enumerate(cmds):
+            log.info("%s: row %d/%d (%s), command %d/%d: fedmoo run %s", page.name, n,
+                     len(picked), label, c + 1, len(cmds), shlex.join(cmd))
+            if not dry_run:
+                subprocess.run(FEDMOO + ["run", *cmd, f"hydra.sweep.dir={out}/{c}"], check=True,
+                               stdout=subprocess.DEVNULL, cwd=ROOT)
+        if dry_run:
+            continue
         got_csv = out / "table.csv"
         subprocess.run(FEDMOO + ["table", str(out), *table_args, "--out", str(got_csv)],
                        check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
         with open(got_csv, newline="") as f:
-            got = [r for r in csv.DictReader(f) if all(r.get(k) == want[k] for k in keys)]
+            # a key column is missing when the re-run holds one configuration (nothing varies)
+            got = [r for r in csv.DictReader(f) if all(r.get(k, want[k]) == want[k] for k in keys)]
         if len(got) != 1:
             log.error("%s: row %s: the re-run gave %d matching rows", page.name, label, len(got))
             bad += 1
@@ -190,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("pages", nargs="+", type=Path, help="docs/results/<page>.md")
     p.add_argument("--rows", help="0-based CSV rows to re-run, comma separated (default 0,1)")
     p.add_argument("--data-dir", help="replaces data_dir=DIR in the page's command")
+    p.add_argument("--dry-run", action="store_true", help="print the re-run commands only")
     p.add_argument("--work", type=Path, help="scratch directory for the re-runs (default: a new "
                    "temporary one, kept)")
     ns = p.parse_args(argv)
@@ -200,12 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for page in ns.pages:
         try:
-            bad = check_page(page, rows, ns.data_dir, work)
+            bad = check_page(page, rows, ns.data_dir, work, ns.dry_run)
         except (PageError, OSError, subprocess.CalledProcessError) as e:
             log.error("%s: cannot check: %s", page, e)
             status = max(status, 2)
             continue
-        print(f"{page}: {'OK' if not bad else f'{bad} value(s) differ'} (re-runs in {work})")
+        if not ns.dry_run:
+            print(f"{page}: {'OK' if not bad else f'{bad} value(s) differ'} (re-runs in {work})")
         status = max(status, 1 if bad else 0)
     return status
 
