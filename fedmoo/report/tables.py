@@ -4,11 +4,12 @@ Rows are configurations: the jobs whose whole configuration is the same but for 
 (``fedmoo.report.jobs``), one job per seed. They are labelled by the override keys that vary
 between them (or the spec's ``group_by``), plus the config keys needed to tell apart the
 configurations those keys do not (``rounds=50`` / ``rounds=3``). Columns are metrics as
-``mean ± std`` over seeds. Only completed jobs count, unless ``--include-failed`` (then diverged,
-killed, failed and damaged jobs add what of their final metrics can be read). Jobs not counted
-(not completed, corrupt, a repeated seed) are listed on stderr with how many were left out;
-corrupt jobs and repeated seeds are also counted in a ``notes`` column. A table spec
-(``conf/table/<paper>/<table>.yaml``) chooses and labels the metrics, orders and labels the rows
+``mean ± std`` over seeds (the population std, ddof=0; the table says so under it). Only
+completed jobs count, unless ``--include-failed`` (then diverged, killed, failed and damaged
+jobs add what of their final metrics can be read). Jobs not counted (not completed, corrupt, a
+repeated seed) are listed on stderr with how many were left out; corrupt jobs and repeated seeds
+are also counted in a ``notes`` column. A table spec (``conf/table/<paper>/<table>.yaml``)
+chooses and labels the metrics, orders and labels the rows
 (found by the values of ``group_by``, or of the varying override keys), and may carry the paper's
 published values so ours and theirs appear side by side with the difference. ``pivot`` lays one
 metric out as a matrix (e.g. algorithm x attack).
@@ -39,6 +40,8 @@ TABLE_DIR = Path(__file__).resolve().parents[1] / "conf" / "table"
 DEFAULT_METRICS = ["test/acc_mean", "test/acc_std", "test/acc_worst10", "test/acc_best10"]
 # Metrics that count something (rounds, tasks): whole numbers, printed without decimals.
 COUNT_METRIC = re.compile(r"(rounds_to_threshold|tasks_present|harmed)$")
+# Which std ``mean ± std`` is: every table that prints a ± says so under it.
+STD_NOTE = "mean ± std over seeds, std = population standard deviation (ddof=0, divisor n)."
 # ``{key}`` in a spec title: the configurations' value of a config key (``{rounds}``).
 TITLE_KEY = re.compile(r"\{([A-Za-z_][A-Za-z0-9_./]*)\}")
 
@@ -142,7 +145,7 @@ def build_table(jobs: list[Job], spec: dict[str, Any],
             vals = np.array([v for v in (j.metric(m) for j in done)
                              if v is not None and math.isfinite(v)], dtype=float)
             rec[f"{m}/mean"] = float(vals.mean()) if len(vals) else math.nan
-            rec[f"{m}/std"] = float(vals.std()) if len(vals) else math.nan
+            rec[f"{m}/std"] = float(vals.std(ddof=0)) if len(vals) else math.nan
             rec[f"{m}/n"] = len(vals)
             if paper is not None and i < len(paper) and paper[i] is not None:
                 rec[f"{m}/paper"] = float(paper[i])
@@ -294,8 +297,12 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
         cells.append(str(r["n_seeds"]))
         cells += ["; ".join(r.get("_notes") or [])] if notes else []
         lines.append(cells)
-    single = any(r["n_seeds"] == 1 for r in records) and spec.get("std", True)
-    footnote = "1 seed: the value of that one run (no ± spread)." if single else ""
+    show_std = spec.get("std", True)
+    single = any(r["n_seeds"] == 1 for r in records) and show_std
+    spread = any(r["n_seeds"] > 1 for r in records) and show_std
+    footnote = " ".join(
+        ([STD_NOTE] if spread else []) + (["1 seed: the value of that one run (no ± spread)."]
+                                          if single else []))
     title = spec.get("title")
     if fmt == "md":
         out = ["| " + " | ".join(escape_md(h) for h in header) + " |", "|" + "---|" * len(header)]

@@ -37,9 +37,10 @@ def test_pivot_lays_one_metric_out_by_attack(matrix):
     fedavg = rows[0]
     assert fedavg["none/mean"] == 90.0 and fedavg["none/std"] == 1.0 and fedavg["sign_flip/mean"] == 40.0
     assert [m["key"] for m in new_spec["metrics"]][:4] == ["none", "bias", "loss_scaling", "sign_flip"]
+    assert new_spec["metrics"][-1]["key"] == "zero_update"
     md = render(rows, new_spec, "md", row_keys)
-    assert "| FedAvg | 90.00 | — | — | 40.00 | — | — | 2 |" in md
-    assert "| FedFV | 88.00 | — | — | diverged | — | — | 1 |" in md
+    assert "| FedAvg | 90.00 | — | — | 40.00 | — | — | — | 2 |" in md
+    assert "| FedFV | 88.00 | — | — | diverged | — | — | — | 1 |" in md
 
 
 def test_pivot_cli_with_another_metric_and_a_bad_key(matrix, tmp_path, capsys):
@@ -48,6 +49,6 @@ def test_pivot_cli_with_another_metric_and_a_bad_key(matrix, tmp_path, capsys):
                  "--out", str(out)]) == 0
     text = out.read_text()
     assert text.startswith("**benign/acc_worst10 by attack**")
-    assert "| Krum (f=4) | 75.00 | — | — | 74.00 | — | — | 2 |" in text
+    assert "| Krum (f=4) | 75.00 | — | — | 74.00 | — | — | — | 2 |" in text
     with pytest.raises(UserError, match="pivot.columns='algo'"):
         pivot([], {"pivot": {"columns": "algo"}, "metrics": [{"key": "x"}]}, ["attack"])

@@ -135,10 +135,14 @@ def test_cells_counts_single_seeds_and_escapes(tmp_path):
     assert "| Fed_Avg #1 | 8.5 ± 0.5 | 2.000 ± 1.000 | 2 |" in md       # counts: no decimals
     assert "| FedFV | 8 | 2.000 | 1 |" in md                                # one seed: no ±
     assert "1 seed: the value of that one run (no ± spread)." in md
+    # 8 and 9 rounds: 0.5 is the population std (the sample std would be 0.71), and it says so
+    assert ("\nmean ± std over seeds, std = population standard deviation (ddof=0, divisor n). "
+            "1 seed:") in md
     tex = render(recs, spec, "latex", keys)
     assert r"% A \& B, round 40" not in tex and "% A & B, round 40" in tex   # a comment line
     assert r"\textbar{}\textbar{}d\textbar{}\textbar{}\textasciicircum{}2 (50\%)" in tex
     assert r"Fed\_Avg \#1 & 8.5 $\pm$ 0.5 & 2.000 $\pm$ 1.000 & 2 \\" in tex
+    assert "% mean ± std over seeds, std = population standard deviation" in tex
 
 
 def test_title_lists_every_value_of_a_key(tmp_path):
