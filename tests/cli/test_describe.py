@@ -80,7 +80,7 @@ def test_bad_override_is_exit_2(cli):
     (["algo=fedavg", "data=emnist"],
      {"model": "cnn_femnist", "partition": "femnist_skewed", "num_clients": 100}),
     (["algo=fedavg", "data=tinyimagenet"], {"model": "resnet18_gn", "beta": 0.05}),
-    (["algo=fedavg", "data=adult"], {"model": "logreg", "num_clients": 2, "split": "pooled"}),
+    (["algo=fedavg", "data=adult"], {"model": "logreg", "num_clients": 2, "split": "dataset"}),
 ])
 def test_dataset_configs_compose(overrides, want):
     cfg = compose(overrides)
