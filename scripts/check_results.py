@@ -1,7 +1,7 @@
 """Re-run two rows of a results page and check them against the page's committed CSV.
 
     python scripts/check_results.py docs/results/fedfv_table4_fmnist.md [more pages]
-    python scripts/check_results.py docs/results/fmgda_table2.md --rows 1,3 --data-dir /work/data
+    python scripts/check_results.py docs/results/fmgda_table2.md --rows 1,3 --data-dir DIR
 
 For each page: read its fenced ``fedmoo run`` command(s) and the ``fedmoo table ... --format csv
 --out docs/results/<page>.csv`` line that wrote the committed CSV; pick rows of that CSV (the
