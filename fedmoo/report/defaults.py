@@ -23,11 +23,12 @@ MISSING = object()
 _INTERPOLATION = re.compile(r"\$\{")
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"algo": {"alpha": 0.1}}`` -> ``{"algo.alpha": 0.1}``."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         if isinstance(v, dict) and v:
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
         else:
             out[f"{prefix}{k}"] = v
     return out
@@ -47,7 +48,7 @@ def _read(path: Path, group: str | None) -> dict[str, Any]:
     if group is not None:
         if "@package _global_" in text.split("\n\n", 1)[0]:
             data = data.get(group) if isinstance(data.get(group), dict) else {}
-    return _flatten(data)
+    return flatten(data)
 
 
 def _conf_dirs() -> list[Path]:

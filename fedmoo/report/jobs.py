@@ -42,15 +42,7 @@ def is_result_key(key: str) -> bool:
     return not any(key == k or key.startswith(k + ".") for k in NOT_A_RESULT_KEY)
 
 
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"algo": {"alpha": 0.1}}`` -> ``{"algo.alpha": 0.1}``."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and v:
-            out.update(flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
+flatten = defaults.flatten   # {"algo": {"alpha": 0.1}} -> {"algo.alpha": 0.1}
 
 
 def as_text(v: Any) -> str:
