@@ -75,3 +75,11 @@ def cli_in(cwd: Path):
 
     _run.cwd = Path(cwd)
     return _run
+
+
+def fresh_joblib_workers() -> None:
+    """Stop joblib's reusable worker processes: a sweep run in-process would otherwise reuse
+    workers started by an earlier test, with that test's working directory and environment."""
+    from joblib.externals.loky import get_reusable_executor
+
+    get_reusable_executor().shutdown(wait=True)

@@ -14,7 +14,7 @@ from fedmoo.run import loggers
 from fedmoo.run.launchers import plugin_available
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
-from tests.inprocess import cli_in
+from tests.inprocess import cli_in, fresh_joblib_workers
 
 
 def test_unknown_logger_is_one_line(tmp_path):
@@ -63,11 +63,13 @@ def test_mlflow_store_shared_by_parallel_jobs(tmp_path):
     """Two joblib worker processes log to one new SQLite store at once: both runs are there,
     named by their overrides, tagged with the sweep, each with its own artifacts."""
     mlflow = pytest.importorskip("mlflow")
+    fresh_joblib_workers()       # workers of an earlier test would keep its environment
     db = tmp_path / "shared" / "mlflow.db"
     r = cli_in(tmp_path)("run", "-m", "hydra/launcher=local_gpus", "hydra.launcher.n_jobs=2",
                          "seed=0,1", "algo=fedavg", "logger=mlflow", "rounds=2", "num_clients=6",
                          "clients_per_round=3", "data.max_samples=100", "progress=false",
-                         "hydra.sweep.dir=sweep", env={"MLFLOW_TRACKING_URI": f"sqlite:///{db}"})
+                         f"hydra.sweep.dir={tmp_path / 'sweep'}",   # absolute: joblib's workers
+                         env={"MLFLOW_TRACKING_URI": f"sqlite:///{db}"})   # keep an old cwd
     assert r.returncode == 0, r.stderr
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
     runs = client.search_runs([client.get_experiment_by_name("fedmoo").experiment_id])

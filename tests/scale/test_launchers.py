@@ -8,7 +8,7 @@ import json
 import pytest
 
 from fedmoo.run.launchers import plugin_available
-from tests.inprocess import cli_in
+from tests.inprocess import cli_in, fresh_joblib_workers
 
 TINY = ["rounds=2", "num_clients=6", "clients_per_round=3", "data.max_samples=100",
         "progress=false"]
@@ -56,9 +56,11 @@ def test_local_gpus_config(monkeypatch):
 @pytest.mark.slow
 def test_joblib_sweep_of_four_jobs(tmp_path):
     """Two joblib worker processes share the four jobs (the sweep is started in this process)."""
+    fresh_joblib_workers()
     cli = cli_in(tmp_path)
+    # an absolute sweep dir: joblib's worker processes outlive a test and keep its cwd
     r = cli("run", "-m", "hydra/launcher=local_gpus", "hydra.launcher.n_jobs=2", "seed=0,1,2,3",
-            *TINY, "hydra.sweep.dir=sweep")
+            *TINY, f"hydra.sweep.dir={cli.cwd / 'sweep'}")
     assert r.returncode == 0, r.stderr
     assert "Joblib.Parallel(n_jobs=2" in r.stdout + r.stderr
     jobs = _jobs(cli.cwd / "sweep")
