@@ -62,6 +62,11 @@ def noise_level(x: Tensor, held: Tensor | None = None) -> float:
     return rel * float(torch.linalg.vector_norm(rows.to(torch.float64), dim=1).max())
 
 
+def update_noise(x: Tensor, mask: Tensor | None = None) -> float:
+    """``noise_level`` of the updates ``x`` over the rows a per-task ``mask`` holds."""
+    return noise_level(x, _held(x, mask))
+
+
 def _held(x: Tensor, mask: Tensor | None) -> Tensor:
     """``[K, S]`` bool: the rows of ``x`` that count (all of them unless a per-task mask)."""
     k = x.shape[0]
@@ -71,14 +76,16 @@ def _held(x: Tensor, mask: Tensor | None) -> Tensor:
     return mask.to(torch.bool).cpu().reshape(k, s)
 
 
-def is_zero_move(x: Tensor, d: Tensor, mask: Tensor | None = None) -> bool:
-    """True when the move ``d`` is no longer than the rounding level of the updates ``x``."""
+def is_zero_move(x: Tensor, d: Tensor, mask: Tensor | None = None,
+                 noise: float | None = None) -> bool:
+    """True when the move ``d`` is no longer than the rounding level of the updates ``x``
+    (``noise``: that level when the caller has it, ``noise_level``)."""
     d_norm = float(torch.linalg.vector_norm(d.to(torch.float64)))
-    return d_norm <= noise_level(x, _held(x, mask))
+    return d_norm <= (noise_level(x, _held(x, mask)) if noise is None else noise)
 
 
 def common_descent(x: Tensor, d: Tensor, mask: Tensor | None = None,
-                   tol: float = HARM_TOL) -> tuple[float, int]:
+                   tol: float = HARM_TOL, noise: float | None = None) -> tuple[float, int]:
     """``(min_cos, harmed)`` of the server direction ``d [d]`` against the updates ``x``.
 
     ``x [K, d]``: ``min_cos`` is the smallest cosine between an update and ``d``, ``harmed`` the
@@ -91,10 +98,12 @@ def common_descent(x: Tensor, d: Tensor, mask: Tensor | None = None,
     """
     held = _held(x, mask)
     k, s = held.shape
-    if not bool(held.any()) or is_zero_move(x, d, mask):
+    if not bool(held.any()):
         return 0.0, 0
-    noise = noise_level(x, held)
+    noise = noise_level(x, held) if noise is None else noise
     d_norm = float(torch.linalg.vector_norm(d.to(torch.float64)))
+    if d_norm <= noise:
+        return 0.0, 0
     cos = descent_cosines(x, d, held).view(k, s)
     min_cos = float(cos[held].min())
     harmed = int(((cos < -max(tol, noise / d_norm)) & held).any(1).sum())
