@@ -169,6 +169,7 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
                 f"set num_clients={n_owners}"
             )
         def assign(idx):   # each owner's indices in their order: one sort, not one pass each
+            idx = idx[owner[idx] >= 0]       # owner -1: a sample no client holds
             own = owner[idx]
             ends = np.cumsum(np.bincount(own, minlength=n_owners))[:-1]
             return np.split(idx[np.argsort(own, kind="stable")], ends)

@@ -81,3 +81,19 @@ def test_unknown_train_rows_is_one_line(tmp_path):
     (tmp_path / "adult" / "adult.test").write_text(TEST)
     with pytest.raises(UserError, match="data.train_rows='paper' is not one of domains, authors_code"):
         adult.load(tmp_path, download=False, train_rows="paper")
+
+
+def test_authors_code_rows_federate_without_the_unused_records(tmp_path):
+    from fedmoo.data import federate
+
+    line = TRAIN.splitlines()[0] + "\n"                       # a Bachelors record
+    records = [line.replace("Bachelors", "Doctorate") if i in (2, 6) else line for i in range(10)]
+    (tmp_path / "adult").mkdir()
+    (tmp_path / "adult" / "adult.data").write_text("".join(records))
+    (tmp_path / "adult" / "adult.test").write_text(TEST)
+    src = adult.load(tmp_path, download=False, train_rows="authors_code")
+    # as in the hand-computed case above: phd trains record 3; non-phd 1, 2, 4, 5, 6, 8;
+    # records 0, 7 and 9 train nobody (owner -1) and the natural partition leaves them out
+    fed = federate(src, {"name": "natural"}, None)
+    assert fed.train.of(0).tolist() == [3] and fed.train.of(1).tolist() == [1, 2, 4, 5, 6, 8]
+    assert fed.test.of(0).tolist() == [11] and fed.test.of(1).tolist() == [10]
