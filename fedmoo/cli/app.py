@@ -195,6 +195,9 @@ def main(cfg: DictConfig) -> float | None:
                            run_label(job.run_dir, list(hc.overrides.task))[0])
     if outcome is None:
         try:
+            from fedmoo.run import loggers
+
+            loggers.prestart(job.cfg.get("logger"))   # before torch: MLflow's import overlaps it
             from fedmoo.run import loop
 
             with lease_device(job.cfg.get("device", "auto")) as device:

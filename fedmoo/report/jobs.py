@@ -204,14 +204,21 @@ def find_jobs(dirs: list[str | Path]) -> list[Job]:
         d = Path(d)
         if not d.exists():
             raise UserError(f"no such directory: {d}")
-        found = sorted({p.parent.parent for p in d.rglob(".hydra/config.yaml")}
-                       | {p.parent for p in d.rglob("summary.json")})
+        found = _outermost({p.parent.parent for p in d.rglob(".hydra/config.yaml")}
+                           | {p.parent for p in d.rglob("summary.json")})
         if not found:
             raise UserError(f"{d} holds no fedmoo run (no .hydra/config.yaml or summary.json "
                             "below it)")
         jobs += [load_job(p) for p in found]
     fill_defaults(jobs)
     return jobs
+
+
+def _outermost(dirs: set[Path]) -> list[Path]:
+    """The job directories not inside another: a run's trackers keep copies of its files in
+    its own directory (MLflow's ``mlartifacts/<id>/artifacts/summary.json``), which are not
+    jobs."""
+    return sorted(p for p in dirs if not any(a in dirs for a in p.parents))
 
 
 def fill_defaults(jobs: list[Job]) -> None:

@@ -149,3 +149,13 @@ def test_the_run_layers_volatile_knobs_are_not_result_keys():
     from fedmoo.run.checkpoint import VOLATILE_KEYS
 
     assert [k for k in VOLATILE_KEYS if is_result_key(k)] == []
+
+
+def test_a_trackers_copy_of_summary_json_inside_a_run_is_not_a_job(tmp_path):
+    """logger=mlflow keeps the run's summary.json as an artifact in the run's own directory
+    (mlartifacts/<id>/artifacts/): one job, not a second one repeating seed 0."""
+    _job(tmp_path, "a", ["data=digits"], 0, {"test/acc_mean": 90.0}, config=_digits(50))
+    copy = tmp_path / "a" / "mlartifacts" / "0123" / "artifacts"
+    copy.mkdir(parents=True)
+    shutil.copy(tmp_path / "a" / "summary.json", copy / "summary.json")
+    assert [j.path for j in find_jobs([tmp_path])] == [tmp_path / "a"]

@@ -40,6 +40,36 @@ def test_mlflow_local_store(tmp_path, monkeypatch):
     assert not (Path.cwd() / "mlruns").exists()
 
 
+def test_prestarted_mlflow_writer_is_the_runs_writer(tmp_path, monkeypatch):
+    """`fedmoo run` starts the writer before importing torch; the run's logger takes it (one
+    writer process), and its run is recorded as a writer started by the logger would record it."""
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    loggers.prestart(["tensorboard", "mlflow"])
+    (spare,) = loggers._spare
+    loggers.prestart("mlflow")                      # one spare at most
+    assert loggers._spare == [spare]
+    result = run(small_cfg(rounds=2, logger="mlflow"), tmp_path)
+    assert loggers._spare == [] and spare.wait(timeout=60) == 0
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (r,) = client.search_runs([client.get_experiment_by_name("fedmoo").experiment_id])
+    assert r.info.status == "FINISHED"
+    assert [m.value for m in client.get_metric_history(r.info.run_id, "test/acc_mean")] == [
+        row["test/acc_mean"] for row in result.rows]
+
+
+def test_untaken_prestarted_writer_ends_without_a_store(tmp_path):
+    """A run refused before its logger exists leaves its prestarted writer unused: end of
+    input ends it, with status 0 and nothing written."""
+    pytest.importorskip("mlflow")
+    loggers.prestart("mlflow")
+    (spare,) = loggers._spare
+    loggers._spare.clear()
+    spare.stdin.close()
+    assert spare.wait(timeout=60) == 0 and spare.stdout.read() == ""
+    assert not any(tmp_path.iterdir()) and not (Path.cwd() / "mlflow.db").exists()
+
+
 def test_mlflow_file_store_is_one_line(tmp_path):
     """MLflow 3 refuses file stores: `fedmoo run` stops with one line naming the two fixes."""
     pytest.importorskip("mlflow")
@@ -133,6 +163,9 @@ def test_tensorboard_hparams(tmp_path):
     assert "final/test/acc_mean" in tags
     (scalar,) = events.Scalars("final/test/acc_mean")
     assert scalar.value == pytest.approx(result.final["test/acc_mean"])
+    rows = events.Scalars("test/acc_mean")          # every rounds.csv row, one event each
+    assert [(e.step, e.value) for e in rows] == [
+        (r["round"], pytest.approx(r["test/acc_mean"])) for r in result.rows]
 
 
 def _wandb_records(path: Path) -> list:
