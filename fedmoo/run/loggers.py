@@ -4,20 +4,22 @@
 
 - ``none`` (default): nothing extra.
 - ``tensorboard``: every numeric column of every rounds.csv row as a scalar (tag = the column,
-  e.g. ``test/acc_mean``; step = the round) in ``<run dir>/tensorboard``, flushed row by row;
+  e.g. ``test/acc_mean``; step = the round; one event a row) in ``<run dir>/tensorboard``,
+  flushed row by row;
   at the end the config as hparams with the final metrics (``final/<name>``), for the HParams
   view.
 - ``mlflow``: an MLflow run in experiment ``fedmoo`` (or ``MLFLOW_EXPERIMENT_NAME``) with the
-  config as parameters (dotted keys), every row as metrics (one ``log_batch`` per row; ``/`` in
-  names kept, step = the round), the final metrics (``final/<name>``) and summary.json as an
-  artifact. A child process writes it (fedmoo.run.mlflow_writer). Tracking URI:
+  config as parameters (dotted keys), every row as metrics (rows in batches, at most 2 s late;
+  ``/`` in names kept, step = the round), the final metrics (``final/<name>``) and
+  summary.json as an artifact. A child process writes it (fedmoo.run.mlflow_writer). Tracking URI:
   ``MLFLOW_TRACKING_URI``, else a local SQLite store ``<run dir>/mlflow.db`` (``mlflow ui
   --backend-store-uri sqlite:///<run dir>/mlflow.db``); a SQLite store may be shared by jobs
   running at once, and its artifacts go beside it (``mlartifacts/<experiment>/<run id>``).
   Needs ``pip install -e ".[trackers]"``.
 - ``wandb``: a Weights & Biases run in project ``fedmoo`` (or ``WANDB_PROJECT``) with the config,
   every row (step = the round) and the final metrics as its summary; files under
-  ``<run dir>/wandb``; W&B's own lines are silenced. ``WANDB_MODE=offline`` keeps it on disk
+  ``<run dir>/wandb``; W&B's own lines are silenced. A child process writes it
+  (fedmoo.run.wandb_writer). ``WANDB_MODE=offline`` keeps it on disk
   (``wandb sync`` uploads later). Needs ``pip install -e ".[trackers]"``.
 
 A tracked run is named after its overrides (``algo=fedfv seed=1``; the run directory's name
@@ -34,13 +36,11 @@ import json
 import logging
 import math
 import os
-import subprocess
-import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 from fedmoo.errors import UserError
+from fedmoo.run import tracker_process
 from fedmoo.report.jobs import flatten
 
 CHOICES = ("none", "tensorboard", "mlflow", "wandb")
@@ -131,12 +131,7 @@ class TensorBoardLogger(NullLogger):
         self.events.close()
 
 
-_spare: list[subprocess.Popen] = []   # an MLflow writer started ahead of its run (prestart)
-
-
-def _writer() -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "fedmoo.run.mlflow_writer"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+WRITERS = {"mlflow": "fedmoo.run.mlflow_writer", "wandb": "fedmoo.run.wandb_writer"}
 
 
 def selected(names: str | list[str] | None) -> list[str]:
@@ -145,123 +140,57 @@ def selected(names: str | list[str] | None) -> list[str]:
 
 
 def prestart(names: str | list[str] | None) -> None:
-    """Start the MLflow writer before the run imports torch, so that importing MLflow (3-5 s of
-    CPU) overlaps the run's own start-up instead of adding to its end; the run's
-    ``MLflowLogger`` then takes it. A writer that is never taken reads end of input when
-    this process ends, and ends without touching any store."""
-    if "mlflow" in selected(names) and not _spare and importlib.util.find_spec("mlflow"):
-        _spare.append(_writer())
+    """Start the writer processes of the selected trackers before the run imports torch
+    (fedmoo.run.tracker_process): importing MLflow (3-4 s of CPU) or W&B (2 s) then overlaps
+    the run's own start-up instead of adding to it."""
+    for n in dict.fromkeys(selected(names)):
+        if n in WRITERS and importlib.util.find_spec(n):
+            tracker_process.prestart(WRITERS[n])
 
 
-class MLflowLogger(NullLogger):
-    """The MLflow run, written by a child process (fedmoo.run.mlflow_writer) so that importing
-    MLflow, creating the store and committing every row run beside the rounds."""
+class ChildLogger(NullLogger):
+    """A tracker whose run a child process owns (fedmoo.run.tracker_process)."""
+
+    child: tracker_process.ChildTracker
+
+    def log(self, row: dict[str, Any]) -> None:
+        self.child.log_numbers(int(row["round"]), _numbers(row))
+
+    def check(self) -> None:
+        self.child.check()
+
+    def finish(self, final: dict[str, Any], run_dir: Path) -> None:
+        self.child.finish_numbers(_numbers(final), run_dir)
+
+    def close(self) -> None:
+        self.child.close()
+
+
+class MLflowLogger(ChildLogger):
+    """The MLflow run (fedmoo.run.mlflow_writer): tracking URI ``MLFLOW_TRACKING_URI``, else
+    ``<run dir>/mlflow.db``; experiment ``MLFLOW_EXPERIMENT_NAME``, else ``fedmoo``."""
 
     def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
         _need("mlflow", "mlflow", load=False)
         self.uri = (os.environ.get("MLFLOW_TRACKING_URI")
                     or f"sqlite:///{(Path(run_dir) / 'mlflow.db').resolve()}")
-        self.proc = _spare.pop() if _spare else _writer()
-        self.error: str | None = None             # the writer's error line
-        self.answered = threading.Event()         # its first line came: ready or error
-        self.ended = threading.Event()            # its last line came: done or error
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.done = False
-        self._send({"uri": self.uri, "experiment": os.environ.get("MLFLOW_EXPERIMENT_NAME",
-                                                                  "fedmoo"),
-                    "run_name": name, "tags": tags,
-                    "params": {k: str(v)[:500] for k, v in flatten(cfg).items()}})
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            word, _, rest = line.rstrip("\n").partition(" ")
-            if word == "error":
-                self.error = rest
-            if word in ("ready", "error"):
-                self.answered.set()
-            if word in ("done", "error"):
-                self.ended.set()
-        self.answered.set()                       # the writer ended
-        self.ended.set()
-
-    def _send(self, msg: dict[str, Any]) -> None:
-        if self.error:
-            raise UserError(self.error)
-        try:
-            self.proc.stdin.write(json.dumps(msg) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError):     # the writer ended: its last line says why
-            self.proc.wait()
-            self.reader.join()
-            raise UserError(self.error or "logger=mlflow: the MLflow writer stopped "
-                            f"(exit status {self.proc.returncode})") from None
-
-    def log(self, row: dict[str, Any]) -> None:
-        self._send({"step": int(row["round"]), "metrics": _numbers(row)})
-
-    def check(self) -> None:
-        self.answered.wait()
-        if self.error or self.proc.poll() not in (None, 0):
-            self.proc.wait()
-            self.reader.join()
-            raise UserError(self.error or "logger=mlflow: the MLflow writer stopped "
-                            f"(exit status {self.proc.returncode})")
-
-    def finish(self, final: dict[str, Any], run_dir: Path) -> None:
-        summary = Path(run_dir) / "summary.json"
-        try:
-            self._send({"final": _numbers(final), "artifact": str(summary)})
-        except UserError:
-            pass                                  # said below
-        self.done = True
-        self._end()
-        if self.error:                            # the run's own result is complete: a warning
-            log.warning("%s", self.error)
-
-    def _end(self) -> None:
-        """End of input: the writer writes what it was sent (the MLflow run KILLED unless it
-        was final) and says ``done``. The run waits for that line, not for the writer's exit:
-        the interpreter's teardown of MLflow and SQLAlchemy takes another 1.5 s."""
-        try:
-            self.proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
-        self.ended.wait()
-
-    def close(self) -> None:
-        """Stopped early (interrupted, diverged, failed): end of input, and the writer ends the
-        MLflow run as KILLED by itself (without keeping a stopping run waiting on it)."""
-        if not self.done:
-            try:
-                self.proc.stdin.close()
-            except (BrokenPipeError, OSError):
-                pass
+        self.child = tracker_process.ChildTracker(WRITERS["mlflow"], "mlflow", {
+            "uri": self.uri, "experiment": os.environ.get("MLFLOW_EXPERIMENT_NAME", "fedmoo"),
+            "run_name": name, "tags": tags,
+            "params": {k: str(v)[:500] for k, v in flatten(cfg).items()}})
 
 
-class WandbLogger(NullLogger):
+class WandbLogger(ChildLogger):
+    """The W&B run (fedmoo.run.wandb_writer): project ``WANDB_PROJECT``, else ``fedmoo``; a
+    sweep's runs are one group; files under ``<run dir>/wandb``."""
+
     def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
-        wandb = _need("wandb", "wandb")
-        folder = Path(run_dir) / "wandb"
-        folder.mkdir(parents=True, exist_ok=True)
-        # silent: W&B's own lines (the run's summary block) stay out of fedmoo's output
-        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "fedmoo"), name=name,
-                              group=(tags.get("fedmoo.sweep") or "")[-128:] or None,
-                              dir=str(Path(run_dir)), config=cfg, reinit="create_new",
-                              settings=wandb.Settings(silent=True))
-        self.done = False
-
-    def log(self, row: dict[str, Any]) -> None:
-        self.run.log(_numbers(row), step=int(row["round"]))
-
-    def finish(self, final: dict[str, Any], run_dir: Path) -> None:
-        self.run.summary.update(_numbers(final))
-        self.run.finish()
-        self.done = True
-
-    def close(self) -> None:
-        if not self.done:
-            self.run.finish(exit_code=1)
+        _need("wandb", "wandb", load=False)
+        (Path(run_dir) / "wandb").mkdir(parents=True, exist_ok=True)
+        self.child = tracker_process.ChildTracker(WRITERS["wandb"], "wandb", {
+            "project": os.environ.get("WANDB_PROJECT", "fedmoo"), "name": name,
+            "group": (tags.get("fedmoo.sweep") or "")[-128:] or None,
+            "dir": str(Path(run_dir)), "config": cfg})
 
 
 class Trackers(NullLogger):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fedmoo.errors import UserError
-from fedmoo.run import loggers
+from fedmoo.run import loggers, tracker_process
 from fedmoo.run.launchers import plugin_available
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
@@ -46,11 +46,11 @@ def test_prestarted_mlflow_writer_is_the_runs_writer(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     loggers.prestart(["tensorboard", "mlflow"])
-    (spare,) = loggers._spare
+    spare = tracker_process._spare[loggers.WRITERS["mlflow"]]
     loggers.prestart("mlflow")                      # one spare at most
-    assert loggers._spare == [spare]
+    assert list(tracker_process._spare.values()) == [spare]
     result = run(small_cfg(rounds=2, logger="mlflow"), tmp_path)
-    assert loggers._spare == [] and spare.wait(timeout=60) == 0
+    assert tracker_process._spare == {} and spare.wait(timeout=60) == 0
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (r,) = client.search_runs([client.get_experiment_by_name("fedmoo").experiment_id])
     assert r.info.status == "FINISHED"
@@ -63,8 +63,7 @@ def test_untaken_prestarted_writer_ends_without_a_store(tmp_path):
     input ends it, with status 0 and nothing written."""
     pytest.importorskip("mlflow")
     loggers.prestart("mlflow")
-    (spare,) = loggers._spare
-    loggers._spare.clear()
+    spare = tracker_process._spare.pop(loggers.WRITERS["mlflow"])
     spare.stdin.close()
     assert spare.wait(timeout=60) == 0 and spare.stdout.read() == ""
     assert not any(tmp_path.iterdir()) and not (Path.cwd() / "mlflow.db").exists()
@@ -83,6 +82,20 @@ def test_mlflow_file_store_is_one_line(tmp_path):
         f"fedmoo: error: logger=mlflow: MLFLOW_TRACKING_URI={uri} is a file store, which this "
         "MLflow refuses; use a database (MLFLOW_TRACKING_URI=sqlite:///<path>/mlflow.db, or "
         "unset it for <run dir>/mlflow.db) or set MLFLOW_ALLOW_FILE_STORE=true")
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "failed"
+
+
+def test_wandb_refusal_is_one_line(tmp_path):
+    """W&B's writer process refuses a bad setting (read when it starts, before the run asks
+    for its W&B run): one line, exit 2, the run recorded as failed."""
+    pytest.importorskip("wandb")
+    r = cli_in(tmp_path)("run", "logger=wandb", "rounds=2", "num_clients=6",
+                         "clients_per_round=3", "data.max_samples=100", "progress=false",
+                         "hydra.run.dir=run", env={"WANDB_MODE": "bogus"})
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("fedmoo: error: logger=wandb: W&B refused the run: 1 validation "
+                           "error for Settings mode Input should be 'online'")
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "failed"
 
 

@@ -1,0 +1,110 @@
+"""A tracker whose run is owned by a child process (``logger=mlflow``: fedmoo.run.mlflow_writer,
+``logger=wandb``: fedmoo.run.wandb_writer; the protocol is in fedmoo.run.tracker_child).
+
+``fedmoo run`` starts the children it will need before it imports torch (``prestart``), so that
+importing a tracker (2-4 s of CPU) overlaps the run's own start-up; the run's logger then takes
+its child (``ChildTracker``). A child that is never taken reads end of input when this process
+ends, and ends without touching any store. The run waits for the child's ``done`` line at the
+end, not for its exit.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from fedmoo.errors import UserError
+
+_spare: dict[str, subprocess.Popen] = {}   # children started ahead of their run, by module
+
+
+def _spawn(module: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, bufsize=1)
+
+
+def prestart(module: str) -> None:
+    """Start ``module``'s child now, for the next ``ChildTracker`` of that module."""
+    if module not in _spare:
+        _spare[module] = _spawn(module)
+
+
+class ChildTracker:
+    """The parent's side: sends the head, each row and the final metrics; a child's error line
+    becomes a UserError (before the run writes its completed result: ``check``) or a warning
+    (after it: ``finish``)."""
+
+    def __init__(self, module: str, name: str, head: dict[str, Any]):
+        self.name = name
+        self.proc = _spare.pop(module, None) or _spawn(module)
+        self.error: str | None = None             # the child's error line
+        self.answered = threading.Event()         # its first line came: ready or error
+        self.ended = threading.Event()            # its last line came: done or error
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.done = False
+        self._send(head)
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            word, _, rest = line.rstrip("\n").partition(" ")
+            if word == "error":
+                self.error = rest
+            if word in ("ready", "error"):
+                self.answered.set()
+            if word in ("done", "error"):
+                self.ended.set()
+        self.answered.set()                       # the child ended
+        self.ended.set()
+
+    def _stopped(self) -> UserError:
+        self.proc.wait()
+        self.reader.join()
+        return UserError(self.error or f"logger={self.name}: the {self.name} writer stopped "
+                         f"(exit status {self.proc.returncode})")
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        if self.error:
+            raise UserError(self.error)
+        try:
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):     # the child ended: its last line says why
+            raise self._stopped() from None
+
+    def log_numbers(self, step: int, metrics: dict[str, float]) -> None:
+        self._send({"step": step, "metrics": metrics})
+
+    def check(self) -> None:
+        self.answered.wait()
+        if self.error or self.proc.poll() not in (None, 0):
+            raise self._stopped()
+
+    def finish_numbers(self, final: dict[str, float], run_dir: Path) -> None:
+        try:
+            self._send({"final": final, "artifact": str(Path(run_dir) / "summary.json")})
+        except UserError:
+            pass                                  # said below
+        self.done = True
+        self._end_input()
+        self.ended.wait()
+        if self.error:                            # the run's own result is complete: a warning
+            import logging
+
+            logging.getLogger(__name__).warning("%s", self.error)
+
+    def _end_input(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def close(self) -> None:
+        """Stopped early (interrupted, diverged, failed): end of input, and the child ends the
+        tracked run as failed by itself (without keeping a stopping run waiting on it)."""
+        if not self.done:
+            self._end_input()

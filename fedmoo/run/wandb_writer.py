@@ -1,0 +1,58 @@
+"""``logger=wandb``'s writer: a child process that owns the W&B run
+(fedmoo.run.tracker_process starts it, fedmoo.run.tracker_child is its message loop).
+
+Importing ``wandb`` and ``wandb.init`` (which starts W&B's service) take about 2 s; in a
+process of its own, started before the run imports torch, that work runs beside the run's
+start-up instead of inside it. The head message is ``{"project", "name", "group", "dir",
+"config"}``; W&B's own lines (the run's summary block) stay out of fedmoo's output
+(``silent``). A run that ends without its final message finishes with exit code 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from fedmoo.run import tracker_child
+
+FLUSH_S = 1.0   # rows wait at most this long (W&B sends them on in its own service anyway)
+
+
+def warm() -> None:
+    import wandb
+
+    wandb.setup()          # W&B's service process, started once for this process
+
+
+class Writer:
+    def __init__(self, head: dict[str, Any]):
+        import wandb
+
+        self.run = wandb.init(project=head["project"], name=head["name"], group=head["group"],
+                              dir=head["dir"], config=head["config"], reinit="create_new",
+                              settings=wandb.Settings(silent=True))
+        self.run_id = self.run.id
+
+    def metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
+        for values, step in rows:
+            self.run.log(values, step=step)
+
+    def end(self, final: dict[str, float] | None, artifact: str | None) -> None:
+        if final is None:
+            self.run.finish(exit_code=1)
+            return
+        self.run.summary.update(final)
+        self.run.finish()
+
+
+def refusal(head: dict[str, Any], e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__   # W&B's settings errors span lines
+    return f"logger=wandb: W&B refused the run: {text[:300]}"
+
+
+def main() -> int:
+    return tracker_child.serve(warm, Writer, refusal, "wandb", 1000, FLUSH_S)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
