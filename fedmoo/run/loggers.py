@@ -5,7 +5,7 @@
 - ``none`` (default): nothing extra.
 - ``tensorboard``: every numeric column of every rounds.csv row as a scalar (tag = the column,
   e.g. ``test/acc_mean``; step = the round; one event a row) in ``<run dir>/tensorboard``,
-  flushed row by row;
+  on disk within 2 s;
   at the end the config as hparams with the final metrics (``final/<name>``), for the HParams
   view.
 - ``mlflow``: an MLflow run in experiment ``fedmoo`` (or ``MLFLOW_EXPERIMENT_NAME``) with the
@@ -44,6 +44,7 @@ from fedmoo.run import tracker_process
 from fedmoo.report.jobs import flatten
 
 CHOICES = ("none", "tensorboard", "mlflow", "wandb")
+FLUSH_S = 2   # TensorBoard's events reach the disk at most this late
 SWEEP_ENV = "FEDMOO_SWEEP_DIR"   # set by the sweep report callback while a sweep runs,
 SWEPT_ENV = "FEDMOO_SWEPT_KEYS"  # with the keys the sweep varies (``seed,algo``)
 log = logging.getLogger(__name__)
@@ -92,11 +93,12 @@ class TensorBoardLogger(NullLogger):
         _need("tensorboard", "tensorboard", load=False)
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-        self.events = EventFileWriter(str(Path(run_dir) / "tensorboard"))
+        # its own thread writes the events, on disk within FLUSH_S seconds (and at the end)
+        self.events = EventFileWriter(str(Path(run_dir) / "tensorboard"), flush_secs=FLUSH_S)
         self.cfg = cfg
 
     def _write(self, step: int, values: list) -> None:
-        """One event of ``Summary.Value``s, on disk when this returns."""
+        """One event of ``Summary.Value``s."""
         import time
 
         from tensorboard.compat.proto.event_pb2 import Event
@@ -104,7 +106,6 @@ class TensorBoardLogger(NullLogger):
 
         self.events.add_event(Event(wall_time=time.time(), step=step,
                                     summary=Summary(value=values)))
-        self.events.flush()
 
     def _scalars(self, values: dict[str, float]) -> list:
         from tensorboard.compat.proto.summary_pb2 import Summary
@@ -126,6 +127,7 @@ class TensorBoardLogger(NullLogger):
         for summary in hparams(params, metrics):
             self._write(0, list(summary.value))
         self._write(step, self._scalars(metrics))
+        self.events.flush()
 
     def close(self) -> None:
         self.events.close()
