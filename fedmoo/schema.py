@@ -132,10 +132,11 @@ class Config:
                        "[tensorboard,mlflow] (rounds.csv stays the record)",
                        kind=str, choices=LOGGERS, many=True)
     traceback: bool = knob(False, "print full tracebacks for user errors (debug=true sets it)")
-    client: Client = field(default_factory=Client)
-    # the groups' sections: a component's own keys (item of each option's YAML file)
+    # the groups' sections, in the order of config.yaml's defaults list; but for client, their
+    # keys belong to the component each names (the option's YAML file)
     model: Dict[str, Any] = field(default_factory=dict)
     partition: Dict[str, Any] = field(default_factory=dict)
+    client: Client = field(default_factory=Client)
     data: Dict[str, Any] = field(default_factory=dict)
     algo: Dict[str, Any] = field(default_factory=dict)
     attack: Dict[str, Any] = field(default_factory=dict)
@@ -190,14 +191,14 @@ def top_level_keys() -> set[str]:
 
 def defaults() -> dict[str, Any]:
     """The declared defaults as a config: ``{"rounds": 100, ..., "client": {"lr": 0.01, ...}}``
-    (``data_dir`` resolved: ``FEDMOO_DATA``, else ``./data``)."""
-    import os
-
+    (an interpolation resolved: ``data_dir`` is ``FEDMOO_DATA``, else ``./data``)."""
     out: dict[str, Any] = {}
     for k in knobs():
         value = k.default
-        if k.key == "data_dir":
-            value = os.environ.get("FEDMOO_DATA", "./data")
+        if isinstance(value, str) and "${" in value:
+            from omegaconf import OmegaConf
+
+            value = OmegaConf.create({"v": value}).v
         head, _, leaf = k.key.rpartition(".")
         (out.setdefault(head, {}) if head else out)[leaf] = value
     return out
@@ -251,11 +252,22 @@ def expected(k: Knob) -> str:
     return " or ".join([text, *extra]) if extra else text
 
 
-def _example(k: Knob) -> str:
+def show(value: Any) -> str:
+    """A value as a command line writes it (true, null, 1e+06)."""
+    if isinstance(value, bool) or value is None:
+        return "null" if value is None else str(value).lower()
+    if isinstance(value, float) and "e" in f"{value:g}":
+        return f"{value:g}"
+    return str(value)
+
+
+def _example(k: Knob) -> str | None:
     d = k.default
+    if isinstance(d, str) and "${" in d:
+        return None
     if d is None or isinstance(d, bool) or (_number(d) and not _in_range(d, k.rule)):
         d = k.rule.lo if k.rule.lo is not None and not k.rule.lo_open else 1
-    return str(d).lower() if isinstance(d, bool) else str(d)
+    return show(d)
 
 
 def _problem(k: Knob, v: Any) -> bool:
@@ -292,8 +304,9 @@ def refusal(key: str, value: Any) -> str | None:
     if k is None or not _problem(k, value):
         return None
     how = expected(k)
-    if (k.rule.kind or k.type) is not bool:
-        how += f"; e.g. {key}={_example(k)}"
+    example = _example(k)
+    if (k.rule.kind or k.type) is not bool and example is not None:
+        how += f"; e.g. {key}={example}"
     return f"{key}={value!r} must be {how}"
 
 
@@ -304,13 +317,24 @@ def check(cfg: dict[str, Any]) -> None:
     another kind than the shipped default of the chosen group option. Keys the schema does not
     declare are left to the component that reads them. Partial configs are checked as far as
     they go (a missing knob has its default)."""
-    missing = [s for s in SECTIONS if not isinstance(cfg.get(s), dict)]
+    missing = [s for s in SECTIONS if not isinstance(cfg.get(s), dict) or not cfg[s]]
     if missing:
         raise UserError(f"the config has no {missing[0]} section (removed with ~{missing[0]}?); "
                         f"every run needs one: {missing[0]}=<name> (see `fedmoo list {missing[0]}`)")
     check_seeds(cfg)
+    check_knobs(cfg)
+    n, per_round = cfg.get("num_clients"), cfg.get("clients_per_round")
+    if isinstance(n, int) and isinstance(per_round, int):
+        cohort_size(n, per_round)
+    check_finite(cfg)   # after the knobs, whose messages say more
+    check_types(cfg)
+
+
+def check_knobs(cfg: dict[str, Any]) -> None:
+    """Each knob ``cfg`` holds, alone: its type and range or choices, and no ``client`` key
+    that is not an SGD setting."""
     declared = {f.name for f in dataclasses.fields(Client)}
-    unknown = sorted(set(cfg["client"]) - declared)
+    unknown = sorted(set(cfg.get("client") or {}) - declared)
     if unknown:       # the section is declared whole (``+client.foo=1`` would reach the engine)
         raise UserError(f"client.{unknown[0]} is not a setting of client; remove it (its "
                         f"settings: {', '.join(sorted(declared))})")
@@ -321,11 +345,6 @@ def check(cfg: dict[str, Any]) -> None:
             msg = refusal(k.key, node[leaf])
             if msg:
                 raise UserError(msg)
-    n, per_round = cfg.get("num_clients"), cfg.get("clients_per_round")
-    if isinstance(n, int) and isinstance(per_round, int):
-        cohort_size(n, per_round)
-    check_finite(cfg)   # after the knobs, whose messages say more
-    check_types(cfg)
 
 
 def cohort_size(num_clients: int, clients_per_round: int | None) -> int:

@@ -63,7 +63,7 @@ def test_fill_gives_the_declared_defaults(monkeypatch):
     ("sampling", "size", "sampling='size' must be uniform or weighted; e.g. sampling=uniform"),
     ("precision", "float16", "precision='float16' must be float32 or float64"),
     ("device", "gpu", "device='gpu' must be auto, cpu, cuda or cuda:N"),
-    ("threads", 0, "threads=0 must be a positive integer or auto; e.g. threads=1"),
+    ("threads", 0, "threads=0 must be a positive integer or auto; e.g. threads=auto"),
     ("logger", ["tensorboard", "x"], "logger=['tensorboard', 'x'] must be one of: none, "
                                      "tensorboard, mlflow, wandb, or a list of them"),
     ("engine", {"name": "fast"}, "engine={'name': 'fast'} must be one of: auto, sequential, batched"),
@@ -114,6 +114,7 @@ def test_the_check_imports_neither_torch_nor_the_run():
     (["rounds=-2"], "rounds=-2 must be a positive integer"),
     (["sampling=size"], "sampling='size' must be uniform or weighted"),
     (["resume=maybe"], "resume='maybe' must be true or false"),
+    (["-m", "rounds=0", "seed=0,1"], "rounds=0 must be a positive integer"),
     (["-m", "rounds=3,0"], "rounds=0 must be a positive integer"),
 ])
 def test_a_bad_value_is_one_line_and_leaves_nothing(tmp_path, args, needle):
@@ -122,7 +123,7 @@ def test_a_bad_value_is_one_line_and_leaves_nothing(tmp_path, args, needle):
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"fedmoo: error: {needle}"), r.stderr
     assert r.stdout == ""
-    if "-m" in args:   # Hydra's sweeper writes multirun.yaml before the jobs are checked
+    if "rounds=3,0" in args:   # a swept value: Hydra's sweeper writes multirun.yaml first
         assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["multirun.yaml"]
     else:
         assert list(tmp_path.iterdir()) == []

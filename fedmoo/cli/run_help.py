@@ -64,18 +64,9 @@ def _defaults() -> dict[str, str]:
     return out
 
 
-def _value(v) -> str:
-    """A default as a command line writes it (true, null, 1e+06)."""
-    if isinstance(v, bool) or v is None:
-        return "null" if v is None else str(v).lower()
-    if isinstance(v, float) and "e" in f"{v:g}":
-        return f"{v:g}"
-    return str(v)
-
-
 def run_knobs() -> list[tuple[str, str, str]]:
     """(key, default, help) of every run knob, as fedmoo.schema declares them."""
-    return [(k.key, _value(k.default), k.help) for k in schema.knobs()]
+    return [(k.key, schema.show(k.default), k.help) for k in schema.knobs()]
 
 
 def _item(head: str, text: str, col: int) -> str:
