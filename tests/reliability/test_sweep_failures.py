@@ -27,7 +27,7 @@ def test_sweep_goes_on_and_lists_failed_jobs(tmp_path):
     assert summary(sw / "2")["message"].startswith("algo.eta=0.0 is out of range")
     err = r.stderr
     assert "sweep sw: 3 jobs: 1 completed, 1 diverged, 1 failed" in err
-    assert "diverged job 1 (" in err and "algo.eta=1e12" in err
+    assert "diverged job 1 (" in err and "algo.eta=1000000000000.0): training diverged" in err
     assert "failed job 2 (" in err and "algo.eta=0): algo.eta=0.0 is out of range" in err
 
     done = (sw / "0" / "rounds.csv").stat().st_mtime_ns
