@@ -150,3 +150,28 @@ def test_old_results_get_the_schemas_defaults():
 def test_schema_module_is_torch_free():
     assert not re.search(r"^\s*(import|from)\s+(torch|fedmoo\.(run|engine|cli))",
                          Path(schema.__file__).read_text(), re.M)
+
+
+@pytest.mark.parametrize("override,refused", [
+    ("logger=[tensorboard,mlflow]", None), ("engine={name:batched,compile:true}", None),
+    ("logger=[tensorboard,x]", "logger=['tensorboard', 'x'] must be one of"),
+    ("seed=${oc.env:FEDMOO_TEST_UNSET}", None),   # not resolvable yet: left to the run
+])
+def test_a_composed_config_is_checked_as_plain_values(override, refused):
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from fedmoo.cli.precheck import check_composed
+    from fedmoo.errors import Refused
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
+            cfg = compose("config", overrides=[override])
+    finally:
+        GlobalHydra.instance().clear()
+    if refused is None:
+        check_composed(cfg)
+    else:
+        with pytest.raises(Refused, match=re.escape(refused)):
+            check_composed(cfg)
