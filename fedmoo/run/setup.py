@@ -23,8 +23,8 @@ from fedmoo import engine as fengine
 from fedmoo.engine.cpu_layout import set_row_threads
 from fedmoo.errors import UserError
 from fedmoo.params import num_params
-from fedmoo.schema import cohort_size
 from fedmoo.run import memory
+from fedmoo.schema import cohort_size
 
 log = logging.getLogger(__name__)
 
