@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fedmoo import schema
 from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
 
@@ -45,12 +46,13 @@ def run(overrides: list[str] | tuple[str, ...] = (), run_dir: str | Path | None 
     if any(o.lstrip("+~").startswith(("hydra.", "hydra/")) for o in overrides):
         raise UserError("hydra.* overrides have no effect from Python; pass run_dir= instead")
     cfg = compose(overrides)
+    schema.check(cfg)            # before any directory exists, as `fedmoo run`
     if run_dir is None:
         run_dir = (Path("outputs/runs") / time.strftime("%Y-%m-%d")
                    / f"{time.strftime('%H-%M-%S')}_{cfg['algo']['name']}_{cfg['data']['name']}")
     record = {"config.yaml": OmegaConf.to_yaml(OmegaConf.create(compose(overrides, resolve=False))),
               "overrides.yaml": OmegaConf.to_yaml(OmegaConf.create(overrides))}
-    with lease_device(cfg.get("device", "auto")) as device:
+    with lease_device(cfg["device"]) as device:
         return loop.run({**cfg, "device": device}, Path(run_dir), record)
 
 

@@ -18,3 +18,10 @@ class RunInterrupted(Exception):
     def __init__(self, message: str, signum: int):
         super().__init__(message)
         self.signum = signum
+
+
+class Refused(BaseException):
+    """A UserError found by a check that Hydra calls (a callback, the sweeper), carried out of
+    Hydra to the CLI, which prints its one line and exits with status 2. A BaseException, not an
+    Exception: Hydra turns a callback's Exception into a warning and goes on to make the run
+    directory."""

@@ -96,7 +96,10 @@ def cli(tmp_path):
 
 
 def small_cfg(**overrides) -> dict:
-    """A resolved config for ``fedmoo.run.loop.run`` without Hydra: tiny synthetic federation."""
+    """A resolved config for ``fedmoo.run.loop.run`` without Hydra: tiny synthetic federation
+    (the knobs it does not set have their declared defaults, fedmoo.schema)."""
+    from fedmoo.schema import fill
+
     cfg = {
         "seed": 0, "rounds": 3, "num_clients": 6, "clients_per_round": 3, "eval_every": 1,
         "eval_split": "test", "checkpoint_every": 0, "device": "cpu", "engine": "sequential",
@@ -116,4 +119,4 @@ def small_cfg(**overrides) -> dict:
         for p in parts[:-1]:
             node = node[p]
         node[parts[-1]] = value
-    return cfg
+    return fill(cfg)

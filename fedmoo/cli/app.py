@@ -69,7 +69,7 @@ def prepare(cfg: DictConfig) -> tuple[Job, Exception | None]:
 
     hc = HydraConfig.get()
     job = Job(cfg={}, run_dir=Path(hc.runtime.output_dir), record={},
-              multirun=hc.mode == RunMode.MULTIRUN, traceback=bool(cfg.get("traceback", False)),
+              multirun=hc.mode == RunMode.MULTIRUN, traceback=bool(cfg.traceback),
               overrides=[str(o) for o in hc.overrides.task])
     _note_sweep(job, hc)
     try:
@@ -197,10 +197,10 @@ def main(cfg: DictConfig) -> float | None:
         try:
             from fedmoo.run import loggers
 
-            loggers.prestart(job.cfg.get("logger"))   # before torch: MLflow's import overlaps it
+            loggers.prestart(job.cfg["logger"])   # before torch: MLflow's import overlaps it
             from fedmoo.run import loop
 
-            with lease_device(job.cfg.get("device", "auto")) as device:
+            with lease_device(job.cfg["device"]) as device:
                 outcome = loop.run({**job.cfg, "device": device}, job.run_dir, job.record)
         except Exception as e:  # noqa: BLE001 - finish() reports every kind of failure
             outcome = e
@@ -234,7 +234,7 @@ def run_together(jobs: list[Job | None], max_rows: int,
     try:
         with lease_device("auto") as leased:
             outcomes = group.run_jobs(
-                [group.Job({**j.cfg, "device": leased if j.cfg.get("device", "auto") == "auto"
+                [group.Job({**j.cfg, "device": leased if j.cfg["device"] == "auto"
                             else j.cfg["device"]}, j.run_dir, j.record) for j in todo],
                 max_rows, on_plan=lambda plan: _say_plan(plan, todo, max_rows), invariant=invariant)
     except RunInterrupted as e:

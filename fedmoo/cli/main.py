@@ -16,7 +16,7 @@ import traceback
 
 from fedmoo import logs
 from fedmoo.cli.groups import GROUPS, group_options, with_plugins
-from fedmoo.errors import UserError
+from fedmoo.errors import Refused, UserError
 
 # OpenMP threads that wait for work sleep instead of spinning (read once, when torch loads its
 # OpenMP runtime, so before any import of torch): a spinning thread takes a core from whatever
@@ -95,13 +95,19 @@ def cmd_run(args: list[str]) -> int:
     try:
         with app.mode_from_flags(sys.argv[1:]):
             app.main()
+    except Refused as e:   # fedmoo.cli.precheck: refused before Hydra made any directory
+        if trace:
+            traceback.print_exc()
+        return _fail(str(e))
     except (UserError, DivergenceError) as e:  # re-raised by the job only with debug=true
         traceback.print_exc()
         log.error("%s", e)
         return 2 if isinstance(e, UserError) else 3
     except (HydraException, OmegaConfBaseException, OSError, ValueError) as e:
-        if trace or not overrides.from_hydra(e):
+        if not overrides.from_hydra(e):
             raise
+        if trace:
+            traceback.print_exc()
         return _fail(overrides.hydra_error_line(e, args, GROUPS))
     return 1 if callbacks.failed_jobs else 0
 

@@ -133,11 +133,14 @@ def check_targets(args: list[str]) -> str | None:
 
 
 def top_level_keys(groups: tuple[str, ...]) -> set[str]:
-    """Keys of the primary config, the groups of its defaults list, the CLI's groups, hydra."""
+    """The schema's top-level keys, the groups of config.yaml's defaults list, the CLI's groups,
+    hydra."""
     from omegaconf import OmegaConf
 
+    from fedmoo import schema
+
     cfg = OmegaConf.load(CONF_DIR / "config.yaml")
-    keys = {k for k in cfg if k != "defaults"}
+    keys = schema.top_level_keys() | {k for k in cfg if k != "defaults"}
     for entry in cfg.get("defaults", []):
         if isinstance(entry, str) or not entry:
             continue
@@ -194,7 +197,7 @@ def normalize(args: list[str], groups: tuple[str, ...]) -> list[str]:
 
 def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str]:
     """Keys of the config node ``dotted`` once the group choices in ``args`` are applied."""
-    from hydra import compose, initialize_config_dir
+    from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import DictConfig, OmegaConf
 
@@ -202,7 +205,7 @@ def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str
                if "=" in a and a.partition("=")[0].lstrip("+") in groups and "," not in a]
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
             node = OmegaConf.select(compose("config", overrides=with_plugins(choices)), dotted)
     finally:
         GlobalHydra.instance().clear()
@@ -211,13 +214,17 @@ def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str
 
 def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...]) -> str:
     """One line for an error Hydra raised while composing the config or making the run dir."""
+    from fedmoo import schema
     from fedmoo.errors import UserError
 
     if isinstance(e.__cause__, UserError):   # a plugin Hydra instantiated checked its values
         return str(e.__cause__)
+    wrong_type = schema.type_refusal(e)      # rounds=abc: the schema's own line
+    if wrong_type:
+        return wrong_type
     text = str(e)
     m = re.search(r"Could not override '([^']+)'", text)
-    if m and "not in struct" in f"{text} {e.__cause__}":
+    if m and re.search(r"not in struct|Key '[^']*' not in '", f"{text} {e.__cause__}"):
         key = m.group(1)
         parent, _, leaf = key.rpartition(".")
         try:

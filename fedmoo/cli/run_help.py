@@ -1,7 +1,8 @@
 """``fedmoo run --help``: fedmoo's own help (Hydra's generic one stays behind ``--hydra-help``).
 
-The groups, their options and the run knobs are read from the config tree each time (plain text,
-no Hydra or torch import), so the help cannot fall behind ``fedmoo/conf``.
+The groups and their options are read from the config tree each time (plain text), the run knobs
+from their declarations (``fedmoo.schema``; no Hydra or torch import), so the help cannot fall
+behind either.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import re
 import textwrap
 
+from fedmoo import schema
 from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
 
 WIDTH = 100
@@ -45,7 +47,7 @@ GROUP_HELP = {
     "data": "the dataset, with its paper's model, partition and client setup",
     "partition": "how samples are split among clients; partition.<key>=...",
     "model": "the network (input shape and classes come from the dataset)",
-    "client": "local training: client.lr, client.batch_size, client.epochs, client.local_steps",
+    "client": "local training (sgd); its knobs client.<key>=... are listed below",
     "attack": "attacks on chosen clients: attack.malicious=..., attack.<key>=...",
     "experiment": "a paper's table or figure as a sweep: run with -m, e.g. -m experiment=fedfv/table3",
     "debug": "shortcuts for debugging",
@@ -63,14 +65,8 @@ def _defaults() -> dict[str, str]:
 
 
 def run_knobs() -> list[tuple[str, str, str]]:
-    """(key, default, comment) of config.yaml's top-level keys, in file order."""
-    knobs = []
-    for line in (CONF_DIR / "config.yaml").read_text().splitlines():
-        m = re.match(r"([a-z_]+):\s*([^#]*?)\s*(?:#\s*(.*))?$", line)
-        if not m or m.group(1) in ("defaults", "hydra"):
-            continue
-        knobs.append((m.group(1), m.group(2), (m.group(3) or "").strip()))
-    return knobs
+    """(key, default, help) of every run knob, as fedmoo.schema declares them."""
+    return [(k.key, schema.show(k.default), k.help) for k in schema.knobs()]
 
 
 def _item(head: str, text: str, col: int) -> str:

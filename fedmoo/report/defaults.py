@@ -3,7 +3,7 @@
 A job written before a key existed (no ``tf32`` in an older summary.json), or one whose record
 was written by another fedmoo version, must still be grouped with the jobs of the same
 configuration. The reports therefore compare configurations with the missing keys filled in
-from fedmoo's config tree: a top-level key from ``conf/config.yaml``, a key of a config group
+from fedmoo's config: a top-level key from its declaration (``fedmoo.schema``), a key of a group
 (``algo.mu``) from the file of the option the job names (``conf/algo/fedprox.yaml`` for
 ``algo.name: fedprox``; the plugins' conf folders too). A value that is an interpolation
 (``${num_clients}``) or that the tree does not hold stays missing.
@@ -64,17 +64,26 @@ def default(key: str, flat: dict[str, Any]) -> Any:
     """The value ``key`` (dotted) has by default in a job whose flattened config is ``flat``;
     ``MISSING`` when fedmoo's config tree does not say."""
     group, _, rest = key.partition(".")
+    if not rest:
+        return _usable(_top_level().get(key, MISSING))
+    option = flat.get(f"{group}.name")
+    if not isinstance(option, str) or not option or "/" in option or option[0] == ".":
+        return MISSING
     for conf in _conf_dirs():
-        if not rest:
-            values, sub = _read(conf / "config.yaml", None), key
-        else:
-            option = flat.get(f"{group}.name")
-            if not isinstance(option, str) or not option or "/" in option or option[0] == ".":
-                return MISSING
-            values, sub = _read(conf / group / f"{option}.yaml", group), rest
-        if sub in values:
-            v = values[sub]
-            if isinstance(v, str) and _INTERPOLATION.search(v):
-                return MISSING
-            return v
+        values = _read(conf / group / f"{option}.yaml", group)
+        if rest in values:
+            return _usable(values[rest])
     return MISSING
+
+
+@lru_cache(maxsize=None)
+def _top_level() -> dict[str, Any]:
+    """The top-level knobs' declared defaults (fedmoo.schema)."""
+    from fedmoo import schema
+
+    return {k.key: k.default for k in schema.knobs() if "." not in k.key}
+
+
+def _usable(v: Any) -> Any:
+    """An interpolation (``${num_clients}``) says nothing of an older job: MISSING."""
+    return MISSING if isinstance(v, str) and _INTERPOLATION.search(v) else v

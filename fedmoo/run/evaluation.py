@@ -84,9 +84,9 @@ class RoundEvaluator:
         if federation.num_tasks:        # per-task evaluation: conv nets channels-last on a CPU
             model, self.chunk = fast_layout(model, federation.x), step_chunk(federation.x)
         self.algo, self.model, self.data, self.groups = algo, model, federation, groups or {}
-        self.split = cfg.get("eval_split", "test")
-        self.track_improved = bool(cfg.get("track_improved", True))
-        self.tasks = (TaskEvaluator(model, federation, w0, cfg.get("loss_threshold", 0.01),
+        self.split = cfg["eval_split"]
+        self.track_improved = cfg["track_improved"]
+        self.tasks = (TaskEvaluator(model, federation, w0, cfg["loss_threshold"],
                                     self.chunk) if federation.num_tasks else None)
         self.last: tuple[int, ClientEval] | None = None   # (round, evaluation) of the last row
         empty = int((federation.split(self.split).sizes == 0).sum())

@@ -127,10 +127,10 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list,
         train = functools.partial(lead.parts.engine.train_many, invariant=invariant)
         if not invariant:     # threads for the group's work: its model times its rows
             work *= sum(s.parts.per_round for s in group)
-    set_threads(lead.cfg.get("threads", "auto"), work)
-    set_tf32(lead.cfg.get("tf32", False), lead.parts.device)   # process-wide: every run was
-    set_deterministic(lead.cfg.get("deterministic", False))    # built first, the last one's set
-    show = any(s.cfg.get("progress", True) for s in group)
+    set_threads(lead.cfg["threads"], work)
+    set_tf32(lead.cfg["tf32"], lead.parts.device)   # process-wide: every run was
+    set_deterministic(lead.cfg["deterministic"])    # built first, the last one's set
+    show = any(s.cfg["progress"] for s in group)
     desc = (f"{len(group)} runs together" if len(group) > 1
             else f"{group[0].parts.algo.name} on {group[0].cfg['data']['name']}")
     first = min(s.next_round for s in group)
@@ -224,7 +224,7 @@ def _signature(s: Session) -> tuple:
     model, data, engine = parts.model, parts.federation, parts.engine
     params = tuple((n, tuple(p.shape), p.dtype, p.requires_grad) for n, p in model.named_parameters())
     modules = tuple((n, type(m).__module__, type(m).__qualname__) for n, m in model.named_modules())
-    return (str(parts.device), s.cfg.get("tf32", False), s.cfg.get("deterministic", False),
+    return (str(parts.device), s.cfg["tf32"], s.cfg["deterministic"],
             params, modules, repr(model), engine.name, data.task,
             tuple(data.x.shape), data.x.dtype, tuple(data.y.shape), data.y.dtype)
 

@@ -42,8 +42,9 @@ from typing import Any
 from fedmoo.errors import UserError
 from fedmoo.run import tracker_process
 from fedmoo.report.jobs import flatten
+from fedmoo.schema import LOGGERS
 
-CHOICES = ("none", "tensorboard", "mlflow", "wandb")
+CHOICES = LOGGERS   # declared with the `logger` knob (fedmoo.schema)
 FLUSH_S = 2   # TensorBoard's events reach the disk at most this late
 SWEEP_ENV = "FEDMOO_SWEEP_DIR"   # set by the sweep report callback while a sweep runs,
 SWEPT_ENV = "FEDMOO_SWEPT_KEYS"  # with the keys the sweep varies (``seed,algo``)

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from fedmoo import schema
 from fedmoo.engine.common import round_seed, seed_torch
 from fedmoo.engine.stacked import Member
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
@@ -32,7 +33,7 @@ from fedmoo.params import get_flat, set_flat
 from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
 from fedmoo.run import checkpoint, loggers
 from fedmoo.run.evaluation import RoundEvaluator
-from fedmoo.run.guards import check_config, check_diverged, check_row, reported_models
+from fedmoo.run.guards import check_diverged, check_row, reported_models
 from fedmoo.run.progress import open_bar, row_note
 from fedmoo.run.rundir import RunDir
 from fedmoo.run.sampler import ClientSampler
@@ -145,10 +146,10 @@ class Session:
 
     def __init__(self, cfg: dict[str, Any], run_dir: str | Path,
                  record: dict[str, str] | None = None, progress: bool | None = None):
-        self.cfg = cfg
+        self.cfg = cfg = schema.fill(cfg)    # a partial config (Python callers): the defaults
         self.t_start = time.perf_counter()
         self.rundir = RunDir(run_dir, cfg, record)
-        self.show_progress = cfg.get("progress", True) if progress is None else progress
+        self.show_progress = cfg["progress"] if progress is None else progress
         self.parts: Parts | None = None
         self.result: RunResult | None = None   # set when the run completes (its files final)
         self._stack = contextlib.ExitStack()
@@ -192,8 +193,9 @@ class Session:
 
     def _start(self) -> RunResult | None:
         cfg, rundir = self.cfg, self.rundir
-        num_clients, per_round = check_config(cfg)
-        done = rundir.open(resume=bool(cfg.get("resume", False)))
+        schema.check(cfg)     # fedmoo run checked it before Hydra made the directory; Python's
+        num_clients, per_round = schema.cohort(cfg)     # callers reach the loop directly
+        done = rundir.open(resume=cfg["resume"])
         if done is not None:
             return RunResult(run_dir=rundir.path, status="completed", final=done.get("final") or {},
                              wall_time_s=float(done.get("wall_time_s") or 0.0), skipped=True)
@@ -203,7 +205,7 @@ class Session:
         state = algo.init(get_flat(parts.model), num_clients=parts.num_clients)
         self.evaluator = RoundEvaluator(cfg, algo, parts.model, parts.federation, attack.groups(),
                                         state.w)
-        state, rows, self.elapsed0 = (rundir.resume(state, device) if cfg.get("resume")
+        state, rows, self.elapsed0 = (rundir.resume(state, device) if cfg["resume"]
                                       else (state, [], 0.0))
         self.state = state
         self.next_round = rundir.resumed_from
@@ -211,7 +213,7 @@ class Session:
         rundir.info = parts.describe(cfg)
         self.sampler = ClientSampler(parts.num_clients, parts.per_round, self.seed,
                                      forced=attack.forced_clients,
-                                     scheme=cfg.get("sampling", "uniform"),
+                                     scheme=cfg["sampling"],
                                      sizes=parts.federation.train.sizes.cpu().numpy())
         self.writer = RoundsWriter(rundir.file("rounds.csv"), rows)
         self.every = _Every(cfg, self.rounds)
@@ -224,7 +226,7 @@ class Session:
             self.rounds, rundir.resumed_from, f"{algo.name} on {cfg['data']['name']}",
             self.show_progress))
         self.tracker = self._stack.enter_context(contextlib.closing(
-            loggers.build(cfg.get("logger"), rundir.path, checkpoint.run_config(cfg),
+            loggers.build(cfg["logger"], rundir.path, checkpoint.run_config(cfg),
                           _overrides(rundir.record))))
         return None
 
@@ -367,8 +369,8 @@ class _Every:
     def __init__(self, cfg: dict[str, Any], rounds: int):
         self.rounds = rounds
         self.eval = int(cfg["eval_every"])
-        self.log_clients = int(cfg.get("log_clients_every") or 0)
-        self.ckpt = int(cfg.get("checkpoint_every") or 0)
+        self.log_clients = int(cfg["log_clients_every"])
+        self.ckpt = int(cfg["checkpoint_every"])
 
     def evaluate(self, done: int) -> bool:
         return done % self.eval == 0 or done == self.rounds

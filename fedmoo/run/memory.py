@@ -66,7 +66,7 @@ def check_fits(cfg: dict[str, Any], d: int | None, per_round: int, device: torch
     free = available(device)
     if d is None or free is None:
         return
-    batch = int(cfg["client"].get("batch_size") or 1)
+    batch = int(cfg["client"]["batch_size"] or 1)   # null = full batch
     need = lower_bound(d, per_round, acts, batch)
     if need <= free:
         return

@@ -23,8 +23,8 @@ from fedmoo import engine as fengine
 from fedmoo.engine.cpu_layout import set_row_threads
 from fedmoo.errors import UserError
 from fedmoo.params import num_params
-from fedmoo.run.guards import cohort_size
 from fedmoo.run import memory
+from fedmoo.schema import cohort_size
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,8 @@ class Parts:
             "num_clients": self.federation.num_clients,
             "tasks": self.federation.task_names,
             "device": str(device),
-            **({"tf32": bool(cfg.get("tf32", False))} if device.type == "cuda" else {}),
-            "deterministic": bool(cfg.get("deterministic", False)),
+            **({"tf32": cfg["tf32"]} if device.type == "cuda" else {}),
+            "deterministic": cfg["deterministic"],
             "engine": self.engine.name,
             **({"engine_choice": self.engine.choice} if getattr(self.engine, "choice", None)
                else {}),
@@ -76,9 +76,9 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     """Build everything in a fixed order (the model's initial weights come from ``seed``);
     ``rundir`` records the federation (partition.npz, attack.json) as soon as it exists.
     ``num_clients=None`` takes the federation's own number of clients (partition=natural)."""
-    device = resolve_device(cfg.get("device", "auto"))
-    set_tf32(cfg.get("tf32", False), device)
-    set_deterministic(cfg.get("deterministic", False))
+    device = resolve_device(cfg["device"])
+    set_tf32(cfg["tf32"], device)
+    set_deterministic(cfg["deterministic"])
     algo = algorithms.build(cfg["algo"])
     if num_clients is not None:             # known before any data is read: fail fast
         algo.check_run(num_clients, per_round)
@@ -91,7 +91,7 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
         algo.check_run(num_clients, per_round)
     attack = attacks.build(cfg.get("attack") or {"name": "none"}, federation)
     rundir.write_federation(attack, federation)
-    if cfg.get("eval_split", "test") == "val" and federation.val is None:
+    if cfg["eval_split"] == "val" and federation.val is None:
         raise UserError("eval_split=val needs a validation split: set partition.split=pooled")
     check_eval_split(cfg, federation)
     d = memory.parameter_count(cfg, federation)
@@ -101,13 +101,13 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     one = federation.x[federation.train.index[:1].cpu()].cpu()
     acts = memory.activations_per_sample(model, one)
     memory.check_fits(cfg, d, per_round, device, acts)     # before the first batch
-    dtype = resolve_precision(cfg.get("precision", "float32"))
+    dtype = resolve_precision(cfg["precision"])
     model = model.to(device=device, dtype=dtype)
-    set_threads(cfg.get("threads", "auto"), num_params(model))
+    set_threads(cfg["threads"], num_params(model))
     if federation.x.is_floating_point() and federation.x.dtype != dtype:
         federation.x = federation.x.to(dtype)
     federation = federation.to(device)
-    engine = build_component({"client": cfg["client"]}, fengine.build, cfg.get("engine", "auto"),
+    engine = build_component({"client": cfg["client"]}, fengine.build, cfg["engine"],
                              model, federation, cfg["client"])
     log.debug("run parts: device %s, engine %s, model %s (%d parameters), %d clients (%s per "
               "round), %d CPU threads", device, engine.name, cfg["model"]["name"], d, num_clients,
@@ -118,7 +118,7 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
 def check_eval_split(cfg: dict[str, Any], federation) -> None:
     """Some client must have samples on the split the run evaluates (clients without any are
     reported as missing, fedmoo.run.evaluation); a run that could report nothing is refused."""
-    split = cfg.get("eval_split", "test")
+    split = cfg["eval_split"]
     if int(federation.split(split).sizes.sum()) == 0:
         part = cfg["partition"]
         pooled = part.get("split") == "pooled"

@@ -19,15 +19,18 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 class ComposeOnceSweeper(BasicSweeper):
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         assert self.hydra_context is not None and self.config is not None
-        if self.batch_index == 1:    # the sweep's first batch: its jobs' progress starts
-            from fedmoo.cli.app import sweep_started
+        from fedmoo.cli.precheck import check_composed
 
-            sweep_started(self.config, sum(len(b) for b in self.overrides or []))
         kept = _kept(self.hydra_context.config_loader)
         kept.clear()       # a batch's configs are used by its own launch only
         for overrides in batch:
             cfg = kept.compose(self.config, list(overrides))
+            check_composed(cfg)     # a bad value refuses the sweep before any job runs
             kept[(id(self.config), tuple(overrides))] = cfg
+        if self.batch_index == 1:    # the sweep's first batch: its jobs' progress starts
+            from fedmoo.cli.app import sweep_started
+
+            sweep_started(self.config, sum(len(b) for b in self.overrides or []))
 
 
 class _Kept(dict):

@@ -8,7 +8,7 @@ import torch
 from fedmoo.cli.overrides import check_overrides
 from fedmoo.errors import UserError
 from fedmoo.run import memory
-from fedmoo.run.guards import check_config
+from fedmoo.schema import check
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
 
@@ -30,7 +30,7 @@ from tests.conftest import small_cfg
 def test_bad_values(key, value, message):
     cfg = small_cfg(**{key: value})
     with pytest.raises(UserError) as e:
-        check_config(cfg)
+        check(cfg)
     assert str(e.value).startswith(message)
 
 
@@ -38,11 +38,11 @@ def test_removed_group():
     cfg = small_cfg()
     del cfg["algo"]
     with pytest.raises(UserError, match=r"no algo section \(removed with ~algo\?\)"):
-        check_config(cfg)
+        check(cfg)
 
 
 def test_the_largest_seed_is_fine():
-    check_config(small_cfg(seed=2**63 - 1, **{"partition.seed": 0}))
+    check(small_cfg(seed=2**63 - 1, **{"partition.seed": 0}))
 
 
 def test_a_model_that_cannot_fit_is_refused_before_allocation(tmp_path, monkeypatch):

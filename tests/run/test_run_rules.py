@@ -10,14 +10,17 @@ import torch
 from fedmoo import data as fdata, models
 from fedmoo.engine.common import sample_losses
 from fedmoo.errors import DivergenceError, UserError
-from fedmoo.run.guards import check_config, check_diverged
+from fedmoo.run.guards import check_diverged
+from fedmoo.schema import check, cohort
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
 
 
 # -- num_clients: null = the dataset's own clients ----------------------------------------------
 def test_num_clients_null_takes_the_natural_clients(tmp_path):
-    assert check_config(small_cfg(num_clients=None)) == (None, 3)
+    cfg = small_cfg(num_clients=None)
+    check(cfg)
+    assert cohort(cfg) == (None, 3)
     res = run(small_cfg(num_clients=None, rounds=2), tmp_path)     # data.num_users = 6
     assert res.status == "completed" and len(res.rows) == 2
     assert json.loads((tmp_path / "summary.json").read_text())["num_clients"] == 6

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedmoo.errors import UserError
-from fedmoo.run.guards import check_config
+from fedmoo.schema import check
 from fedmoo.run.loop import run
 from fedmoo.run.sampler import ClientSampler
 from tests.conftest import small_cfg
@@ -86,7 +86,7 @@ def test_uniform_draws_are_unchanged():
 
 def test_bad_schemes_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="sampling='size'"):
-        check_config(small_cfg(sampling="size"))
+        check(small_cfg(sampling="size"))
     with pytest.raises(UserError, match="only 1 have training samples"):
         ClientSampler(3, 2, seed=0, scheme="weighted", sizes=[0, 5, 0])
 

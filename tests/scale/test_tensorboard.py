@@ -45,6 +45,6 @@ def test_tensorboard_events_match_rounds_csv(tmp_path):
 def test_logger_none_writes_no_events_and_bad_logger_is_user_error(tmp_path):
     run(small_cfg(logger="none", rounds=1), tmp_path / "a")
     assert not (tmp_path / "a" / "tensorboard").exists()
-    with pytest.raises(UserError, match="logger='comet' is not valid; choose one or a list "
-                                        "of: none, tensorboard"):
+    with pytest.raises(UserError, match="logger='comet' must be one of: none, tensorboard, "
+                                        "mlflow, wandb, or a list of them"):
         run(small_cfg(logger="comet", rounds=1), tmp_path / "b")

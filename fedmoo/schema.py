@@ -1,0 +1,448 @@
+"""The run knobs: each one's type, default, allowed values and one-line help, declared once.
+
+``Config`` (the top-level keys) and ``Client`` (the ``client`` section) are Hydra structured
+configs: ``register`` stores ``Config`` in Hydra's ConfigStore (``fedmoo/conf/__init__.py`` calls
+it, so every composition of ``fedmoo.conf`` sees it), and ``conf/config.yaml``'s defaults list
+starts from it; the YAML files hold only values that differ. Hydra then refuses a value of the
+wrong type while composing (``rounds=abc``), and ``check`` tests what a type cannot say (ranges,
+choices, a cohort larger than the clients, finite numbers), before torch is imported and before
+any directory is made: ``fedmoo run`` calls it from a Hydra callback that runs before Hydra makes
+the run directory (``fedmoo.cli.precheck``), fedmoo's sweeper for each job of a sweep, and
+``fedmoo.run.loop`` for configs that come from Python. ``fill`` gives a partial config (tests,
+Python callers) the defaults declared here; ``knobs`` is what ``fedmoo run --help`` prints.
+
+Torch-free: this module imports nothing heavier than the standard library (``register`` imports
+Hydra when it is called).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from fedmoo.errors import UserError
+
+SCHEMA_NAME = "fedmoo_schema"
+SEED_LIMIT = 2**63   # seeds go to numpy and torch as signed 64-bit integers
+SECTIONS = ("data", "partition", "model", "client", "algo")   # every run needs these
+CONF_DIR = Path(__file__).resolve().parent / "conf"
+LOGGERS = ("none", "tensorboard", "mlflow", "wandb")
+ENGINES = ("auto", "sequential", "batched")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a knob's value may be, beyond its annotated type. ``kind``: the type of a value
+    that is not one of ``words`` (``threads``: an integer or ``auto``); ``lo``/``hi``: bounds
+    (``*_open``: excluded); ``choices``: the allowed texts (``many``: a list of them too);
+    ``what``: how a message names the allowed values, when the rule's own words would not do."""
+
+    kind: type | None = None
+    lo: float | None = None
+    lo_open: bool = False
+    hi: float | None = None
+    hi_open: bool = False
+    choices: tuple[str, ...] = ()
+    pattern: str = ""
+    words: tuple[str, ...] = ()
+    many: bool = False
+    mapping: bool = False       # a section ``{name: <choice>, ...}`` is allowed too (engine)
+    what: str = ""
+
+
+def knob(default: Any, help: str, **rule: Any) -> Any:   # noqa: A002 - the field's help text
+    """A schema field: its default, its one-line help and its ``Rule``."""
+    meta = {"help": help, "rule": Rule(**rule)}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class Client:
+    """Local training: minibatch SGD for ``epochs`` passes (or ``local_steps`` steps) over a
+    client's data."""
+
+    lr: float = knob(0.01, "local learning rate", lo=0.0, lo_open=True)
+    batch_size: Optional[int] = knob(10, "minibatch size (null = full batch: one step per epoch)",
+                                     lo=1)
+    epochs: int = knob(1, "passes over the client's data per round", lo=1)
+    local_steps: Optional[int] = knob(None, "if set, this many minibatch steps instead of epochs",
+                                      lo=1)
+    momentum: float = knob(0.0, "SGD momentum, in [0, 1)", lo=0.0, hi=1.0, hi_open=True)
+    weight_decay: float = knob(0.0, "L2 penalty of local SGD", lo=0.0)
+
+
+@dataclass
+class Config:
+    """The top-level keys of a run's config. The sections a group fills (``data``, ``algo``,
+    ...) are declared as open mappings: their keys belong to the component each names."""
+
+    seed: int = knob(0, "training seed (init, sampling, shuffles); partition.seed is separate",
+                     lo=0, hi=SEED_LIMIT, hi_open=True,
+                     what="a non-negative integer below 2**63")
+    rounds: int = knob(100, "communication rounds", lo=1)
+    num_clients: Optional[int] = knob(
+        30, "clients in the federation (null = the dataset's own clients: partition=natural, "
+        "LEAF writers, ...)", lo=1)
+    clients_per_round: Optional[int] = knob(10, "clients trained per round (null = all clients "
+                                            "every round)", lo=1)
+    sampling: str = knob("uniform", "uniform | weighted (prob. proportional to training samples, "
+                         "without replacement)", choices=("uniform", "weighted"))
+    eval_every: int = knob(1, "evaluate (and write a rounds.csv row) every this many rounds", lo=1)
+    track_improved: bool = knob(True, "round/improved_frac: share of the cohort whose train loss "
+                                "did not rise")
+    log_clients_every: int = knob(0, "> 0: per-client test/train metrics every N rounds -> "
+                                  "clients_rounds.csv", lo=0)
+    eval_split: str = knob("test", "test | val (val needs partition.split=pooled)",
+                           choices=("test", "val"))
+    checkpoint_every: int = knob(10, "write checkpoint.pt every this many rounds (0 = only on "
+                                 "SIGTERM/SIGINT)", lo=0)
+    resume: bool = knob(True, "same run dir: continue from checkpoint.pt, skip if already done; "
+                        "false = start over")
+    diverge_norm: Optional[float] = knob(1.0e6, "stop as diverged when the global model's L2 "
+                                         "norm exceeds this (null = NaN/inf only)",
+                                         lo=0.0, lo_open=True)
+    threads: Any = knob("auto", "CPU threads: auto = 1 for models under 100k parameters (rows "
+                        "trained side by side: torch's default), else torch's default",
+                        kind=int, lo=1, words=("auto",))
+    loss_threshold: Optional[float] = knob(0.01, "multi-task data: summary's rounds until every "
+                                           "task's train loss < this", lo=0.0)
+    device: str = knob("auto", "auto | cpu | cuda | cuda:N", pattern=r"auto|cpu|cuda(:\d+)?",
+                       what="auto, cpu, cuda or cuda:N")
+    tf32: bool = knob(False, "CUDA: let float32 matmuls/convolutions use TensorFloat-32 (faster, "
+                      "less exact)")
+    deterministic: bool = knob(False, "true: torch's deterministic kernels (CUDA runs and resumes "
+                               "repeat bit for bit where every kernel has one; slower)")
+    precision: str = knob("float32", "float32 | float64 (model, samples and server math; float64 "
+                          "for exact comparisons)", choices=("float32", "float64"))
+    engine: Any = knob("auto", "auto (batched where faster: CUDA, or linear models on a CPU) | "
+                       "sequential (reference loop) | batched (cohort in lockstep, "
+                       "docs/PERFORMANCE.md)", kind=str, choices=ENGINES, mapping=True)
+    data_dir: str = knob("${oc.env:FEDMOO_DATA,./data}", "where datasets are read and cached "
+                         "(FEDMOO_DATA, else ./data)")
+    progress: bool = knob(True, "progress bar on stderr")
+    logger: Any = knob("none", "none | tensorboard | mlflow | wandb, or a list: "
+                       "[tensorboard,mlflow] (rounds.csv stays the record)",
+                       kind=str, choices=LOGGERS, many=True)
+    traceback: bool = knob(False, "print full tracebacks for user errors (debug=true sets it)")
+    # the groups' sections, in the order of config.yaml's defaults list; but for client, their
+    # keys belong to the component each names (the option's YAML file)
+    model: Dict[str, Any] = field(default_factory=dict)
+    partition: Dict[str, Any] = field(default_factory=dict)
+    client: Client = field(default_factory=Client)
+    data: Dict[str, Any] = field(default_factory=dict)
+    algo: Dict[str, Any] = field(default_factory=dict)
+    attack: Dict[str, Any] = field(default_factory=dict)
+
+
+def register() -> None:
+    """Store ``Config`` in Hydra's ConfigStore as ``fedmoo_schema`` (config.yaml's defaults
+    list names it first)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=Config)
+
+
+# -- reading the declarations ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Knob:
+    key: str              # dotted: rounds, client.lr
+    type: Any             # int, float, bool, str or Any
+    nullable: bool
+    default: Any
+    help: str
+    rule: Rule
+
+
+@functools.lru_cache(maxsize=None)
+def _knobs(cls: type, prefix: str = "") -> tuple[Knob, ...]:
+    hints = typing.get_type_hints(cls)
+    out: list[Knob] = []
+    for f in dataclasses.fields(cls):
+        if "help" not in f.metadata:
+            continue
+        hint = hints[f.name]
+        args = typing.get_args(hint)
+        nullable = type(None) in args
+        base = next((a for a in args if a is not type(None)), hint) if nullable else hint
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        out.append(Knob(prefix + f.name, base, nullable, default, f.metadata["help"],
+                        f.metadata["rule"]))
+    return tuple(out)
+
+
+def knobs() -> tuple[Knob, ...]:
+    """Every knob: the top-level ones in declaration order, then ``client.*``."""
+    return _knobs(Config) + _knobs(Client, "client.")
+
+
+def top_level_keys() -> set[str]:
+    """The keys of the top level of a run's config (knobs and sections)."""
+    return {f.name for f in dataclasses.fields(Config)}
+
+
+def defaults() -> dict[str, Any]:
+    """The declared defaults as a config: ``{"rounds": 100, ..., "client": {"lr": 0.01, ...}}``
+    (an interpolation resolved: ``data_dir`` is ``FEDMOO_DATA``, else ``./data``)."""
+    out: dict[str, Any] = {}
+    for k in knobs():
+        value = k.default
+        if isinstance(value, str) and "${" in value:
+            from omegaconf import OmegaConf
+
+            value = OmegaConf.create({"v": value}).v
+        head, _, leaf = k.key.rpartition(".")
+        (out.setdefault(head, {}) if head else out)[leaf] = value
+    return out
+
+
+def fill(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` with every knob it lacks (``client.*`` included) set to its declared default."""
+    base = defaults()
+    out = {**base, **cfg}
+    client = cfg.get("client")
+    if isinstance(client, dict):
+        out["client"] = {**base["client"], **client}
+    return out
+
+
+# -- checking values ----------------------------------------------------------------------
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _in_range(v: float, r: Rule) -> bool:
+    if r.lo is not None and (v <= r.lo if r.lo_open else v < r.lo):
+        return False
+    return r.hi is None or (v < r.hi if r.hi_open else v <= r.hi)
+
+
+def expected(k: Knob) -> str:
+    """How a message names a knob's allowed values (``a positive integer``)."""
+    r = k.rule
+    kind = r.kind or k.type
+    if r.what:
+        text = r.what
+    elif kind is bool:
+        text = "true or false"
+    elif kind is int:
+        text = {0: "a non-negative integer", 1: "a positive integer"}.get(r.lo, "an integer")
+    elif kind is float:
+        lo = "-inf" if r.lo is None else r.lo
+        hi = "inf" if r.hi is None else r.hi
+        text = (f"a number in {'(' if r.lo_open or r.lo is None else '['}{lo}, "
+                f"{hi}{')' if r.hi_open or r.hi is None else ']'}")
+    elif r.choices:
+        text = " or ".join(r.choices) if len(r.choices) <= 2 else \
+            "one of: " + ", ".join(r.choices)
+        if r.many:
+            text += ", or a list of them"
+    else:
+        text = "a text"
+    extra = [*(f"{w}" for w in r.words), *(["null"] if k.nullable else [])]
+    return " or ".join([text, *extra]) if extra else text
+
+
+def show(value: Any) -> str:
+    """A value as a command line writes it (true, null, 1e+06)."""
+    if isinstance(value, bool) or value is None:
+        return "null" if value is None else str(value).lower()
+    if isinstance(value, float) and "e" in f"{value:g}":
+        return f"{value:g}"
+    return str(value)
+
+
+def _example(k: Knob) -> str | None:
+    d = k.default
+    if isinstance(d, str) and "${" in d:
+        return None
+    if d is None or isinstance(d, bool) or (_number(d) and not _in_range(d, k.rule)):
+        d = k.rule.lo if k.rule.lo is not None and not k.rule.lo_open else 1
+    return show(d)
+
+
+def _problem(k: Knob, v: Any) -> bool:
+    """Whether ``v`` is not a value ``k`` allows."""
+    r = k.rule
+    if v is None:
+        return not k.nullable
+    if isinstance(v, str) and v in r.words:
+        return False
+    if r.mapping and isinstance(v, dict):
+        return _problem(k, v.get("name"))
+    if r.many and isinstance(v, (list, tuple)):
+        return not v or any(_problem(dataclasses.replace(k, nullable=False), x) for x in v)
+    kind = r.kind or k.type
+    if kind is bool:
+        return not isinstance(v, bool)
+    if kind is int:
+        return isinstance(v, bool) or not isinstance(v, int) or not _in_range(v, r)
+    if kind is float:
+        return not _number(v) or not math.isfinite(v) or not _in_range(v, r)
+    if kind is str:
+        if not isinstance(v, str):
+            return True
+        if r.choices and v not in r.choices:
+            return True
+        return bool(r.pattern) and re.fullmatch(r.pattern, v) is None
+    return False
+
+
+def refusal(key: str, value: Any) -> str | None:
+    """The one-line message for ``key=value`` (dotted key) if the schema refuses it, else None
+    (also for keys it does not declare)."""
+    k = next((k for k in knobs() if k.key == key), None)
+    if k is None or not _problem(k, value):
+        return None
+    how = expected(k)
+    example = _example(k)
+    if (k.rule.kind or k.type) is not bool and example is not None:
+        how += f"; e.g. {key}={example}"
+    return f"{key}={value!r} must be {how}"
+
+
+def check(cfg: dict[str, Any]) -> None:
+    """Refuse (``UserError``, one line naming the key) a config a run cannot use: a missing
+    section, a knob outside what the schema allows, more clients per round than clients,
+    a seed outside [0, 2**63) or a number that is not finite at any depth, and a value of
+    another kind than the shipped default of the chosen group option. Keys the schema does not
+    declare are left to the component that reads them. Partial configs are checked as far as
+    they go (a missing knob has its default)."""
+    missing = [s for s in SECTIONS if not isinstance(cfg.get(s), dict) or not cfg[s]]
+    if missing:
+        raise UserError(f"the config has no {missing[0]} section (removed with ~{missing[0]}?); "
+                        f"every run needs one: {missing[0]}=<name> (see `fedmoo list {missing[0]}`)")
+    check_seeds(cfg)
+    check_knobs(cfg)
+    n, per_round = cfg.get("num_clients"), cfg.get("clients_per_round")
+    if isinstance(n, int) and isinstance(per_round, int):
+        cohort_size(n, per_round)
+    check_finite(cfg)   # after the knobs, whose messages say more
+    check_types(cfg)
+
+
+def check_knobs(cfg: dict[str, Any]) -> None:
+    """Each knob ``cfg`` holds, alone: its type and range or choices, and no ``client`` key
+    that is not an SGD setting."""
+    declared = {f.name for f in dataclasses.fields(Client)}
+    unknown = sorted(set(cfg.get("client") or {}) - declared)
+    if unknown:       # the section is declared whole (``+client.foo=1`` would reach the engine)
+        raise UserError(f"client.{unknown[0]} is not a setting of client; remove it (its "
+                        f"settings: {', '.join(sorted(declared))})")
+    for k in knobs():
+        head, _, leaf = k.key.rpartition(".")
+        node = cfg.get(head) if head else cfg
+        if isinstance(node, dict) and leaf in node:
+            msg = refusal(k.key, node[leaf])
+            if msg:
+                raise UserError(msg)
+
+
+def cohort_size(num_clients: int, clients_per_round: int | None) -> int:
+    """``clients_per_round`` against the number of clients (null = all of them)."""
+    k = num_clients if clients_per_round is None else clients_per_round
+    if k > num_clients:
+        raise UserError(f"clients_per_round={k} is larger than num_clients={num_clients}; "
+                        f"set clients_per_round<={num_clients} (or null for all)")
+    return k
+
+
+def check_seeds(node: Any, path: str = "") -> None:
+    """Every ``seed`` / ``*_seed`` key, at any depth: an integer in [0, 2**63)."""
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        where = f"{path}{key}"
+        if isinstance(value, dict):
+            check_seeds(value, where + ".")
+        elif (key == "seed" or str(key).endswith("_seed")) and value is not None and (
+                isinstance(value, bool) or not isinstance(value, int)
+                or not 0 <= value < SEED_LIMIT):
+            raise UserError(f"{where}={value!r} must be a non-negative integer below 2**63; "
+                            f"e.g. {where}=0")
+
+
+def check_finite(node: Any, path: str = "") -> None:
+    """Every number in the config, at any depth (lists included), is finite: ``nan`` or ``inf``
+    is never a setting (``partition.beta=nan`` would draw NaN proportions)."""
+    items = node.items() if isinstance(node, dict) else \
+        enumerate(node) if isinstance(node, (list, tuple)) else ()
+    for key, value in items:
+        where = f"{path}[{key}]" if isinstance(node, (list, tuple)) else \
+            f"{path}.{key}" if path else str(key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{where}={value} is not a finite number; give it a number "
+                            "(`fedmoo run --cfg job` shows the defaults)")
+        check_finite(value, where)
+
+
+# groups where a key with a numeric default may also take a name (attack.malicious=phd); their
+# components check those values themselves
+TEXT_OK = ("algo.", "attack.")
+
+
+@functools.lru_cache(maxsize=None)
+def _shipped(path: Path) -> dict:
+    """A shipped YAML file of fedmoo's conf (read once per process: a sweep checks each job)."""
+    import yaml
+
+    try:
+        out = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
+def check_types(cfg: dict) -> None:
+    """A group's value must have the kind of its shipped default: where fedmoo's own YAML for
+    the chosen option (conf/<group>/<name>.yaml) has a boolean, the value must be true or false
+    (``maybe`` is not read as true); where it has a number, the value must not be text. (The
+    knobs' kinds are declared above; the groups' keys belong to their components.)"""
+    for group in (*SECTIONS, "attack"):
+        node = cfg.get(group)
+        name = node.get("name") if isinstance(node, dict) else None
+        if group == "client" or not isinstance(name, str) or "/" in name or ".." in name:
+            continue
+        default = _shipped(CONF_DIR / group / f"{name}.yaml")
+        if isinstance(default.get(group), dict):   # a `@package _global_` file
+            default = default[group]
+        prefix = f"{group}."
+        for key, ref in default.items():
+            if key not in node or key == "defaults":
+                continue
+            value = node[key]
+            if isinstance(ref, bool) and not isinstance(value, bool):
+                raise UserError(f"{prefix}{key}={value!r} must be true or false")
+            if (isinstance(ref, (int, float)) and not isinstance(ref, bool)
+                    and isinstance(value, str) and prefix not in TEXT_OK):
+                raise UserError(f"{prefix}{key}={value!r} must be a number; e.g. {prefix}{key}={ref}")
+
+
+def cohort(cfg: dict[str, Any]) -> tuple[int | None, int | None]:
+    """``(num_clients, clients_per_round)`` of a checked config, clients_per_round null = all
+    the clients. ``num_clients: null`` (the dataset's own clients) is None here, with
+    clients_per_round as given: the run checks both once the federation tells the count."""
+    n, k = cfg["num_clients"], cfg["clients_per_round"]
+    return n, (k if n is None else cohort_size(n, k))
+
+
+def type_refusal(error: BaseException | None) -> str | None:
+    """The line for OmegaConf's refusal, while Hydra composes, of a knob's value of the wrong
+    type (``rounds=abc``: an error naming ``full_key`` and ``value``, on ``error`` or its
+    causes); None when no knob is named."""
+    seen = 0
+    while error is not None and seen < 8:
+        key = getattr(error, "full_key", None)
+        if isinstance(key, str) and key:
+            return refusal(key, getattr(error, "value", None))
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
