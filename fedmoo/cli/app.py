@@ -79,7 +79,7 @@ def prepare(cfg: DictConfig) -> tuple[Job, Exception | None]:
         return job, UserError(f"invalid configuration: {str(e).splitlines()[0]}")
     job.record = {"config.yaml": OmegaConf.to_yaml(cfg),
                   "overrides.yaml": OmegaConf.to_yaml(hc.overrides.task)}
-    setups.announce(hc.runtime.choices)   # the paper setup it applies, if any
+    setups.announce(hc.runtime.choices, job.sweep_dir)   # the paper setup it applies, if any
     return job, None
 
 

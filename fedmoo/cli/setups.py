@@ -10,6 +10,7 @@ to add, and a ``partition_preset=`` override is refused with one line naming ``s
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, Mapping
 
 from fedmoo.cli.groups import group_options
@@ -26,7 +27,7 @@ FORMER_PRESETS = {
     ("mnist", "shards"): "fedfv_mnist_shards",
     ("tinyimagenet", "dirichlet"): "adafed_tinyimagenet_dirichlet",
 }
-_said: set[str] = set()   # lines already said at info level by this process (a sweep's jobs)
+_said: set[tuple[Path, str]] = set()   # (sweep dir, line) said by a job of that sweep
 
 
 def applied(choices: Mapping[str, Any]) -> str | None:
@@ -44,17 +45,18 @@ def applied(choices: Mapping[str, Any]) -> str | None:
             f"setup={former} for it ({group_options('setup').get(former, '')})")
 
 
-def announce(choices: Mapping[str, Any]) -> None:
+def announce(choices: Mapping[str, Any], sweep: Path | None = None) -> None:
     """Log ``applied(choices)``: a named setup at info level, a former preset's pair as a
-    warning; a line this process said already (a sweep's jobs) at debug level, so stderr gets
-    it once and each job's fedmoo.log still gets it."""
+    warning. In a sweep (``sweep``: its directory) a line said already by an earlier job in this
+    process goes at debug level, so stderr gets it once and each job's fedmoo.log still does."""
     line = applied(choices)
     if line is None:
         return
     level = logging.INFO if choices.get("setup") else logging.WARNING
-    if line in _said:
-        level = logging.DEBUG
-    _said.add(line)
+    if sweep is not None:
+        if (sweep, line) in _said:
+            level = logging.DEBUG
+        _said.add((sweep, line))
     log.log(level, "%s", line)
 
 

@@ -134,8 +134,8 @@ def _setup_lines(stderr: str) -> list[str]:
 
 @pytest.mark.slow
 def test_run_names_the_setup_it_applied(tmp_path):
-    """On tiny Fashion-MNIST files (20 images a class): the named setup gets one info line, the
-    former preset pair one warning naming the setup, a plain run none."""
+    """On tiny Fashion-MNIST files (20 images a class): the named setup gets one info line (one
+    for a whole sweep), the former preset pair one warning naming the setup, a plain run none."""
     system = tmp_path / "fmnist"
     write_mnist_family(system, n_train=(10,) * 10, n_test=(10,) * 10, gz=True)
     tiny = ["data.download=false", f"data.system_dir={system}", "model=logreg", "rounds=1",
@@ -147,6 +147,14 @@ def test_run_names_the_setup_it_applied(tmp_path):
     assert _setup_lines(r.stderr) == [f"fedmoo: setup: fedfv_fmnist_one_class_per_client ({about})"]
     assert f"setup: fedfv_fmnist_one_class_per_client ({about})" in (
         tmp_path / "named" / "fedmoo.log").read_text()
+
+    r = run_main(["run", "-m", "setup=fedfv_fmnist_one_class_per_client", "seed=0,1", *tiny,
+                  "hydra.sweep.dir=sweep"], tmp_path)      # a sweep says it once
+    assert r.returncode == 0, r.stderr
+    assert _setup_lines(r.stderr) == [f"fedmoo: setup: fedfv_fmnist_one_class_per_client ({about})"]
+    for job in ("0", "1"):
+        assert "setup: fedfv_fmnist_one_class_per_client" in (
+            tmp_path / "sweep" / job / "fedmoo.log").read_text()
 
     r = run_main(["run", "data=fmnist", "partition=one_class_per_client", "num_clients=10",
                   *tiny, "hydra.run.dir=pair"], tmp_path)
@@ -170,13 +178,16 @@ def test_every_experiment_names_only_setups_that_exist():
     assert not (CONF_DIR / "partition_preset").exists()
 
 
-def test_announce_says_a_line_once_per_process(caplog):
+def test_announce_says_a_line_once_per_sweep(caplog, tmp_path):
     import logging
 
-    setups._said.clear()
     choices = {"setup": "fedfv_mnist_shards", "data": "mnist", "partition": "shards"}
     with caplog.at_level(logging.DEBUG, logger="fedmoo"):
+        setups.announce(choices)                       # single runs: every time
         setups.announce(choices)
-        setups.announce(choices)
-        setups.announce({"setup": None, "data": "mnist", "partition": "shards"})
-    assert [r.levelname for r in caplog.records] == ["INFO", "DEBUG", "WARNING"]
+        setups.announce(choices, tmp_path / "a")       # the jobs of a sweep: once, then debug
+        setups.announce(choices, tmp_path / "a")
+        setups.announce(choices, tmp_path / "b")
+        setups.announce({"setup": None, "data": "mnist", "partition": "shards"}, tmp_path / "a")
+    assert [r.levelname for r in caplog.records] == ["INFO", "INFO", "INFO", "DEBUG", "INFO",
+                                                     "WARNING"]
