@@ -9,7 +9,8 @@ the checkout's root, after ``scripts/gpu_check.sh`` has installed the carried wh
 Parts:
   tests  ``pytest -m cuda tests/cuda`` (engines in float64 and float32 with TF32 off and on,
          resume, every algorithm on CUDA), then the rest of the suite with CUDA present;
-  runs   ``fedmoo run data=fmnist model=cnn_fmnist algo=fedmgda_plus`` (engine=auto), a sweep,
+  runs   ``fedmoo run setup=fedmgda_plus_fmnist_shards model=cnn_fmnist algo=fedmgda_plus``
+         (engine=auto), a sweep,
          a run stopped by SIGTERM and resumed (rows compared with the uninterrupted run), and a
          ``hydra/launcher=lockstep`` sweep, on the carried Fashion-MNIST (``--data-dir``);
   bench  ``scripts/bench.py`` CNN workload (FedMGDA+ Table 2 net) at K = 10, 50 and 100, every
@@ -173,19 +174,19 @@ def runs(c: Check) -> None:
     n = 5 if c.quick else 20
     real = c.work / "real"
     rec = c.step("run fmnist cnn_fmnist fedmgda_plus",
-                 FEDMOO + ["run", "data=fmnist", "model=cnn_fmnist", "algo=fedmgda_plus",
+                 FEDMOO + ["run", "setup=fedmgda_plus_fmnist_shards", "model=cnn_fmnist", "algo=fedmgda_plus",
                            f"rounds={n}", f"hydra.run.dir={real}", *c.run_args()],
                  "runs.log", 900)
     rec["run"] = brief(real)
     sweep = c.work / "sweep"
     rec = c.step("sweep algo x seed", FEDMOO + [
-        "run", "-m", "data=fmnist", "model=cnn_fmnist", "algo=fedavg,fedmgda_plus", "seed=0,1",
+        "run", "-m", "setup=fedmgda_plus_fmnist_shards", "model=cnn_fmnist", "algo=fedavg,fedmgda_plus", "seed=0,1",
         "rounds=3", f"hydra.sweep.dir={sweep}", *c.run_args()], "runs.log", 900)
     rec["jobs"] = jobs(sweep)
     resume_check(c, 4 if c.quick else 12)
     lock = c.work / "lockstep"
     rec = c.step("lockstep sweep", FEDMOO + [
-        "run", "-m", "hydra/launcher=lockstep", "data=fmnist", "model=logreg",
+        "run", "-m", "hydra/launcher=lockstep", "setup=fedmgda_plus_fmnist_shards", "model=logreg",
         "algo=fedavg,qfedavg", "seed=0,1,2", "rounds=5", f"hydra.sweep.dir={lock}",
         *c.run_args()], "runs.log", 900)
     rec["jobs"] = jobs(lock)
@@ -203,7 +204,7 @@ def resume_check(c: Check, rounds: int) -> None:
     """A run stopped by SIGTERM after a few rounds and started again, against the same run
     uninterrupted, both with deterministic=true: the resumed run must end completed with every
     round and the same rows (the largest difference is recorded; 0 expected)."""
-    args = ["run", "data=fmnist", "model=cnn_fmnist", "algo=fedmgda_plus", f"rounds={rounds}",
+    args = ["run", "setup=fedmgda_plus_fmnist_shards", "model=cnn_fmnist", "algo=fedmgda_plus", f"rounds={rounds}",
             "checkpoint_every=1", "deterministic=true"]
     full, cut = c.work / "full", c.work / "cut"
     c.step("uninterrupted run", FEDMOO + args + [f"hydra.run.dir={full}", *c.run_args()],

@@ -18,6 +18,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from fedmoo.cli import setups
 from fedmoo.run.gpu_lease import lease_device, register_resolvers
 
 register_resolvers()  # ${fedmoo.gpus:} in hydra/launcher/local_gpus.yaml
@@ -78,6 +79,7 @@ def prepare(cfg: DictConfig) -> tuple[Job, Exception | None]:
         return job, UserError(f"invalid configuration: {str(e).splitlines()[0]}")
     job.record = {"config.yaml": OmegaConf.to_yaml(cfg),
                   "overrides.yaml": OmegaConf.to_yaml(hc.overrides.task)}
+    setups.announce(hc.runtime.choices, job.sweep_dir)   # the paper setup it applies, if any
     return job, None
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-GROUPS = ("algo", "data", "partition", "model", "client", "attack", "experiment", "debug")
+GROUPS = ("algo", "data", "partition", "setup", "model", "client", "attack", "experiment",
+          "debug")
 
 
 def group_options(group: str) -> dict[str, str]:

@@ -46,6 +46,8 @@ GROUP_HELP = {
     "algo": "the server rule; its hyperparameters are algo.<key>=...",
     "data": "the dataset, with its paper's model, partition and client setup",
     "partition": "how samples are split among clients; partition.<key>=...",
+    "setup": "a paper's setup, only when named: its data, partition and numbers (clients, rounds, "
+             "client.*); e.g. setup=adafed_cifar10_dirichlet",
     "model": "the network (input shape and classes come from the dataset)",
     "client": "local training (sgd); its knobs client.<key>=... are listed below",
     "attack": "attacks on chosen clients: attack.malicious=..., attack.<key>=...",

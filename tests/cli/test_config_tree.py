@@ -48,14 +48,15 @@ def test_attack_yaml_instantiates(name):
     assert attack.name == name == cfg["attack"]["name"]
 
 
-@pytest.mark.parametrize("name", _options("experiment") + _options("debug"))
-def test_global_presets_compose(name):
-    group = "experiment" if name in _options("experiment") else "debug"
+@pytest.mark.parametrize("group,name", [(g, n) for g in ("experiment", "setup", "debug")
+                                        for n in _options(g)])
+def test_global_presets_compose(group, name):
     compose([f"{group}={name}"])
 
 
 def test_every_yaml_has_a_description():
-    for group in ("algo", "data", "partition", "model", "client", "attack", "experiment", "debug"):
+    for group in ("algo", "data", "partition", "setup", "model", "client", "attack", "experiment",
+                  "debug"):
         for name in group_options(group):
             from fedmoo.cli.groups import CONF_DIR
 

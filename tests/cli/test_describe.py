@@ -48,7 +48,7 @@ def test_model_only_prints_paper_counts_without_data(tmp_path):
     assert "797,962 parameters" in r.stdout and not (cli.cwd / "data").exists()
     for data, count in (("fmnist", 21_840), ("femnist", 1_206_590)):
         assert describe(compose([f"data={data}"]), model_only=True)["num_params"] == count
-    three = describe(compose(["data=fmnist", "partition=one_class_per_client", "model=logreg"]),
+    three = describe(compose(["setup=fedfv_fmnist_one_class_per_client", "model=logreg"]),
                      model_only=True)
     assert three["num_params"] == 784 * 3 + 3          # 3 classes after compact_labels
 
@@ -71,15 +71,24 @@ def test_bad_override_is_exit_2(cli):
 @pytest.mark.parametrize("overrides,want", [
     (["algo=fedavg", "data=cifar10"],
      {"model": "cnn_cifar", "partition": "shards", "num_clients": 100, "clients_per_round": 10,
-      "lr": 0.01, "batch_size": 10, "shards_per_client": 5, "num_shards": 500}),
+      "lr": 0.01, "batch_size": 10, "shards_per_client": 2, "num_shards": None,
+      "split": "dataset"}),
+    (["algo=fedavg", "setup=fedmgda_plus_cifar10_shards"],
+     {"model": "cnn_cifar", "partition": "shards", "num_clients": 100, "clients_per_round": 10,
+      "lr": 0.01, "batch_size": 10, "shards_per_client": 5, "num_shards": 500,
+      "split": "pooled"}),
     (["algo=fedavg", "data=fmnist", "partition=one_class_per_client"],
+     {"model": "cnn_fmnist", "partition": "one_class_per_client", "num_clients": 100,
+      "clients_per_round": 10, "lr": 0.01, "batch_size": 10, "classes": None}),
+    (["algo=fedavg", "setup=fedfv_fmnist_one_class_per_client"],
      {"model": "cnn_fmnist", "partition": "one_class_per_client", "num_clients": 3,
       "clients_per_round": None, "lr": 0.1, "batch_size": None, "classes": [0, 2, 6]}),
-    (["algo=fedavg", "data=fmnist", "partition=one_class_per_client", "client.lr=0.5"],
+    (["algo=fedavg", "setup=fedfv_fmnist_one_class_per_client", "client.lr=0.5"],
      {"lr": 0.5}),
     (["algo=fedavg", "data=emnist"],
      {"model": "cnn_femnist", "partition": "femnist_skewed", "num_clients": 100}),
-    (["algo=fedavg", "data=tinyimagenet"], {"model": "resnet18_gn", "beta": 0.05}),
+    (["algo=fedavg", "data=tinyimagenet"], {"model": "resnet18_gn", "beta": 0.5}),
+    (["algo=fedavg", "setup=adafed_tinyimagenet_dirichlet"], {"model": "resnet18_gn", "beta": 0.05}),
     (["algo=fedavg", "data=adult"], {"model": "logreg", "num_clients": 2, "split": "dataset"}),
 ])
 def test_dataset_configs_compose(overrides, want):
