@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from fedmoo import schema
 from fedmoo.cli import setups
 from fedmoo.cli.config import compose
 from fedmoo.cli.groups import CONF_DIR, group_options
@@ -19,12 +20,13 @@ PARTITIONS = sorted(p.stem for p in (CONF_DIR / "partition").glob("*.yaml"))
 
 
 def _own_defaults(data: str) -> dict:
-    """rounds, num_clients, clients_per_round and client.* as the files state them: config.yaml
-    and client/sgd.yaml, then what data/<data>.yaml sets."""
-    base = yaml.safe_load((CONF_DIR / "config.yaml").read_text())
+    """rounds, num_clients, clients_per_round and client.* as they are stated: the schema's
+    defaults (fedmoo/schema.py) and client/sgd.yaml, then what data/<data>.yaml sets."""
+    base = schema.defaults()
     own = yaml.safe_load((CONF_DIR / "data" / f"{data}.yaml").read_text())
     want = {k: own.get(k, base[k]) for k in KNOBS}
-    want["client"] = {**yaml.safe_load((CONF_DIR / "client" / "sgd.yaml").read_text()),
+    want["client"] = {**base["client"],
+                      **(yaml.safe_load((CONF_DIR / "client" / "sgd.yaml").read_text()) or {}),
                       **own.get("client", {})}
     return want
 
