@@ -75,7 +75,7 @@ class SequentialEngine:
             if spec.measure_before:
                 lb, cb = forward_stats(model, data.x, data.y, idx, task, targets=targets)
                 stats[0, i], stats[1, i] = lb.mean(), 100.0 * cb.mean()   # all tasks
-            opt = self._optimizer(model, self.sgd.momentum)
+            opt = self._optimizer(model, sgd.momentum)
             if personal is not None:
                 set_flat(self.personal_model, personal[i])
                 popt = self._optimizer(self.personal_model, 0.0)
