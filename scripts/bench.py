@@ -46,6 +46,7 @@ from fedmoo import algorithms
 from fedmoo import engine as fengine
 from fedmoo import models
 from fedmoo.data.federated import ClientSplit, FederatedData
+from fedmoo.engine.base import LocalSGD
 from fedmoo.engine.evaluate import evaluate_clients
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec
@@ -211,8 +212,7 @@ def bench_workload(name, args, device, variants) -> dict:
     model = models.build(model_cfg, shape, classes).to(device)
     w0 = get_flat(model)
     fps = flops_per_sample(model, data)
-    client = {"lr": LR, "batch_size": BATCH, "epochs": 1, "local_steps": None,
-              "momentum": 0.0, "weight_decay": 0.0}
+    client = LocalSGD(lr=LR, batch_size=BATCH)
     loops = {}
     for v in variants:
         m = copy.deepcopy(model)

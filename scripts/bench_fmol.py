@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fedmoo import engine as fengine  # noqa: E402
 from fedmoo.cli.config import compose  # noqa: E402
+from fedmoo.engine.base import LocalSGD  # noqa: E402
 from fedmoo.engine.common import round_seed  # noqa: E402
 from fedmoo.engine.cpu_layout import row_threads  # noqa: E402
 from fedmoo.params import get_flat  # noqa: E402
@@ -76,7 +77,7 @@ def timed(fn):
 def one_round(cfg, parts, variant: str) -> tuple[dict[str, tuple[float, float]], torch.Tensor]:
     with VARIANTS[variant]():
         engine = fengine.build(cfg.get("engine", "auto"), parts.model, parts.federation,
-                               cfg["client"])
+                               LocalSGD.from_config(cfg["client"]))
         algo = parts.algo
         state = algo.init(get_flat(parts.model), num_clients=parts.num_clients)
         evaluator = RoundEvaluator(cfg, algo, parts.model, parts.federation, {}, state.w)

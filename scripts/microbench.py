@@ -180,6 +180,7 @@ def group_eval(g: torch.Generator) -> None:
     from fedmoo import models
     from fedmoo.data.federated import ClientSplit, FederatedData
     from fedmoo.engine import evaluate_many
+    from fedmoo.engine.base import LocalSGD
     from fedmoo.engine.batched import BatchedEngine
     from fedmoo.engine.evaluate import evaluate_clients
     from fedmoo.params import get_flat
@@ -192,7 +193,7 @@ def group_eval(g: torch.Generator) -> None:
                             test=ClientSplit.from_lists(parts), val=None, num_classes=10,
                             input_shape=(3, 32, 32))
         model = models.build({"name": name}, (3, 32, 32), 10)
-        engine = BatchedEngine(model, fed, lr=0.1, batch_size=10)
+        engine = BatchedEngine(model, fed, LocalSGD(lr=0.1, batch_size=10))
         w = get_flat(model)
         params = [w + 0.01 * torch.randn(w.shape, generator=g) for _ in range(m)]
         evaluate_many.STACKED_ON_CPU = True

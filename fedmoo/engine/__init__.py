@@ -1,4 +1,6 @@
-"""Local training of a cohort. ``build(engine_cfg, ...)`` returns an engine with ``train(ids, w, spec, seed)``.
+"""Local training of a cohort. ``build(engine_cfg, model, data, sgd)`` returns an engine
+(``fedmoo.engine.base.Engine``) that trains with the client's SGD settings ``sgd``
+(``fedmoo.engine.base.LocalSGD``).
 
 ``engine_cfg`` is a name (``auto``, ``sequential``, ``batched``) or a mapping such as
 ``{name: batched, program: vmap, compile: true}``: ``program`` picks the batched engine's program
@@ -16,9 +18,10 @@ from collections.abc import Mapping
 
 from torch import nn
 
+from fedmoo.engine.base import Engine, LocalSGD
 from fedmoo.errors import UserError
+from fedmoo.schema import ENGINES  # declared with the `engine` knob
 
-ENGINES = ("auto", "sequential", "batched")
 log = logging.getLogger(__name__)
 
 
@@ -54,8 +57,7 @@ def resolve_auto(model, device_type: str | None = None) -> tuple[str, str]:
     return "batched", "auto: on a CPU, linear layers train several times faster batched"
 
 
-def build(engine_cfg, model, data, client_cfg: dict):
-    cfg = {k: v for k, v in client_cfg.items() if k != "description"}
+def build(engine_cfg, model, data, sgd: LocalSGD) -> Engine:
     opts = dict(engine_cfg) if isinstance(engine_cfg, Mapping) else {"name": engine_cfg}
     name = opts.pop("name", None)
     if name == "auto":
@@ -64,7 +66,7 @@ def build(engine_cfg, model, data, client_cfg: dict):
                             "name the engine: engine=batched or engine=sequential")
         name, why = resolve_auto(model)
         try:
-            engine = build(name, model, data, client_cfg)
+            engine = build(name, model, data, sgd)
         except UserError:
             raise
         except Exception as e:      # noqa: BLE001 -- see below
@@ -74,14 +76,14 @@ def build(engine_cfg, model, data, client_cfg: dict):
                 raise
             log.warning("engine=auto: the batched engine failed to build (%s: %s); the "
                         "sequential engine runs instead", type(e).__name__, e)
-            engine = build("sequential", model, data, client_cfg)
+            engine = build("sequential", model, data, sgd)
             why = f"auto: the batched engine failed to build ({type(e).__name__}: {e})"
         engine.choice = why
         return engine
     if name == "sequential" and not opts:
         from fedmoo.engine.sequential import SequentialEngine
 
-        return SequentialEngine(model, data, **cfg)
+        return SequentialEngine(model, data, sgd)
     if name == "batched":
         from fedmoo.engine.batched import BatchedEngine
 
@@ -96,7 +98,7 @@ def build(engine_cfg, model, data, client_cfg: dict):
                 raise UserError(f"engine.{key}={value!r} must be true or false")
         if flags["cuda_graph"] and next(model.parameters()).device.type != "cuda":
             raise UserError("engine.cuda_graph=true needs a CUDA device (device=cuda)")
-        return BatchedEngine(model, data, **cfg, **flags, program=str(opts.get("program", "auto")))
+        return BatchedEngine(model, data, sgd, **flags, program=str(opts.get("program", "auto")))
     if name == "sequential":
         raise UserError(f"engine.{min(opts)} is not an option of engine=sequential; "
                         "use engine=sequential without options")

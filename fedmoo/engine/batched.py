@@ -30,13 +30,14 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from fedmoo.data.federated import FederatedData
-from fedmoo.engine.common import LocalTraining, forward_stats, gather, objective_losses, relabel
+from fedmoo.engine.base import LocalSGD, Member
+from fedmoo.engine.common import forward_stats, gather, objective_losses, relabel
 from fedmoo.engine.layout import ParamLayout
 from fedmoo.engine.linear_head import LinearHead
 from fedmoo.engine.lockstep import LockstepProgram
 from fedmoo.engine.plan import make_plan
 from fedmoo.engine.rowsgd import RowSGD, add_tensor
-from fedmoo.engine.stacked import Member, train_rows
+from fedmoo.engine.stacked import train_rows
 from fedmoo.engine.tasks import TaskRows, check_task_spec, task_cohort
 from fedmoo.errors import UserError
 from fedmoo.params import set_flat
@@ -67,11 +68,14 @@ def check_batchable(model: nn.Module) -> None:
                         "or a model written with plain tensor ops (hand-written LSTM cell, GroupNorm)")
 
 
-class BatchedEngine(LocalTraining):
-    def __init__(self, model: nn.Module, data: FederatedData, lr: float, batch_size: int | None,
-                 epochs: int = 1, local_steps: int | None = None, momentum: float = 0.0,
-                 weight_decay: float = 0.0, compile: bool = False, program: str = "auto",
-                 cuda_graph: bool = False):
+class BatchedEngine:
+    """``fedmoo.engine.base.StackingEngine``: trains ``model`` on ``data``'s clients with
+    ``sgd``, the cohort's clients (or several runs' cohorts) stacked into one program."""
+
+    choice: str | None = None   # set by fedmoo.engine.build when engine=auto chose it
+
+    def __init__(self, model: nn.Module, data: FederatedData, sgd: LocalSGD,
+                 compile: bool = False, program: str = "auto", cuda_graph: bool = False):
         check_batchable(model)
         if program not in PROGRAMS:
             raise UserError(f"engine.program={program!r} is not valid; choose one of: "
@@ -82,7 +86,7 @@ class BatchedEngine(LocalTraining):
         if compile and cuda_graph:
             raise UserError("engine.compile=true and engine.cuda_graph=true cannot be combined; "
                             "choose one")
-        super().__init__(model, data, lr, batch_size, epochs, local_steps, momentum, weight_decay)
+        self.model, self.data, self.sgd = model, data, sgd
         self.layout = ParamLayout(model)
         self._offsets = data.train.offsets.cpu()
         self._sizes = data.train.sizes.cpu()
@@ -208,7 +212,7 @@ class BatchedEngine(LocalTraining):
 
     def _train_tasks(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
         """Per-task training: the (client, task) pairs are the R rows of the stacked copies."""
-        data, layout, tt = self.data, self.layout, spec.task_training
+        data, layout, tt, sgd = self.data, self.layout, spec.task_training, self.sgd
         check_task_spec(spec)
         if self.cuda_graph and not self._warned_tasks:
             self._warned_tasks = True
@@ -220,30 +224,30 @@ class BatchedEngine(LocalTraining):
         dev, dtype = w.device, w.dtype
         loss_before, acc_before, num_samples = self._before(ids, w, None)
         if rows.count == 0:
-            return task_cohort(rows, client_ids, w, w[None], self.lr, loss_before, acc_before,
+            return task_cohort(rows, client_ids, w, w[None], sgd.lr, loss_before, acc_before,
                                torch.zeros(0, dtype=dtype, device=dev), num_samples)
         row_clients = [ids[i] for i in rows.client.tolist()]
         plan = make_plan(row_clients, self._offsets, self._sizes,
-                         None if tt.full_batch else self.batch_size, 1, tt.local_steps,
+                         None if tt.full_batch else sgd.batch_size, 1, tt.local_steps,
                          torch.Generator().manual_seed(seed), data.train.index, dtype)
         views = layout.pack(w, layout.empty(rows.count, w))
         anchor = layout.pack(w, layout.empty(1, w))
-        bufs = [torch.zeros_like(v) for v in views] if self.momentum else None
-        momentum = self.momentum if self.momentum else None
+        bufs = [torch.zeros_like(v) for v in views] if sgd.momentum else None
+        momentum = sgd.momentum if sgd.momentum else None
         scale = None
         if spec.loss_scale is not None:
             scale = spec.loss_scale.to(device=dev, dtype=dtype).reshape(-1)[rows.client]
         loss_after = torch.zeros(rows.count, dtype=dtype, device=dev)
-        lr_plan = self.lr * plan.active
+        lr_plan = sgd.lr * plan.active
         self.model.train()
         for s in range(plan.steps):
             idx, weight = plan.index[:, s], plan.weight[:, s]
-            lr = self.lr if plan.full[s] else lr_plan[:, s]
-            rule = RowSGD(views, bufs, anchor, lr, None, momentum, self.weight_decay)
+            lr = sgd.lr if plan.full[s] else lr_plan[:, s]
+            rule = RowSGD(views, bufs, anchor, lr, None, momentum, sgd.weight_decay)
             losses = self._step(rule, gather(data.x, idx), gather(data.y, idx), weight, scale,
                                 rows.weights)
             loss_after += losses * plan.last[:, s]
-        return task_cohort(rows, client_ids, w, layout.unpack(views), self.lr, loss_before,
+        return task_cohort(rows, client_ids, w, layout.unpack(views), sgd.lr, loss_before,
                            acc_before, loss_after, num_samples)
 
     def train(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:

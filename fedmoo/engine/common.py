@@ -179,20 +179,3 @@ def param_views(model: nn.Module, flat: Tensor) -> list[Tensor]:
             off += p.numel()
     return views
 
-
-class LocalTraining:
-    """The client-side settings both engines share (the ``client`` config group):
-    minibatch SGD for ``epochs`` passes (or exactly ``local_steps`` steps) with ``batch_size``
-    (None = full batch), ``momentum`` and ``weight_decay`` as in ``torch.optim.SGD``."""
-
-    def __init__(self, model: nn.Module, data, lr: float, batch_size: int | None,
-                 epochs: int = 1, local_steps: int | None = None, momentum: float = 0.0,
-                 weight_decay: float = 0.0):
-        self.model = model
-        self.data = data
-        self.lr = float(lr)
-        self.batch_size = batch_size
-        self.epochs = int(epochs)
-        self.local_steps = None if local_steps is None else int(local_steps)
-        self.momentum = float(momentum)
-        self.weight_decay = float(weight_decay)

@@ -11,8 +11,9 @@ import torch
 from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
-from fedmoo.engine.common import (LocalTraining, client_batches, forward_stats, gather,
-                                  objective_losses, param_views, relabel)
+from fedmoo.engine.base import LocalSGD
+from fedmoo.engine.common import (client_batches, forward_stats, gather, objective_losses,
+                                  param_views, relabel)
 from fedmoo.engine.sgd import SGD
 from fedmoo.engine.cpu_layout import (each_row, fast_layout, row_workers, step_chunk,
                                       worker_models)
@@ -21,20 +22,21 @@ from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
 
 
-class SequentialEngine(LocalTraining):
-    name = "sequential"
+class SequentialEngine:
+    """``fedmoo.engine.base.Engine``: trains ``model`` on ``data``'s clients with ``sgd``."""
 
-    def __init__(self, model: nn.Module, data: FederatedData, lr: float, batch_size: int | None,
-                 epochs: int = 1, local_steps: int | None = None, momentum: float = 0.0,
-                 weight_decay: float = 0.0):
-        super().__init__(model, data, lr, batch_size, epochs, local_steps, momentum, weight_decay)
+    name = "sequential"
+    choice: str | None = None   # set by fedmoo.engine.build when engine=auto chose it
+
+    def __init__(self, model: nn.Module, data: FederatedData, sgd: LocalSGD):
+        self.model, self.data, self.sgd = model, data, sgd
         self.personal_model = copy.deepcopy(model)
         self._task_model: nn.Module | None = None   # per-task training's copy (fast_layout)
         self._task_models: list[nn.Module] = []     # its copies for more row workers
 
     def _optimizer(self, model: nn.Module, momentum: float) -> SGD:
-        return SGD(model.parameters(), lr=self.lr, momentum=momentum,
-                   weight_decay=self.weight_decay)
+        return SGD(model.parameters(), lr=self.sgd.lr, momentum=momentum,
+                   weight_decay=self.sgd.weight_decay)
 
     def _step(self, model, opt, xb, yb, anchor: list[Tensor], mu: float, scale,
               task_weights: Tensor | None = None) -> Tensor:
@@ -53,7 +55,7 @@ class SequentialEngine(LocalTraining):
     def train(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
         if spec.task_training is not None:
             return self._train_tasks(client_ids, w, spec, seed)
-        data, model, task = self.data, self.model, self.data.task
+        data, model, task, sgd = self.data, self.model, self.data.task, self.sgd
         gen = torch.Generator().manual_seed(seed)
         k_count, dev = client_ids.numel(), w.device
         deltas = torch.empty(k_count, w.numel(), dtype=w.dtype, device=dev)
@@ -73,12 +75,12 @@ class SequentialEngine(LocalTraining):
             if spec.measure_before:
                 lb, cb = forward_stats(model, data.x, data.y, idx, task, targets=targets)
                 stats[0, i], stats[1, i] = lb.mean(), 100.0 * cb.mean()   # all tasks
-            opt = self._optimizer(model, self.momentum)
+            opt = self._optimizer(model, sgd.momentum)
             if personal is not None:
                 set_flat(self.personal_model, personal[i])
                 popt = self._optimizer(self.personal_model, 0.0)
             scale = None if spec.loss_scale is None else spec.loss_scale[i]
-            batches = client_batches(n, self.batch_size, self.epochs, self.local_steps, gen)
+            batches = client_batches(n, sgd.batch_size, sgd.epochs, sgd.local_steps, gen)
             last_ep = batches[-1][0]
             last_sum = torch.zeros((), dtype=w.dtype, device=dev)
             last_cnt = 0
@@ -102,7 +104,7 @@ class SequentialEngine(LocalTraining):
         return Cohort(
             client_ids=client_ids, deltas=deltas, num_samples=stats[3],
             loss_before=stats[0] if before else None, loss_after=stats[2],
-            acc_before=stats[1] if before else None, local_lr=self.lr, personal=personal,
+            acc_before=stats[1] if before else None, local_lr=sgd.lr, personal=personal,
             loss_trained=None if trained is None else trained[0],
             acc_trained=None if trained is None else trained[1],
         )
@@ -141,7 +143,7 @@ class SequentialEngine(LocalTraining):
         model = self._task_model
         rows = TaskRows.build(model, data, client_ids, tt, w)
         gen = torch.Generator().manual_seed(seed)
-        batch = None if tt.full_batch else self.batch_size
+        batch = None if tt.full_batch else self.sgd.batch_size
         flat = torch.empty(rows.count, w.numel(), dtype=w.dtype, device=w.device)
         loss_after = torch.zeros(rows.count, dtype=w.dtype, device=w.device)
         row_client = rows.client.tolist()
@@ -164,7 +166,7 @@ class SequentialEngine(LocalTraining):
             m, i, idx, batches = models[k], row_client[r], idxs[r], plans[r]
             set_flat(m, w)
             m.train()
-            opt = self._optimizer(m, self.momentum)
+            opt = self._optimizer(m, self.sgd.momentum)
             scale = None if spec.loss_scale is None else spec.loss_scale[i]
             last_ep, last_sum, last_cnt = batches[-1][0], 0.0, 0
             for ep, pos in batches:
@@ -179,5 +181,5 @@ class SequentialEngine(LocalTraining):
         each_row(rows.count, workers, train_row)
         loss_b = torch.stack([lb.mean(0) for lb, _ in before]).to(w.dtype)
         acc_b = torch.stack([100.0 * cb.mean(0) for _, cb in before]).to(w.dtype)
-        return task_cohort(rows, client_ids, w, flat, self.lr, loss_b, acc_b, loss_after,
+        return task_cohort(rows, client_ids, w, flat, self.sgd.lr, loss_b, acc_b, loss_after,
                            data.train.sizes[client_ids.to(data.train.sizes.device)])

@@ -23,12 +23,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from fedmoo.engine.base import Member
 from fedmoo.engine.common import entrywise, eval_chunk, gather, relabel
 from fedmoo.engine.linear_head import Sharing
 from fedmoo.engine.graph import train_steps_graphed
 from fedmoo.engine.plan import RoundPlan, longest_first, make_plan, stack_plans
 from fedmoo.engine.rowsgd import Rows, RowSGD
-from fedmoo.state import ClientSpec, Cohort
+from fedmoo.state import Cohort
 
 # Rows that read the same samples (runs of one seed and partition, Ditto's personal rows) share
 # their inputs with the closed-form head: each source's samples are gathered and multiplied once
@@ -37,18 +38,6 @@ SHARED_INPUTS = True
 # With the invariant arithmetic, rows of one source whose step inputs take at least this much
 # read one gathered copy (full batches); smaller minibatches are gathered row by row.
 REUSE_BYTES = 1 << 20
-
-
-@dataclass
-class Member:
-    """One run's request for a round: its engine, cohort ``ids``, global model ``w`` [d], the
-    algorithm's client spec and the round's seed."""
-
-    engine: object
-    ids: Tensor
-    w: Tensor
-    spec: ClientSpec
-    seed: int
 
 
 @dataclass
@@ -114,15 +103,15 @@ def _arithmetic(engine, m: Member) -> tuple:
     ``B`` of its products and sums), whether the closed form measures the loss before training
     with the first step (full batches), and which terms of the update are on (momentum, the
     proximal term, weight decay: a term that is off takes a shorter path)."""
-    e = m.engine
+    e, sgd = m.engine, m.engine.sgd
     sizes = e._sizes[m.ids.cpu()]
     n = int(sizes.max()) if sizes.numel() else 0
-    bs = e.batch_size
+    bs = sgd.batch_size
     width = n if not bs or bs <= 0 or bs > n else int(bs)
-    full = e.batch_size is None and bool((sizes > 0).all())
+    full = sgd.batch_size is None and bool((sizes > 0).all())
     mu = m.spec.prox_mu != 0 or (m.spec.personal is not None and m.spec.personal_lam != 0)
-    return (width, full and engine.head is not None, e.momentum != 0, bool(mu),
-            e.weight_decay != 0)
+    return (width, full and engine.head is not None, sgd.momentum != 0, bool(mu),
+            sgd.weight_decay != 0)
 
 
 def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
@@ -135,15 +124,16 @@ def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
     made: dict[tuple, int] = {}   # runs of one seed and partition share their plans
     for m in members:
         layout.numel_check(m.w.numel())
-        e = m.engine
+        e, sgd = m.engine, m.engine.sgd
         block = _Block(start, len(m.ids), m.spec.personal is not None)
-        key = (e.data.train.digest, tuple(m.ids.tolist()), m.seed, e.batch_size, e.epochs,
-               e.local_steps)
+        key = (e.data.train.digest, tuple(m.ids.tolist()), m.seed, sgd.batch_size, sgd.epochs,
+               sgd.local_steps)
         if key not in made:
             made[key] = sum(len(p.index) for p in plans)   # the plan's first source
-            plans.append(make_plan(list(key[1]), e._offsets, e._sizes, e.batch_size, e.epochs,
-                                   e.local_steps, torch.Generator().manual_seed(m.seed),
-                                   e.data.train.index, dtype))
+            plans.append(make_plan(list(key[1]), e._offsets, e._sizes, sgd.batch_size,
+                                   sgd.epochs, sgd.local_steps,
+                                   torch.Generator().manual_seed(m.seed), e.data.train.index,
+                                   dtype))
         first = range(made[key], made[key] + block.k)  # personal rows: the same minibatches
         sources += [*first, *first] if block.ditto else first
         blocks.append(block)
@@ -161,10 +151,11 @@ def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
                 out.append((float(personal(m)), b.k))
         return out
 
-    lr = _rows(per_row(lambda m: m.engine.lr, lambda m: m.engine.lr), w0)
+    lr = _rows(per_row(lambda m: m.engine.sgd.lr, lambda m: m.engine.sgd.lr), w0)
     mu = _rows_or_none(per_row(lambda m: m.spec.prox_mu, lambda m: m.spec.personal_lam), w0)
-    momentum = _rows_or_none(per_row(lambda m: m.engine.momentum, lambda m: 0.0), w0)
-    wd = _rows(per_row(lambda m: m.engine.weight_decay, lambda m: m.engine.weight_decay), w0)
+    momentum = _rows_or_none(per_row(lambda m: m.engine.sgd.momentum, lambda m: 0.0), w0)
+    wd = _rows(per_row(lambda m: m.engine.sgd.weight_decay, lambda m: m.engine.sgd.weight_decay),
+               w0)
 
     views = layout.empty(total, w0)
     anchor = None
@@ -185,7 +176,7 @@ def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
 
     # full batches with the closed form: the first step measures the loss before training
     first = engine.head is not None and data.num_tasks == 0 and all(
-        m.engine.batch_size is None and bool((m.engine._sizes[m.ids.cpu()] > 0).all())
+        m.engine.sgd.batch_size is None and bool((m.engine._sizes[m.ids.cpu()] > 0).all())
         for m in members)
     befores = None if first else _befores(engine, members, blocks, views, label_maps, shared)
     engine.model.train()
@@ -225,7 +216,7 @@ def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
         out.append(Cohort(
             client_ids=m.ids, deltas=layout.deltas(m.w, views, b.rows),
             num_samples=num_samples, loss_before=loss_before, loss_after=loss_after[b.rows],
-            acc_before=acc_before, local_lr=m.engine.lr,
+            acc_before=acc_before, local_lr=m.engine.sgd.lr,
             personal=layout.unpack(views, b.personal) if b.ditto else None,
             loss_trained=trained[0], acc_trained=trained[1],
         ))

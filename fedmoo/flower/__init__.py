@@ -2,12 +2,14 @@
 
 ``FedmooStrategy`` (Message API) and ``FedmooFitStrategy`` (``aggregate_fit`` API) run any
 registered fedmoo algorithm as a Flower strategy; ``fedmoo.flower.client`` trains on the clients
-and reports the scalars the rules need. See docs/scaling.md.
+(with ``LocalSGD``, fedmoo's client settings) and reports the scalars the rules need. See
+docs/scaling.md.
 """
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo.flower.aggregation import Reply, ServerRule
 from fedmoo.flower.client import FedmooClient, LocalTrainer, client_app, trainable_arrays
 from fedmoo.flower.strategy import FedmooFitStrategy, FedmooStrategy
 
-__all__ = ["FedmooClient", "FedmooFitStrategy", "FedmooStrategy", "LocalTrainer", "Reply",
-           "ServerRule", "client_app", "trainable_arrays"]
+__all__ = ["FedmooClient", "FedmooFitStrategy", "FedmooStrategy", "LocalSGD", "LocalTrainer",
+           "Reply", "ServerRule", "client_app", "trainable_arrays"]

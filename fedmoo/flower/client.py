@@ -25,6 +25,7 @@ from flwr.client import NumPyClient
 from flwr.clientapp import ClientApp
 from torch import Tensor, nn
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo.engine.common import client_batches, forward_stats, param_views, sample_losses
 from fedmoo.flower.aggregation import (
     ACC_BEFORE,
@@ -53,23 +54,20 @@ def client_seed(seed: int, server_round: int, client_id: int) -> int:
 
 
 class LocalTrainer:
-    """One client's data and local optimiser settings (keys as in conf/client/*.yaml).
+    """One client's data and local optimiser settings ``sgd`` (a ``LocalSGD``, e.g.
+    ``LocalSGD(lr=0.05, batch_size=10)``, or ``LocalSGD.from_config`` of a fedmoo config's
+    ``client`` section).
 
     ``x``/``y`` are the client's training samples, ``x_test``/``y_test`` its evaluation samples;
     ``task`` is ``classification`` or ``regression``.
     """
 
     def __init__(self, model: nn.Module, client_id: int, x: Tensor, y: Tensor,
-                 x_test: Tensor | None = None, y_test: Tensor | None = None, *, lr: float,
-                 batch_size: int | None = None, epochs: int = 1, local_steps: int | None = None,
-                 momentum: float = 0.0, weight_decay: float = 0.0,
+                 x_test: Tensor | None = None, y_test: Tensor | None = None, *, sgd: LocalSGD,
                  task: str = "classification", seed: int = 0):
         self.model, self.client_id = model, int(client_id)
         self.x, self.y, self.x_test, self.y_test = x, y, x_test, y_test
-        self.lr, self.batch_size, self.epochs = float(lr), batch_size, int(epochs)
-        self.local_steps = None if local_steps is None else int(local_steps)
-        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
-        self.task, self.seed = task, int(seed)
+        self.sgd, self.task, self.seed = sgd, task, int(seed)
 
     def _flat(self, arrays: list[np.ndarray]) -> Tensor:
         p = next(self.model.parameters())
@@ -81,7 +79,7 @@ class LocalTrainer:
         """Local training from the global ``arrays``; returns (new arrays, n, metrics).
         ``eval_trained``: also report the trained model's loss and accuracy on the local
         training set (the rule's ``ClientSpec.eval_trained``)."""
-        model, x, y = self.model, self.x, self.y
+        model, x, y, sgd = self.model, self.x, self.y, self.sgd
         w = self._flat(arrays)
         set_flat(model, w)
         idx = torch.arange(y.shape[0], device=y.device)
@@ -91,9 +89,9 @@ class LocalTrainer:
         gen = torch.Generator().manual_seed(seed)
         anchor = param_views(model, w)
         params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.SGD(params, lr=self.lr, momentum=self.momentum,
-                              weight_decay=self.weight_decay)
-        batches = client_batches(idx.numel(), self.batch_size, self.epochs, self.local_steps, gen)
+        opt = torch.optim.SGD(params, lr=sgd.lr, momentum=sgd.momentum,
+                              weight_decay=sgd.weight_decay)
+        batches = client_batches(idx.numel(), sgd.batch_size, sgd.epochs, sgd.local_steps, gen)
         last_ep, last_sum, last_cnt = batches[-1][0], 0.0, 0
         model.train()
         for ep, pos in batches:
@@ -111,7 +109,7 @@ class LocalTrainer:
                 last_cnt += b.numel()
         metrics = {CLIENT_ID: self.client_id, LOSS_BEFORE: float(lb.mean()),
                    LOSS_AFTER: last_sum / last_cnt, ACC_BEFORE: 100.0 * float(cb.mean()),
-                   LOCAL_LR: self.lr}
+                   LOCAL_LR: sgd.lr}
         if eval_trained:
             la, ca = forward_stats(model, x, y, idx, self.task)
             metrics.update({LOSS_TRAINED: float(la.mean()), ACC_TRAINED: 100.0 * float(ca.mean())})

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from fedmoo import data as fdata
-from fedmoo.engine.batched import BatchedEngine
+from fedmoo.engine.base import StackingEngine
 from fedmoo.engine.evaluate_many import evaluate_models
 from fedmoo.params import num_params
 from fedmoo.run.loop import RunResult, Session, drive, train_each
@@ -124,6 +124,7 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list,
     if len(group) == 1:
         train = train_each
     else:
+        # a group of several runs has a StackingEngine (Planner, _why_alone)
         train = functools.partial(lead.parts.engine.train_many, invariant=invariant)
         if not invariant:     # threads for the group's work: its model times its rows
             work *= sum(s.parts.per_round for s in group)
@@ -211,8 +212,8 @@ class Planner:
 
 def _why_alone(s: Session) -> str | None:
     engine = s.parts.engine
-    if not isinstance(engine, BatchedEngine):
-        return f"engine: {getattr(engine, 'choice', None) or engine.name}"
+    if not isinstance(engine, StackingEngine):
+        return f"engine: {engine.choice or engine.name}"
     if engine.compiled:
         return "engine.compile=true"
     return None

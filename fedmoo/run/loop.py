@@ -27,7 +27,7 @@ import torch
 
 from fedmoo import schema
 from fedmoo.engine.common import round_seed, seed_torch
-from fedmoo.engine.stacked import Member
+from fedmoo.engine.base import Member
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.params import get_flat, set_flat
 from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter

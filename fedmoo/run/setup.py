@@ -20,6 +20,7 @@ import fedmoo
 from fedmoo import algorithms, attacks, models
 from fedmoo import data as fdata
 from fedmoo import engine as fengine
+from fedmoo.engine.base import Engine, LocalSGD
 from fedmoo.engine.cpu_layout import set_row_threads
 from fedmoo.errors import UserError
 from fedmoo.params import num_params
@@ -42,7 +43,7 @@ class Parts:
     federation: Any
     attack: Any
     model: torch.nn.Module
-    engine: Any
+    engine: Engine
     num_clients: int = 0     # the federation's clients (num_clients: null = the data's own)
     per_round: int = 0       # clients per round
 
@@ -62,8 +63,7 @@ class Parts:
             **({"tf32": cfg["tf32"]} if device.type == "cuda" else {}),
             "deterministic": cfg["deterministic"],
             "engine": self.engine.name,
-            **({"engine_choice": self.engine.choice} if getattr(self.engine, "choice", None)
-               else {}),
+            **({"engine_choice": self.engine.choice} if self.engine.choice else {}),
             "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
             else platform.processor() or platform.machine(),
             "versions": {"fedmoo": fedmoo.__version__, "torch": torch.__version__,
@@ -80,6 +80,7 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     set_tf32(cfg["tf32"], device)
     set_deterministic(cfg["deterministic"])
     algo = algorithms.build(cfg["algo"])
+    sgd = LocalSGD.from_config(cfg["client"])
     if num_clients is not None:             # known before any data is read: fail fast
         algo.check_run(num_clients, per_round)
     federation = build_component({"data": cfg["data"], "partition": cfg["partition"]},
@@ -107,8 +108,7 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     if federation.x.is_floating_point() and federation.x.dtype != dtype:
         federation.x = federation.x.to(dtype)
     federation = federation.to(device)
-    engine = build_component({"client": cfg["client"]}, fengine.build, cfg["engine"],
-                             model, federation, cfg["client"])
+    engine = fengine.build(cfg["engine"], model, federation, sgd)
     log.debug("run parts: device %s, engine %s, model %s (%d parameters), %d clients (%s per "
               "round), %d CPU threads", device, engine.name, cfg["model"]["name"], d, num_clients,
               per_round, torch.get_num_threads())
@@ -265,7 +265,7 @@ def build_model(cfg: dict[str, Any], federation) -> torch.nn.Module:
 
 def build_component(sections: dict[str, dict], fn, *args):
     """Build a component; an unknown keyword that comes from one of the config ``sections``
-    (``{"client": cfg["client"]}``) becomes a UserError naming the key."""
+    (``{"data": cfg["data"]}``) becomes a UserError naming the key."""
     try:
         return fn(*args)
     except TypeError as e:

@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo import engine as fengine
 from fedmoo import models
 from fedmoo.algorithms import get, names
@@ -74,9 +75,7 @@ def test_single_class_clients_through_the_engine(name):
     torch.manual_seed(0)
     model = models.build({"name": "logreg", "softmax_output": False}, data.input_shape,
                          data.num_classes)
-    eng = fengine.build("sequential", model, data, {"lr": 1.0, "batch_size": None, "epochs": 20,
-                                                    "local_steps": None, "momentum": 0.0,
-                                                    "weight_decay": 0.0})
+    eng = fengine.build("sequential", model, data, LocalSGD(lr=1.0, batch_size=None, epochs=20))
     algo = get(name)()
     state = algo.init(get_flat(model), num_clients=5)
     ids = torch.arange(5)

@@ -18,6 +18,7 @@ import math
 import pytest
 import torch
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo import algorithms, models
 from fedmoo.cli.config import compose
 from fedmoo import engine as fengine
@@ -69,8 +70,8 @@ def model_and_data(family: str, dtype: torch.dtype):
 def engines(family: str, dtype: torch.dtype, program: str = "auto"):
     """A sequential and a batched engine on CUDA, same initial model, and the cohort's w."""
     model, data = model_and_data(family, dtype)
-    seq = SequentialEngine(copy.deepcopy(model), data, lr=0.1, batch_size=4)
-    bat = BatchedEngine(copy.deepcopy(model), data, lr=0.1, batch_size=4, program=program)
+    seq = SequentialEngine(copy.deepcopy(model), data, LocalSGD(lr=0.1, batch_size=4))
+    bat = BatchedEngine(copy.deepcopy(model), data, LocalSGD(lr=0.1, batch_size=4), program=program)
     return seq, bat, get_flat(model)
 
 
@@ -119,7 +120,7 @@ def test_float32_engines_agree_with_tf32_off_and_tf32_is_in_effect_when_on(famil
 def test_the_batched_engine_builds_on_cuda_for_engine_auto():
     seq, bat, _ = engines("cnn_fmnist", torch.float32)
     engine = fengine.build("auto", copy.deepcopy(seq.model), seq.data,
-                           {"lr": 0.1, "batch_size": 4})
+                           LocalSGD(lr=0.1, batch_size=4))
     assert engine.name.startswith("batched"), engine.choice
 
 
@@ -201,9 +202,9 @@ def test_steps_replayed_from_a_cuda_graph_agree_with_the_plain_loop(family, prog
     """engine.cuda_graph=true: WARMUP eager steps, one captured step, replays for the rest;
     float64, unequal clients (rows finishing early), momentum, weight decay and FedProx."""
     model, data = model_and_data(family, torch.float64)
-    client = dict(lr=0.05, batch_size=2, epochs=2, momentum=0.5, weight_decay=0.01, program=program)
-    plain = BatchedEngine(copy.deepcopy(model), data, **client)
-    graphed = BatchedEngine(copy.deepcopy(model), data, **client, cuda_graph=True)
+    sgd = LocalSGD(lr=0.05, batch_size=2, epochs=2, momentum=0.5, weight_decay=0.01)
+    plain = BatchedEngine(copy.deepcopy(model), data, sgd, program=program)
+    graphed = BatchedEngine(copy.deepcopy(model), data, sgd, program=program, cuda_graph=True)
     w, ids, spec = get_flat(model), torch.tensor([4, 0, 2, 1]), ClientSpec(prox_mu=0.3)
     for seed in (1, 2):                                  # a new capture every round
         a, b = plain.train(ids, w, spec, seed), graphed.train(ids, w, spec, seed)
@@ -227,7 +228,7 @@ def test_a_groups_models_evaluate_together_on_cuda_as_each_alone():
     from fedmoo.engine.evaluate_many import evaluate_models
 
     model, data = model_and_data("cnn_cifar", torch.float64)
-    engine = BatchedEngine(model, data, lr=0.1, batch_size=4)
+    engine = BatchedEngine(model, data, LocalSGD(lr=0.1, batch_size=4))
     w = get_flat(model)
     params = [w + 0.01 * torch.randn_like(w) for _ in range(3)]
     got = evaluate_models(engine, data, "train", params)

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo.data.federated import ClientSplit, FederatedData
 from fedmoo.engine.batched import BatchedEngine
 from fedmoo.engine.sequential import SequentialEngine
@@ -76,8 +77,9 @@ def both(model: nn.Module, data: FederatedData, program: str = "auto", **client)
     ``model`` (float64)."""
     client.setdefault("lr", 0.1)
     client.setdefault("batch_size", 4)
-    return (SequentialEngine(copy.deepcopy(model).double(), data, **client),
-            BatchedEngine(copy.deepcopy(model).double(), data, **client, program=program))
+    sgd = LocalSGD(**client)
+    return (SequentialEngine(copy.deepcopy(model).double(), data, sgd),
+            BatchedEngine(copy.deepcopy(model).double(), data, sgd, program=program))
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo.models.linear import MLP, LogReg
 from fedmoo.engine.common import forward_stats
 from fedmoo.params import get_flat, set_flat
@@ -227,7 +228,7 @@ def test_compiled_vmap_program_agrees():
     data = federation(SIZES, (2, 3), 3)
     model = MLP((2, 3), 3, hidden=(6,)).double()
     seq, _ = both(model, data, momentum=0.9)
-    bat = BatchedEngine(model, data, lr=0.1, batch_size=4, momentum=0.9, compile=True)
+    bat = BatchedEngine(model, data, LocalSGD(lr=0.1, batch_size=4, momentum=0.9), compile=True)
     assert bat.program is None and bat.name == "batched (vmap program, compiled)"
     spec, ids, w = ClientSpec(prox_mu=0.3), torch.tensor([3, 1, 4, 0, 2]), get_flat(model)
     assert_same_cohort(seq.train(ids, w, spec, 5), bat.train(ids, w, spec, 5))

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo.engine.batched import BatchedEngine
 from fedmoo.engine.layout import ParamLayout
 from fedmoo.engine.lockstep import LockstepProgram
@@ -133,12 +134,12 @@ class Untraceable(nn.Module):
 
 
 def test_untraceable_model_falls_back_to_vmap_or_is_refused_when_lockstep_is_asked():
-    data = federation([4, 4], (6,), 3)
-    assert BatchedEngine(Untraceable().double(), data, lr=0.1, batch_size=2).program is None
+    data, sgd = federation([4, 4], (6,), 3), LocalSGD(lr=0.1, batch_size=2)
+    assert BatchedEngine(Untraceable().double(), data, sgd).program is None
     with pytest.raises(UserError, match="engine.program=lockstep: torch.fx cannot trace"):
-        BatchedEngine(Untraceable().double(), data, lr=0.1, batch_size=2, program="lockstep")
+        BatchedEngine(Untraceable().double(), data, sgd, program="lockstep")
     with pytest.raises(UserError, match="engine.program='fast' is not valid"):
-        BatchedEngine(Untraceable().double(), data, lr=0.1, batch_size=2, program="fast")
+        BatchedEngine(Untraceable().double(), data, sgd, program="fast")
 
 
 def test_programs_agree_with_each_other_on_the_paper_cnn_with_dropout_off():
@@ -151,7 +152,7 @@ def test_programs_agree_with_each_other_on_the_paper_cnn_with_dropout_off():
             m.p = 0.0
     data = federation([3, 4, 2], (1, 28, 28), 10)
     w = get_flat(model).double()
-    outs = [BatchedEngine(model, data, lr=0.05, batch_size=2, program=p)
+    outs = [BatchedEngine(model, data, LocalSGD(lr=0.05, batch_size=2), program=p)
             .train(torch.tensor([1, 0, 2]), w, ClientSpec(), seed=3) for p in ("lockstep", "vmap")]
     assert rel(outs[0].deltas, outs[1].deltas) < 1e-10
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo import algorithms
 from fedmoo.run import loop, setup
 from fedmoo.errors import UserError
@@ -104,7 +105,7 @@ def test_models_the_batched_engine_cannot_run_are_refused():
     data = federation([4, 4], (3,), 2)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
     with pytest.raises(UserError, match="module '1' is BatchNorm1d"):
-        BatchedEngine(model, data, lr=0.1, batch_size=2)
+        BatchedEngine(model, data, LocalSGD(lr=0.1, batch_size=2))
 
 
 def test_engine_auto_picks_the_faster_engine_for_the_model_and_device(tmp_path):
@@ -176,7 +177,6 @@ def test_engine_names():
     from fedmoo.models.linear import MLP
     from tests.engine.helpers import federation
 
-    data = federation([4, 4], (3,), 2)
-    assert BatchedEngine(MLP((3,), 2), data, lr=0.1, batch_size=2, program="vmap").name == \
-        "batched (vmap program)"
-    assert BatchedEngine(MLP((3,), 2), data, lr=0.1, batch_size=2).name == "batched (lockstep program)"
+    data, sgd = federation([4, 4], (3,), 2), LocalSGD(lr=0.1, batch_size=2)
+    assert BatchedEngine(MLP((3,), 2), data, sgd, program="vmap").name == "batched (vmap program)"
+    assert BatchedEngine(MLP((3,), 2), data, sgd).name == "batched (lockstep program)"

@@ -12,7 +12,7 @@ import torch
 
 from fedmoo.engine import stacked
 from fedmoo.engine.batched import BatchedEngine
-from fedmoo.engine.stacked import Member
+from fedmoo.engine.base import LocalSGD, Member
 from fedmoo.models.linear import MLP, LogReg
 from fedmoo.params import get_flat
 from fedmoo.state import ClientSpec
@@ -51,7 +51,8 @@ def _members(model, data, cases, batch: dict, seeds, dtype=torch.float64):
     out = []
     for seed in seeds:
         for client, spec in cases:
-            engine = BatchedEngine(copy.deepcopy(model).to(dtype), data, **client, **batch)
+            engine = BatchedEngine(copy.deepcopy(model).to(dtype), data,
+                                   LocalSGD(**client, **batch))
             w = get_flat(engine.model) + 0.2 * torch.randn(d, generator=gen, dtype=dtype)
             out.append(Member(engine, torch.tensor(IDS), w, _spec(spec, d, gen, dtype), seed))
     return out

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo.engine.batched import BatchedEngine
 from fedmoo.engine.evaluate import evaluate_clients
 from fedmoo.engine import evaluate_many
@@ -23,7 +24,7 @@ def test_models_together_as_each_alone(softmax_output, split):
     torch.manual_seed(4)
     data = federation([7, 13, 4, 10], (2, 3), 4)
     model = LogReg((2, 3), 4, softmax_output=softmax_output).double()
-    engine = BatchedEngine(model, data, lr=0.1, batch_size=4)
+    engine = BatchedEngine(model, data, LocalSGD(lr=0.1, batch_size=4))
     w = get_flat(model)
     params = [w + 0.5 * torch.randn_like(w) for _ in range(3)]
     got = evaluate_models(engine, data, split, params)
@@ -42,7 +43,7 @@ def test_a_cohort_subset_as_each_alone():
     torch.manual_seed(5)
     data = federation([7, 13, 4, 10, 5], (2, 3), 4)
     model = LogReg((2, 3), 4).double()
-    engine = BatchedEngine(model, data, lr=0.1, batch_size=4)
+    engine = BatchedEngine(model, data, LocalSGD(lr=0.1, batch_size=4))
     w = get_flat(model)
     params = [w + 0.5 * torch.randn_like(w) for _ in range(2)]
     ids = torch.tensor([3, 0, 4])
@@ -80,7 +81,7 @@ def test_lockstep_models_together_as_each_alone(family, subset, monkeypatch):
     torch.manual_seed(6)
     data = federation([7, 13, 4, 10, 5], shape, 3)
     model = make().double()
-    engine = BatchedEngine(model, data, lr=0.1, batch_size=4)
+    engine = BatchedEngine(model, data, LocalSGD(lr=0.1, batch_size=4))
     assert engine.program is not None and engine.head is None
     w = get_flat(model)
     params = [w + 0.3 * torch.randn_like(w) for _ in range(3)]
@@ -98,7 +99,8 @@ def test_lockstep_models_together_as_each_alone(family, subset, monkeypatch):
 
 def test_on_a_cpu_lockstep_models_evaluate_alone_by_default():
     data = federation([5, 6], (2, 3), 3)
-    engine = BatchedEngine(MLP((2, 3), 3, hidden=(4,)).double(), data, lr=0.1, batch_size=4)
+    engine = BatchedEngine(MLP((2, 3), 3, hidden=(4,)).double(), data,
+                           LocalSGD(lr=0.1, batch_size=4))
     w = get_flat(engine.model)
     assert evaluate_models(engine, data, "test", [w, w]) is None
 
@@ -106,7 +108,7 @@ def test_on_a_cpu_lockstep_models_evaluate_alone_by_default():
 def test_models_the_vmap_program_trains_evaluate_alone(monkeypatch):
     monkeypatch.setattr(evaluate_many, "STACKED_ON_CPU", True)
     data = federation([5, 6], (5,), 5, tokens=True)
-    engine = BatchedEngine(TinyLSTM().double(), data, lr=0.1, batch_size=4)
+    engine = BatchedEngine(TinyLSTM().double(), data, LocalSGD(lr=0.1, batch_size=4))
     assert engine.program is None
     w = get_flat(engine.model)
     assert evaluate_models(engine, data, "test", [w, w]) is None

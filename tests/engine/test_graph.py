@@ -10,6 +10,7 @@ import copy
 import pytest
 import torch
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo import engine as fengine
 from fedmoo.engine import stacked
 from fedmoo.engine.batched import BatchedEngine
@@ -27,8 +28,9 @@ SIZES = [7, 13, 4, 10, 9]   # unequal clients: rows finish at different steps, s
 def pair(model, data, program="auto", **client):
     client.setdefault("lr", 0.1)
     client.setdefault("batch_size", 4)
-    plain = BatchedEngine(copy.deepcopy(model).double(), data, **client, program=program)
-    graphed = BatchedEngine(copy.deepcopy(model).double(), data, **client, program=program,
+    sgd = LocalSGD(**client)
+    plain = BatchedEngine(copy.deepcopy(model).double(), data, sgd, program=program)
+    graphed = BatchedEngine(copy.deepcopy(model).double(), data, sgd, program=program,
                             cuda_graph=True)
     return plain, graphed
 
@@ -83,8 +85,8 @@ def test_per_task_rounds_say_once_that_they_run_without_the_graph(caplog):
     from fedmoo.state import TaskTraining
     from tests.engine.test_engine_fmol import model, multitask_federation
     data = multitask_federation()
-    plain = BatchedEngine(model().double(), data, lr=0.1, batch_size=4)
-    graphed = BatchedEngine(model().double(), data, lr=0.1, batch_size=4, cuda_graph=True)
+    plain = BatchedEngine(model().double(), data, LocalSGD(lr=0.1, batch_size=4))
+    graphed = BatchedEngine(model().double(), data, LocalSGD(lr=0.1, batch_size=4), cuda_graph=True)
     w, spec, ids = get_flat(plain.model), ClientSpec(task_training=TaskTraining(2, False)), torch.tensor([0, 3])
     a = plain.train(ids, w, spec, 1)
     with caplog.at_level("WARNING", logger="fedmoo.engine.batched"):
@@ -105,12 +107,12 @@ def test_bad_options_are_one_line(opts, message):
     data = federation(SIZES, (6,), 3)
     with pytest.raises(UserError, match=message):
         fengine.build({"name": "batched", **opts}, MLP((6,), 3).double(), data,
-                      {"lr": 0.1, "batch_size": 4})
+                      LocalSGD(lr=0.1, batch_size=4))
 
 
 def test_graph_with_compile_or_the_closed_form_head_is_refused():
     data = federation(SIZES, (6,), 3)
     with pytest.raises(UserError, match="cannot be combined"):
-        BatchedEngine(MLP((6,), 3).double(), data, 0.1, 4, compile=True, cuda_graph=True)
+        BatchedEngine(MLP((6,), 3).double(), data, LocalSGD(0.1, 4), compile=True, cuda_graph=True)
     with pytest.raises(UserError, match="closed-form softmax regression"):
-        BatchedEngine(LogReg((6,), 3).double(), data, 0.1, 4, cuda_graph=True)
+        BatchedEngine(LogReg((6,), 3).double(), data, LocalSGD(0.1, 4), cuda_graph=True)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo.data.federated import ClientSplit, FederatedData
 from fedmoo.engine import cpu_layout
 from fedmoo.engine.cpu_layout import (FastConvPoolReLU, RowConv2d, each_row, fast_layout,
@@ -130,7 +131,7 @@ def test_chunked_channels_last_full_batch_steps_equal_whole_batch_steps(small_ch
     """FMGDA rows on the fast path (chunks of 64 samples: 150 = 64 + 64 + 22; channels-last
     copy) equal plain whole-batch NCHW gradient descent; heads a row does not train stay 0."""
     data, net = images(), lenet()
-    engine = SequentialEngine(copy.deepcopy(net), data, lr=0.2, batch_size=None)
+    engine = SequentialEngine(copy.deepcopy(net), data, LocalSGD(lr=0.2, batch_size=None))
     w = get_flat(net)
     ids = [0, 1, 2]
     cohort = engine.train(torch.tensor(ids), w, ClientSpec(task_training=TaskTraining(3, True)), 7)
@@ -156,8 +157,8 @@ def test_chunks_do_not_change_fsmgda_minibatches(small_chunks):
     copy matches the same engine on the NCHW model to float rounding."""
     data, net = images(), lenet()
     spec = ClientSpec(task_training=TaskTraining(4, False))
-    fast = SequentialEngine(copy.deepcopy(net), data, lr=0.1, batch_size=32)
-    plain = SequentialEngine(copy.deepcopy(net), data, lr=0.1, batch_size=32)
+    fast = SequentialEngine(copy.deepcopy(net), data, LocalSGD(lr=0.1, batch_size=32))
+    plain = SequentialEngine(copy.deepcopy(net), data, LocalSGD(lr=0.1, batch_size=32))
     plain._task_model = plain.model                            # NCHW, as before
     a = fast.train(torch.tensor([2, 0]), get_flat(net), spec, 3)
     b = plain.train(torch.tensor([2, 0]), get_flat(net), spec, 3)
@@ -191,8 +192,8 @@ def test_rows_side_by_side_give_the_same_numbers(small_chunks, full_batch):
     data, net = images(), lenet()
     spec = ClientSpec(task_training=TaskTraining(3, full_batch))
     ids, w = torch.tensor([2, 0, 1]), get_flat(net)
-    one = SequentialEngine(copy.deepcopy(net), data, lr=0.2, batch_size=32)
-    two = SequentialEngine(copy.deepcopy(net), data, lr=0.2, batch_size=32)
+    one = SequentialEngine(copy.deepcopy(net), data, LocalSGD(lr=0.2, batch_size=32))
+    two = SequentialEngine(copy.deepcopy(net), data, LocalSGD(lr=0.2, batch_size=32))
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)

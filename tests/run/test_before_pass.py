@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo.algorithms.fedmgda import FedMGDA
 from fedmoo.cli.config import compose
 from fedmoo.engine import stacked
@@ -37,7 +38,7 @@ def test_an_engine_without_the_before_pass_trains_the_same(engine, model, batch)
     data = federation(SIZES, (6,), 3)
     net = (MLP((6,), 3, hidden=(5,)) if model == "mlp" else LogReg((6,), 3)).double()
     make = SequentialEngine if engine == "sequential" else BatchedEngine
-    eng = make(copy.deepcopy(net), data, lr=0.1, batch_size=batch)
+    eng = make(copy.deepcopy(net), data, LocalSGD(lr=0.1, batch_size=batch))
     w, ids = get_flat(net), torch.tensor([4, 0, 2])
     a = eng.train(ids, w, ClientSpec(), 3)
     b = eng.train(ids, w, ClientSpec(measure_before=False), 3)

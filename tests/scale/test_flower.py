@@ -19,6 +19,7 @@ from flwr.common import (
 )
 from flwr.server.client_proxy import ClientProxy
 
+from fedmoo.engine.base import LocalSGD
 from fedmoo import algorithms
 from fedmoo.errors import UserError
 from fedmoo.flower import FedmooFitStrategy, FedmooStrategy, LocalTrainer
@@ -167,7 +168,8 @@ def _make_trainers(num):
         model = torch.nn.Linear(4, 3)
         x = torch.randn(12 + k, 4, generator=g)
         y = torch.randint(0, 3, (12 + k,), generator=g)
-        trainers.append(LocalTrainer(model, k, x, y, lr=LR, batch_size=5, epochs=2, seed=3))
+        trainers.append(LocalTrainer(model, k, x, y, sgd=LocalSGD(lr=LR, batch_size=5, epochs=2),
+                                     seed=3))
     return trainers
 
 
@@ -185,7 +187,7 @@ def test_local_trainer_matches_sequential_engine():
                          train=ClientSplit.from_lists([np.arange(n)]),
                          test=ClientSplit.from_lists([np.arange(n)]), val=None, num_classes=3,
                          input_shape=(4,), task="classification")
-    engine = SequentialEngine(torch.nn.Linear(4, 3), data, lr=LR, batch_size=5, epochs=2)
+    engine = SequentialEngine(torch.nn.Linear(4, 3), data, LocalSGD(lr=LR, batch_size=5, epochs=2))
     cohort = engine.train(torch.tensor([0]), w, ClientSpec(prox_mu=0.3, eval_trained=True), seed=11)
     shapes = [(3, 4), (3,)]
     arrays = [w[:12].reshape(shapes[0]).numpy(), w[12:].numpy()]
