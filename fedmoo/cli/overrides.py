@@ -72,7 +72,7 @@ ALLOWED_TARGETS = (
     "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
     "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
     "hydra_plugins.fedmoo_lockstep_launcher.lockstep_launcher.LockstepLauncher",
-    "hydra_plugins.fedmoo_lockstep_launcher.compose_once.ComposeOnceSweeper",
+    "hydra_plugins.fedmoo_lockstep_launcher.grid_sweeper.GridSweeper",
     "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
     "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
     "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",

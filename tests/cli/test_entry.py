@@ -1,6 +1,6 @@
-"""The ``fedmoo`` command's exit (fedmoo.cli.main.entry): the status of ``main``, the exit
-handlers run and stdout flushed, but no interpreter teardown; a running non-daemon thread
-still gets the usual exit, which waits for it."""
+"""The ``fedmoo`` command's exit (fedmoo.cli.main.entry): the status of ``main`` through the
+interpreter's normal exit: the exit handlers run, stdout is flushed, a running non-daemon thread
+is waited for, and objects' finalizers still run."""
 
 from __future__ import annotations
 
@@ -45,3 +45,19 @@ def test_a_running_thread_gets_the_usual_exit(tmp_path):
 def test_python_m_fedmoo(tmp_path):
     done = _python(["-m", "fedmoo", "--version"], tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("fedmoo ")
+
+
+def test_finalizers_still_run(tmp_path):
+    """gc.freeze() before the exit keeps objects from the collector, not from their
+    finalizers: a module-level object's __del__ runs at the interpreter's exit."""
+    done = _python(["-c",
+        "import sys\n"
+        "class Closer:\n"
+        "    def __del__(self):\n"
+        "        sys.stdout.write('closed\\n')\n"
+        "kept = Closer()\n"
+        "sys.argv = ['fedmoo', '--version']\n"
+        "from fedmoo.cli import entry\n"
+        "entry()\n"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "closed"
