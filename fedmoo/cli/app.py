@@ -1,5 +1,6 @@
-"""The Hydra app behind ``fedmoo run``: its task function ``job`` (started by fedmoo.cli.hydra_run,
-or by ``@hydra.main`` for Hydra's other flags: -m, --cfg and launchers keep working).
+"""The Hydra app behind ``fedmoo run``: its task function ``task`` (one job), started by
+fedmoo.cli.hydra_run for a run or a sweep (any launcher), and by ``main``, the same under
+``@hydra.main``, for Hydra's other flags (``--cfg job``, ``--info``, ``--hydra-help``).
 
 A single run that fails ends the process with its exit status (fedmoo.cli.status: 2 user error,
 3 diverged, 128 + signal when SIGTERM/SIGINT stopped it after a checkpoint). In a multirun a
@@ -159,9 +160,8 @@ def sweep_started(config: DictConfig, jobs: int) -> None:
         log.debug("no sweep progress: %s", e)
 
 
-def job(cfg: DictConfig) -> float | None:
-    """Hydra's task function of ``fedmoo run``: one job (fedmoo.cli.hydra_run starts it, or
-    ``main`` below)."""
+def task(cfg: DictConfig) -> float | None:
+    """Hydra's task function of ``fedmoo run``: one job, its report and its sweep's value."""
     from fedmoo.run import sweeps
 
     job, outcome = prepare(cfg)
@@ -188,12 +188,12 @@ def job(cfg: DictConfig) -> float | None:
 
 
 # The same app under ``@hydra.main``, for Hydra's other flags (--cfg job, --info, --hydra-help)
-main = hydra.main(config_path="pkg://fedmoo.conf", config_name="config", version_base="1.3")(job)
+main = hydra.main(config_path="pkg://fedmoo.conf", config_name="config", version_base="1.3")(task)
 
 
 def collect(cfg: DictConfig) -> Job | None:
     """``hydra/launcher=lockstep``, first pass: the prepared job (None when it cannot run;
-    reported as ``main`` reports it)."""
+    reported as ``task`` reports it)."""
     job, error = prepare(cfg)
     if error is not None:
         finish(job, error)
@@ -205,7 +205,7 @@ def run_together(jobs: list[Job | None], max_rows: int,
                  invariant: bool = True) -> list[float | None]:
     """``hydra/launcher=lockstep``, second pass: run the collected jobs together
     (fedmoo.run.group; ``invariant``: each job's numbers as alone), then report each as
-    ``main`` would; the sweep's values in job order."""
+    ``task`` would; the sweep's values in job order."""
     from fedmoo import logs
     from fedmoo.errors import RunInterrupted
     from fedmoo.run import group, sweeps

@@ -95,7 +95,7 @@ def cmd_run(args: list[str]) -> int:
     log.debug("Hydra arguments: %s", shlex.join(sys.argv[1:]))
     planned = hydra_run.plan(hydra_args)     # None: Hydra's other flags, for @hydra.main
     try:
-        failed = hydra_run.run(app.job, *planned) if planned else app.main()
+        failed = hydra_run.run(app.task, *planned) if planned else app.main()
     except (UserError, DivergenceError) as e:  # re-raised by the job only with debug=true
         traceback.print_exc()
         log.error("%s", e)

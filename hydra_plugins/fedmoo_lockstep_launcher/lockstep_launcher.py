@@ -42,7 +42,7 @@ class LockstepLauncher(Launcher):
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction,
               config: DictConfig) -> None:
-        # task_function is fedmoo.cli.app.job; the launcher calls app.collect instead.
+        # task_function is fedmoo.cli.app.task; the launcher calls app.collect instead.
         self.config, self.hydra_context = config, hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]],
