@@ -6,7 +6,6 @@ Torch is imported lazily so ``fedmoo --help`` and ``fedmoo list`` are instant.
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import os
 import shlex
@@ -192,17 +191,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    """The ``fedmoo`` command: ``main``'s exit status, through the interpreter's normal exit.
+    """The ``fedmoo`` command: ``main``'s exit status, through the interpreter's normal exit
+    without its slow teardown (fedmoo.cli.process_exit)."""
+    from fedmoo.cli.process_exit import exit_process
 
-    Once torch is loaded, the interpreter's teardown spends most of its time in the garbage
-    collector's passes over the objects still alive (the modules' dicts are cleared one after
-    another, and each clearing can start a collection). ``gc.freeze()`` moves every object
-    alive now out of the collector's reach, so those passes find nothing to scan; the exit
-    handlers, the flush of stdout/stderr, non-daemon threads and the objects' own finalizers
-    run as usual (docs/PERFORMANCE.md)."""
-    code = main()
-    gc.freeze()
-    sys.exit(code)
+    exit_process(main())
 
 
 if __name__ == "__main__":

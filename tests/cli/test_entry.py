@@ -1,6 +1,6 @@
-"""The ``fedmoo`` command's exit (fedmoo.cli.main.entry): the status of ``main`` through the
-interpreter's normal exit: the exit handlers run, stdout is flushed, a running non-daemon thread
-is waited for, and objects' finalizers still run."""
+"""The ``fedmoo`` command's exit (fedmoo.cli.main.entry, fedmoo.cli.process_exit): the status
+of ``main`` through the interpreter's normal exit: the exit handlers run, stdout is flushed, a
+running non-daemon thread is waited for."""
 
 from __future__ import annotations
 
@@ -47,17 +47,19 @@ def test_python_m_fedmoo(tmp_path):
     assert done.returncode == 0 and done.stdout.startswith("fedmoo ")
 
 
-def test_finalizers_still_run(tmp_path):
-    """gc.freeze() before the exit keeps objects from the collector, not from their
-    finalizers: a module-level object's __del__ runs at the interpreter's exit."""
+def test_exit_process_keeps_the_status_and_what_python_runs_at_exit(tmp_path):
+    """exit_process (fedmoo.cli.process_exit): the status reaches the shell, the exit handlers
+    and a non-daemon thread run, and the finalizer of an object freed on the way out runs."""
     done = _python(["-c",
-        "import sys\n"
+        "import atexit, os, sys, threading, time\n"
         "class Closer:\n"
-        "    def __del__(self):\n"
-        "        sys.stdout.write('closed\\n')\n"
-        "kept = Closer()\n"
-        "sys.argv = ['fedmoo', '--version']\n"
-        "from fedmoo.cli import entry\n"
-        "entry()\n"], tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == "closed"
+        "    def __del__(self, write=os.write):\n"
+        "        write(1, b'closed\\n')\n"
+        "atexit.register(lambda: print('handler ran', flush=True))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.3), print('thread done'))).start()\n"
+        "from fedmoo.cli.process_exit import exit_process\n"
+        "def end(closer):\n"
+        "    exit_process(3)\n"
+        "end(Closer())\n"], tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.splitlines() == ["closed", "thread done", "handler ran"]

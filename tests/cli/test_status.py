@@ -62,16 +62,17 @@ def test_the_grid_is_hydras_basic_sweepers():
     assert grid(parsed)[:3] == [["a=1", "b=x"], ["a=1", "b=y"], ["a=2", "b=x"]]
 
 
+class Loader:            # counts the compositions of Hydra's loader
+    def __init__(self):
+        self.calls = []
+
+    def load_sweep_config(self, master, overrides):
+        self.calls.append(tuple(overrides))
+        return {"composed": list(overrides)}
+
+
 def test_kept_configs_are_handed_over_once_and_not_pickled():
     from hydra_plugins.fedmoo_lockstep_launcher.grid_sweeper import KeptConfigs
-
-    class Loader:            # counts the compositions of Hydra's loader
-        def __init__(self):
-            self.calls = []
-
-        def load_sweep_config(self, master, overrides):
-            self.calls.append(tuple(overrides))
-            return {"composed": list(overrides)}
 
     inner, master = Loader(), object()
     kept = KeptConfigs(inner)         # type: ignore[arg-type]

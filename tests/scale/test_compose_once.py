@@ -69,4 +69,5 @@ def test_a_run_composes_its_configuration_once(monkeypatch, tmp_path):
                      f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "sweep" / "1" / "summary.json").exists()
-    assert calls == [RunMode.MULTIRUN, RunMode.RUN, RunMode.RUN]   # the sweep, its 2 jobs
+    # check_targets' look at the hydra.* override, then the sweep and its 2 jobs
+    assert calls == [RunMode.RUN, RunMode.MULTIRUN, RunMode.RUN, RunMode.RUN]
