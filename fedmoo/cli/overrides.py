@@ -256,11 +256,13 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
 def from_hydra(e: BaseException) -> bool:
     """Whether an exception comes from Hydra / OmegaConf / creating the output directory (a
     user mistake) rather than from the job, which fedmoo.cli.app handles itself (anything else
-    escaping from it is a bug, shown with its traceback)."""
+    escaping from it is a bug, shown with its traceback). fedmoo.cli.hydra_run only starts
+    Hydra, as ``@hydra.main`` would."""
     tb = e.__traceback__
     while tb is not None:
         module = tb.tb_frame.f_globals.get("__name__", "")
-        if module.startswith("fedmoo.") and module != "fedmoo.cli.main":
+        if module.startswith("fedmoo.") and module not in ("fedmoo.cli.main",
+                                                           "fedmoo.cli.hydra_run"):
             return False
         tb = tb.tb_next
     return True
