@@ -71,3 +71,18 @@ def test_a_run_composes_its_configuration_once(monkeypatch, tmp_path):
     assert (tmp_path / "sweep" / "1" / "summary.json").exists()
     # check_targets' look at the hydra.* override, then the sweep and its 2 jobs
     assert calls == [RunMode.RUN, RunMode.MULTIRUN, RunMode.RUN, RunMode.RUN]
+
+
+def test_sweeper_params_and_batches(composes, tmp_path):
+    """hydra.sweeper.params adds to the command line's grid (the command line's value of a key
+    wins); in batches (max_batch_size) every job is still composed once and numbered in order."""
+    done = run_main(["run", "-m", *TINY, "seed=3,4", "hydra.sweeper.max_batch_size=2",
+                     "+hydra.sweeper.params={seed: '0,1', sampling: 'uniform,weighted'}",
+                     f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    jobs = [json.loads((tmp_path / "sweep" / str(j) / "summary.json").read_text())["config"]
+            for j in range(4)]
+    assert [(c["seed"], c["sampling"]) for c in jobs] == [
+        (3, "uniform"), (3, "weighted"), (4, "uniform"), (4, "weighted")]
+    assert not (tmp_path / "sweep" / "4").exists()
+    assert len(composes) == 4
