@@ -11,7 +11,8 @@ when busy), in two parts, both after everything Python promises at exit has happ
 - the C library's teardown once the interpreter has finished: the destructors of the shared
   libraries (libtorch and the CUDA libraries it loads). On glibc, ``on_exit(_exit)``, registered
   last so it runs first among the C exit handlers, ends the process with the interpreter's
-  exit status right then. Elsewhere the C teardown runs as usual (slower, same result).
+  exit status right then (the C library's stdio buffers are flushed just before the
+  interpreter's exit). Elsewhere the C teardown runs as usual (slower, same result).
 
 ``python scripts/exit_cost.py`` measures the variants (docs/PERFORMANCE.md).
 """
@@ -24,7 +25,8 @@ import sys
 
 def end_after_interpreter() -> bool:
     """Register glibc's ``_exit`` as the first C exit handler to run (``on_exit`` passes it the
-    exit status); False where the C library has no ``on_exit``."""
+    exit status), and flush the C library's own stdio buffers now (``_exit`` skips that);
+    False where the C library has no ``on_exit``."""
     import ctypes
 
     try:
@@ -34,6 +36,7 @@ def end_after_interpreter() -> bool:
         return False
     on_exit.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     on_exit.restype = ctypes.c_int
+    libc.fflush(None)
     return on_exit(ctypes.cast(quick_exit, ctypes.c_void_p), None) == 0
 
 

@@ -49,7 +49,8 @@ def test_python_m_fedmoo(tmp_path):
 
 def test_exit_process_keeps_the_status_and_what_python_runs_at_exit(tmp_path):
     """exit_process (fedmoo.cli.process_exit): the status reaches the shell, the exit handlers
-    and a non-daemon thread run, and the finalizer of an object freed on the way out runs."""
+    and a non-daemon thread run, the finalizer of an object freed on the way out runs, and what
+    C code printed is flushed."""
     done = _python(["-c",
         "import atexit, os, sys, threading, time\n"
         "class Closer:\n"
@@ -58,8 +59,10 @@ def test_exit_process_keeps_the_status_and_what_python_runs_at_exit(tmp_path):
         "atexit.register(lambda: print('handler ran', flush=True))\n"
         "threading.Thread(target=lambda: (time.sleep(0.3), print('thread done'))).start()\n"
         "from fedmoo.cli.process_exit import exit_process\n"
+        "import ctypes\n"
+        "ctypes.CDLL(None).printf(b'c stdio\\n')\n"     # buffered in the C library (a pipe)
         "def end(closer):\n"
         "    exit_process(3)\n"
         "end(Closer())\n"], tmp_path)
     assert done.returncode == 3, done.stderr
-    assert done.stdout.splitlines() == ["closed", "thread done", "handler ran"]
+    assert done.stdout.splitlines() == ["c stdio", "closed", "thread done", "handler ran"]
