@@ -67,11 +67,11 @@ def jobs(args: list[str], multirun: bool) -> list[list[str]]:
     """Override lists that together use every value of every swept key once."""
     if not multirun:
         return [args]
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parsed = OverridesParser.create().parse_overrides(args)
-    all_jobs = BasicSweeper.split_arguments(parsed, None)[0]
+    from fedmoo.cli.sweep_grid import grid
+
+    all_jobs = grid(OverridesParser.create().parse_overrides(args))
     chosen, seen = [], set()
     for job in all_jobs:
         if set(job) - seen:

@@ -1,8 +1,11 @@
-"""The real ``@hydra.main`` entry point behind ``fedmoo run`` (keeps -m, --cfg and launchers).
+"""The Hydra app behind ``fedmoo run``: its task function ``task`` (one job), started by
+fedmoo.cli.hydra_run for a run or a sweep (any launcher), and by ``main``, the same under
+``@hydra.main``, for Hydra's other flags (``--cfg job``, ``--info``, ``--hydra-help``).
 
-Exit statuses of a single run: 0 done (or already done), 2 user error, 3 diverged, 128 + signal
-when SIGTERM/SIGINT stopped it after a checkpoint. In a multirun a failing job records its
-failure in its summary.json and the sweep goes on (fedmoo.run.callbacks reports the failures).
+A single run that fails ends the process with its exit status (fedmoo.cli.status: 2 user error,
+3 diverged, 128 + signal when SIGTERM/SIGINT stopped it after a checkpoint). In a multirun a
+failing job records its failure in its summary.json and the sweep goes on (fedmoo.run.callbacks
+reports the failures; the sweep's status is counted from those files).
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ def finish(job: Job, outcome) -> float | None:
     """What a job's outcome (its RunResult, or the exception that ended it) means for the user:
     the report, the failure records and the exit status (see the module docstring). Returns
     the sweep's value of a job that goes on."""
+    from fedmoo.cli.status import exit_status
     from fedmoo.errors import DivergenceError, RunInterrupted, UserError
     from fedmoo.run.callbacks import note_job_failure
     from fedmoo.run.rundir import RunDirBusy, record_failure, restore_record  # imports torch
@@ -95,7 +99,7 @@ def finish(job: Job, outcome) -> float | None:
     if isinstance(outcome, RunInterrupted):
         # Stop the whole sweep too: re-running the command resumes every job.
         log.warning("%s", outcome)
-        sys.exit(128 + outcome.signum)
+        sys.exit(exit_status(outcome))
     if isinstance(outcome, (UserError, DivergenceError)):
         if job.traceback:
             raise outcome
@@ -109,7 +113,7 @@ def finish(job: Job, outcome) -> float | None:
             if user:
                 note_job_failure(run_dir, str(outcome), job.overrides)
             return None
-        sys.exit(2 if user else 3)
+        sys.exit(exit_status(outcome))
     if isinstance(outcome, BaseException):  # a bug: record it, keep a sweep going, show it
         what = f"{type(outcome).__name__}: {outcome}"
         record_failure(run_dir, what, "internal", "".join(tb.format_exception(outcome)))
@@ -121,30 +125,6 @@ def finish(job: Job, outcome) -> float | None:
         return None
     _report(outcome)
     return outcome.final.get("test/acc_mean")
-
-
-@contextlib.contextmanager
-def mode_from_flags(overrides: list[str]):
-    """Hydra's run or multirun decided by ``-m`` alone while the block runs.
-
-    Before it composes the configuration for the run, Hydra composes the whole of it once more
-    only to read ``hydra.mode`` (``Hydra.get_mode``): 0.15-0.25 s of every ``fedmoo run``
-    (docs/PERFORMANCE.md). fedmoo's configurations never set ``hydra.mode``, so that
-    pass is skipped and ``-m`` decides, unless the command line itself sets ``hydra.mode``
-    (then Hydra reads it as usual). A ``hydra.mode`` in a user's own config file is not read:
-    use ``-m``."""
-    from hydra._internal.hydra import Hydra
-
-    if any(o.lstrip("+~").startswith("hydra.mode") for o in overrides) or not hasattr(
-            Hydra, "get_mode"):
-        yield
-        return
-    get_mode = Hydra.get_mode
-    Hydra.get_mode = lambda self, config_name, overrides: None    # None: the flags decide
-    try:
-        yield
-    finally:
-        Hydra.get_mode = get_mode
 
 
 def _note_sweep(job: Job, hc) -> None:
@@ -182,8 +162,8 @@ def sweep_started(config: DictConfig, jobs: int) -> None:
         log.debug("no sweep progress: %s", e)
 
 
-@hydra.main(config_path="pkg://fedmoo.conf", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> float | None:
+def task(cfg: DictConfig) -> float | None:
+    """Hydra's task function of ``fedmoo run``: one job, its report and its sweep's value."""
     from fedmoo.run import sweeps
 
     job, outcome = prepare(cfg)
@@ -212,9 +192,13 @@ def main(cfg: DictConfig) -> float | None:
     return value
 
 
+# The same app under ``@hydra.main``, for Hydra's other flags (--cfg job, --info, --hydra-help)
+main = hydra.main(config_path="pkg://fedmoo.conf", config_name="config", version_base="1.3")(task)
+
+
 def collect(cfg: DictConfig) -> Job | None:
     """``hydra/launcher=lockstep``, first pass: the prepared job (None when it cannot run;
-    reported as ``main`` reports it)."""
+    reported as ``task`` reports it)."""
     job, error = prepare(cfg)
     if error is not None:
         finish(job, error)
@@ -226,7 +210,7 @@ def run_together(jobs: list[Job | None], max_rows: int,
                  invariant: bool = True) -> list[float | None]:
     """``hydra/launcher=lockstep``, second pass: run the collected jobs together
     (fedmoo.run.group; ``invariant``: each job's numbers as alone), then report each as
-    ``main`` would; the sweep's values in job order."""
+    ``task`` would; the sweep's values in job order."""
     from fedmoo import logs
     from fedmoo.errors import RunInterrupted
     from fedmoo.run import group, sweeps

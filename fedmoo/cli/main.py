@@ -6,12 +6,10 @@ Torch is imported lazily so ``fedmoo --help`` and ``fedmoo list`` are instant.
 from __future__ import annotations
 
 import argparse
-import atexit
 import logging
 import os
 import shlex
 import sys
-import threading
 import traceback
 
 from fedmoo import logs
@@ -60,8 +58,10 @@ Run `fedmoo <command> --help` for the options of a command.
 
 
 def _fail(msg: str) -> int:
+    from fedmoo.cli.status import USER_ERROR
+
     log.error("%s", msg)
-    return 2
+    return USER_ERROR
 
 
 def cmd_run(args: list[str]) -> int:
@@ -81,20 +81,20 @@ def cmd_run(args: list[str]) -> int:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from fedmoo.cli import app
+    from fedmoo.cli import app, hydra_run
+    from fedmoo.cli.status import exit_status
     from fedmoo.errors import DivergenceError
-    from fedmoo.run import callbacks
 
     trace = overrides.wants_traceback(args) or bool(os.environ.get("HYDRA_FULL_ERROR"))
     # Make Hydra raise its composition errors (instead of printing a block and exiting with 1)
     # so they become one line and exit status 2 here.
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    sys.argv = ["fedmoo run", *with_plugins(overrides.normalize(args, GROUPS))]
+    hydra_args = with_plugins(overrides.normalize(args, GROUPS))
+    sys.argv = ["fedmoo run", *hydra_args]
     log.debug("Hydra arguments: %s", shlex.join(sys.argv[1:]))
-    callbacks.failed_jobs.clear()
+    planned = hydra_run.plan(hydra_args)     # None: Hydra's other flags, for @hydra.main
     try:
-        with app.mode_from_flags(sys.argv[1:]):
-            app.main()
+        failed = hydra_run.run(app.task, *planned) if planned else app.main()
     except Refused as e:   # fedmoo.cli.precheck: refused before Hydra made any directory
         if trace:
             traceback.print_exc()
@@ -102,14 +102,14 @@ def cmd_run(args: list[str]) -> int:
     except (UserError, DivergenceError) as e:  # re-raised by the job only with debug=true
         traceback.print_exc()
         log.error("%s", e)
-        return 2 if isinstance(e, UserError) else 3
+        return exit_status(e)
     except (HydraException, OmegaConfBaseException, OSError, ValueError) as e:
         if not overrides.from_hydra(e):
             raise
         if trace:
             traceback.print_exc()
         return _fail(overrides.hydra_error_line(e, args, GROUPS))
-    return 1 if callbacks.failed_jobs else 0
+    return exit_status(failed_jobs=failed or 0)
 
 
 def cmd_list(args: list[str]) -> int:
@@ -186,35 +186,22 @@ def main(argv: list[str] | None = None) -> int:
         return cmd(argv[1:])
     except UserError as e:
         return _fail(str(e))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        from fedmoo.cli.status import exit_status
+
         log.warning("interrupted")
-        return 130
+        return exit_status(e)
     except BrokenPipeError:   # `fedmoo list | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
 
 def entry() -> None:
-    """The ``fedmoo`` command: ``main``'s exit status, without the interpreter's teardown.
+    """The ``fedmoo`` command: ``main``'s exit status, through the interpreter's normal exit
+    without its slow teardown (fedmoo.cli.process_exit)."""
+    from fedmoo.cli.process_exit import exit_process
 
-    Once torch is loaded, Python's teardown of the modules (and the libraries' destructors)
-    takes 0.6-0.8 s on the project's 2-core VM, more than a tenth of a default ``fedmoo run``
-    (docs/PERFORMANCE.md). So after ``main`` the exit handlers run (``atexit``: logging's
-    shutdown, loggers, multiprocessing) and stdout / stderr are flushed, then the process
-    ends. Every file fedmoo writes is closed by then. With a non-daemon thread still running,
-    or without CPython's ``atexit._run_exitfuncs``, the exit is the usual one."""
-    code = main()
-    others = [t for t in threading.enumerate() if t is not threading.main_thread()]
-    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
-    if run_exit_handlers is None or any(not t.daemon for t in others):
-        sys.exit(code)
-    run_exit_handlers()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):   # a closed pipe: nothing more can be written to it
-            pass
-    os._exit(code)
+    exit_process(main())
 
 
 if __name__ == "__main__":

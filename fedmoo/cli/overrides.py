@@ -75,7 +75,7 @@ ALLOWED_TARGETS = (
     "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
     "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
     "hydra_plugins.fedmoo_lockstep_launcher.lockstep_launcher.LockstepLauncher",
-    "hydra_plugins.fedmoo_lockstep_launcher.compose_once.ComposeOnceSweeper",
+    "hydra_plugins.fedmoo_lockstep_launcher.grid_sweeper.GridSweeper",
     "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
     "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
     "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
@@ -266,11 +266,13 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
 def from_hydra(e: BaseException) -> bool:
     """Whether an exception comes from Hydra / OmegaConf / creating the output directory (a
     user mistake) rather than from the job, which fedmoo.cli.app handles itself (anything else
-    escaping from it is a bug, shown with its traceback)."""
+    escaping from it is a bug, shown with its traceback). fedmoo.cli.hydra_run only starts
+    Hydra, as ``@hydra.main`` would."""
     tb = e.__traceback__
     while tb is not None:
         module = tb.tb_frame.f_globals.get("__name__", "")
-        if module.startswith("fedmoo.") and module != "fedmoo.cli.main":
+        if module.startswith("fedmoo.") and module not in ("fedmoo.cli.main",
+                                                           "fedmoo.cli.hydra_run"):
             return False
         tb = tb.tb_next
     return True

@@ -58,8 +58,9 @@ def expand(overrides: list[str], multirun: bool) -> list[list[str]]:
     ``hydra.*`` and ``hydra/...`` overrides (launcher, sweep directory) are dropped: they cannot
     change a job's data.
     """
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.errors import HydraException
+
+    from fedmoo.cli.sweep_grid import grid
 
     parsed = [o for o in _parse(overrides) if not o.key_or_group.startswith(("hydra.", "hydra/"))]
     sweeps = [o for o in parsed if o.is_sweep_override()]
@@ -70,7 +71,7 @@ def expand(overrides: list[str], multirun: bool) -> list[list[str]]:
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
     all_params = _parse(_sweeper_params(fixed) + [o.input_line for o in parsed])
     try:
-        return BasicSweeper.split_arguments(all_params, None)[0]
+        return grid(all_params)
     except HydraException as e:
         raise UserError(f"cannot expand the sweep: {str(e).splitlines()[0]}") from None
 

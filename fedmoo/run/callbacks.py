@@ -11,8 +11,9 @@ directory's ``.hydra`` record is the kept result's), one note per refused job, s
 ``hydra.sweep.subdir`` gives two jobs one directory blames the right one and says that the
 directory was shared. A sweep whose every job was refused puts back the ``multirun.yaml`` that
 Hydra overwrote, so it still describes the results in the directory. ``fedmoo run -m`` exits with
-status 1 when a job failed or left no result; diverged jobs are listed too but are results
-(``fedmoo table`` shows them), so they alone do not change the exit status.
+status 1 when a job failed or left no result (``failed_jobs``, read from the same files, counts
+them); diverged jobs are listed too but are results (``fedmoo table`` shows them), so they alone
+do not change the exit status.
 """
 
 from __future__ import annotations
@@ -30,11 +31,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from fedmoo import logs
 from fedmoo.report.results import atomic_write_text, read_summary
-
-# Job directories of the last sweep of this process that failed or left no result; the CLI
-# turns a non-empty list into exit status 1.
-failed_jobs: list[Path] = []
-
 
 log = logging.getLogger(__name__)
 PLAIN = {"prefix": "fedmoo: "}   # the report's lines are errors without "error: " (fedmoo/logs.py)
@@ -138,6 +134,18 @@ def _overrides(job: Path) -> str:
         return ""
 
 
+def failing(outcomes: list[tuple[Path, str, str, str]]) -> list[Path]:
+    """The job directories of ``outcomes`` that failed or left no result (not diverged)."""
+    return list(dict.fromkeys(job for job, status, _, _ in outcomes
+                              if status not in ("completed", "diverged")))
+
+
+def failed_jobs(sweep_dir: Path, since: float | None = None) -> list[Path]:
+    """The jobs of the sweep in ``sweep_dir`` (started at ``since``) that failed or left no
+    result, read from their files (job_outcomes): what makes ``fedmoo run -m`` exit with 1."""
+    return failing(job_outcomes(sweep_dir, since))
+
+
 def shared_directories(outcomes: list[tuple[Path, str, str, str]]) -> list[Path]:
     """Job directories that more than one job of the sweep used."""
     seen: dict[Path, int] = {}
@@ -181,11 +189,10 @@ class SweepReport(Callback):
         for _, status, _, _ in outcomes:
             counts[status] = counts.get(status, 0) + 1
         bad = [o for o in outcomes if o[1] != "completed"]
-        failed_jobs[:] = list(dict.fromkeys(job for job, status, _, _ in bad
-                                            if status != "diverged"))
+        failed = failing(outcomes)
         if not bad:
             return
-        level = logging.ERROR if failed_jobs else logging.WARNING   # fedmoo -q shows errors
+        level = logging.ERROR if failed else logging.WARNING   # fedmoo -q shows errors
         parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         log.log(level, "sweep %s: %d jobs: %s", sweep_dir, len(outcomes), parts, extra=PLAIN)
         for job, status, message, overrides in bad:
@@ -199,6 +206,6 @@ class SweepReport(Callback):
         if restored:
             log.error("  no job of this sweep ran: %s still describes the sweep whose results "
                       "are there", sweep_dir / MULTIRUN, extra=PLAIN)
-        if failed_jobs:
+        if failed:
             log.error("fix the cause and run the same command again (with the same "
                       "hydra.sweep.dir): completed jobs are skipped", extra=PLAIN)

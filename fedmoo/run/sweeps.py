@@ -1,6 +1,6 @@
 """A sweep's overall progress: ``job k of N`` lines with an ETA, whatever the launcher.
 
-fedmoo's sweeper (hydra_plugins/fedmoo_lockstep_launcher/compose_once.py) notes the sweep in
+fedmoo's sweeper (hydra_plugins/fedmoo_lockstep_launcher/grid_sweeper.py) notes the sweep in
 ``<sweep dir>/.fedmoo/sweep.json`` before the first job starts: its number of jobs, its start
 time and the keys it varies. A job, in whichever process or node runs it, announces itself
 (``job 3 of 8: seed=2``) and, when it ends, counts itself in ``.fedmoo/jobs-done`` under a file

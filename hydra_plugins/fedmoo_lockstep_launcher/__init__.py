@@ -1,3 +1,3 @@
 """fedmoo's Hydra plugins: the launcher that trains a sweep's compatible jobs together
 (lockstep_launcher, fedmoo.run.group) and the sweeper that composes each job once
-(compose_once)."""
+(grid_sweeper)."""

@@ -42,7 +42,7 @@ class LockstepLauncher(Launcher):
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction,
               config: DictConfig) -> None:
-        # task_function is fedmoo.cli.app.main; the launcher calls app.collect instead.
+        # task_function is fedmoo.cli.app.task; the launcher calls app.collect instead.
         self.config, self.hydra_context = config, hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]],
@@ -59,7 +59,7 @@ class LockstepLauncher(Launcher):
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
         returns: list[JobReturn] = []
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
-            # fedmoo's sweeper (compose_once) hands over the config its validation composed
+            # fedmoo's sweeper (grid_sweeper) hands over the config its validation composed
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             with open_dict(cfg):
                 cfg.hydra.job.id = idx

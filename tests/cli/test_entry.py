@@ -1,6 +1,6 @@
-"""The ``fedmoo`` command's exit (fedmoo.cli.main.entry): the status of ``main``, the exit
-handlers run and stdout flushed, but no interpreter teardown; a running non-daemon thread
-still gets the usual exit, which waits for it."""
+"""The ``fedmoo`` command's exit (fedmoo.cli.main.entry, fedmoo.cli.process_exit): the status
+of ``main`` through the interpreter's normal exit: the exit handlers run, stdout is flushed, a
+running non-daemon thread is waited for."""
 
 from __future__ import annotations
 
@@ -45,3 +45,24 @@ def test_a_running_thread_gets_the_usual_exit(tmp_path):
 def test_python_m_fedmoo(tmp_path):
     done = _python(["-m", "fedmoo", "--version"], tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("fedmoo ")
+
+
+def test_exit_process_keeps_the_status_and_what_python_runs_at_exit(tmp_path):
+    """exit_process (fedmoo.cli.process_exit): the status reaches the shell, the exit handlers
+    and a non-daemon thread run, the finalizer of an object freed on the way out runs, and what
+    C code printed is flushed."""
+    done = _python(["-c",
+        "import atexit, os, sys, threading, time\n"
+        "class Closer:\n"
+        "    def __del__(self, write=os.write):\n"
+        "        write(1, b'closed\\n')\n"
+        "atexit.register(lambda: print('handler ran', flush=True))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.3), print('thread done'))).start()\n"
+        "from fedmoo.cli.process_exit import exit_process\n"
+        "import ctypes\n"
+        "ctypes.CDLL(None).printf(b'c stdio\\n')\n"     # buffered in the C library (a pipe)
+        "def end(closer):\n"
+        "    exit_process(3)\n"
+        "end(Closer())\n"], tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.splitlines() == ["c stdio", "closed", "thread done", "handler ran"]

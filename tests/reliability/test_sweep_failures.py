@@ -73,7 +73,7 @@ def test_a_crashing_job_is_recorded_and_the_sweep_continues(tmp_path, monkeypatc
     bad = summary(tmp_path / "sw" / "1")
     assert bad["error"] == "internal" and bad["message"] == "RuntimeError: bug in an algorithm"
     assert "Traceback" in bad["traceback"] and "bug in an algorithm" in bad["traceback"]
-    assert callbacks.failed_jobs == [tmp_path / "sw" / "1"]
+    assert callbacks.failed_jobs(tmp_path / "sw") == [tmp_path / "sw" / "1"]
 
 
 def test_job_outcomes_reads_each_job_summary(tmp_path):

@@ -1,5 +1,6 @@
-"""fedmoo's sweeper composes each job of a sweep once (hydra_plugins/.../compose_once.py):
-Hydra's validation pass and the launcher's run share the configuration."""
+"""fedmoo's sweeper composes each job of a sweep once (hydra_plugins/.../grid_sweeper.py):
+the validation pass and the launcher's run share the configuration; a run is composed once
+(fedmoo.cli.hydra_run). Hydra's config loader is wrapped here, in the tests only, to count."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 
 import pytest
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra.types import RunMode
 
 from tests.inprocess import run_main
 
@@ -49,8 +51,8 @@ def test_the_basic_sweeper_still_composes_twice(composes, tmp_path):
 
 
 def test_a_run_composes_its_configuration_once(monkeypatch, tmp_path):
-    """Hydra's extra composition that only reads ``hydra.mode`` is skipped (-m decides); with
-    ``hydra.mode`` on the command line Hydra reads it, and it still makes a sweep."""
+    """@hydra.main's extra composition that only reads ``hydra.mode`` is not made (-m decides);
+    ``hydra.mode`` on the command line still makes a sweep."""
     calls = []
     load = ConfigLoaderImpl.load_configuration
 
@@ -61,9 +63,26 @@ def test_a_run_composes_its_configuration_once(monkeypatch, tmp_path):
     monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", counted)
     done = run_main(["run", *TINY], tmp_path)      # (a hydra.* override adds check_targets')
     assert done.returncode == 0, done.stderr
-    assert len(calls) == 1                                    # 2 with Hydra's get_mode
+    assert calls == [RunMode.RUN]                             # 2 with @hydra.main
     calls.clear()
     done = run_main(["run", *TINY, "seed=0,1", "hydra.mode=MULTIRUN",
                      f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "sweep" / "1" / "summary.json").exists()
+    # check_targets' look at the hydra.* override, then the sweep and its 2 jobs
+    assert calls == [RunMode.RUN, RunMode.MULTIRUN, RunMode.RUN, RunMode.RUN]
+
+
+def test_sweeper_params_and_batches(composes, tmp_path):
+    """hydra.sweeper.params adds to the command line's grid (the command line's value of a key
+    wins); in batches (max_batch_size) every job is still composed once and numbered in order."""
+    done = run_main(["run", "-m", *TINY, "seed=3,4", "hydra.sweeper.max_batch_size=2",
+                     "+hydra.sweeper.params={seed: '0,1', sampling: 'uniform,weighted'}",
+                     f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    jobs = [json.loads((tmp_path / "sweep" / str(j) / "summary.json").read_text())["config"]
+            for j in range(4)]
+    assert [(c["seed"], c["sampling"]) for c in jobs] == [
+        (3, "uniform"), (3, "weighted"), (4, "uniform"), (4, "weighted")]
+    assert not (tmp_path / "sweep" / "4").exists()
+    assert len(composes) == 4

@@ -1,0 +1,48 @@
+"""How the ``fedmoo`` process ends: the interpreter's normal exit, without the slow teardown.
+
+Once torch is loaded, ending the process took 0.6-0.8 s on the project's idle 2-core VM (1.5-2 s
+when busy), in two parts, both after everything Python promises at exit has happened:
+
+- the garbage collector's passes over every object still alive while the interpreter finalizes
+  its modules. ``gc.freeze()`` moves the objects alive now out of the collector's reach: the
+  exit handlers, the flush of stdout/stderr, the wait for non-daemon threads and the finalizers
+  of objects freed by reference counting still run; objects kept alive only by a reference
+  cycle are not finalized (Python never promises that at exit);
+- the C library's teardown once the interpreter has finished: the destructors of the shared
+  libraries (libtorch and the CUDA libraries it loads). On glibc, ``on_exit(_exit)``, registered
+  last so it runs first among the C exit handlers, ends the process with the interpreter's
+  exit status right then (the C library's stdio buffers are flushed just before the
+  interpreter's exit). Elsewhere the C teardown runs as usual (slower, same result).
+
+``python scripts/exit_cost.py`` measures the variants (docs/PERFORMANCE.md).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+
+def end_after_interpreter() -> bool:
+    """Register glibc's ``_exit`` as the first C exit handler to run (``on_exit`` passes it the
+    exit status), and flush the C library's own stdio buffers now (``_exit`` skips that);
+    False where the C library has no ``on_exit``."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        on_exit, quick_exit = libc.on_exit, libc._exit
+    except (OSError, AttributeError):
+        return False
+    on_exit.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    on_exit.restype = ctypes.c_int
+    libc.fflush(None)
+    return on_exit(ctypes.cast(quick_exit, ctypes.c_void_p), None) == 0
+
+
+def exit_process(code: int) -> None:
+    """End the process with status ``code`` through the interpreter's normal exit (sys.exit),
+    without its slow teardown (module docstring)."""
+    end_after_interpreter()
+    gc.freeze()
+    sys.exit(code)

@@ -1,0 +1,142 @@
+"""fedmoo's sweeper (``hydra/sweeper=fedmoo``, the default): the grid of Hydra's basic sweeper,
+each job's configuration composed once.
+
+The grid is Hydra's: the cartesian product of the comma lists, ``range(...)`` and ``choice(...)``
+sweeps of ``hydra.sweeper.params`` and then the command line (a key given twice keeps its first
+place and its last value), in batches of ``max_batch_size`` jobs. Before a batch is launched
+every job of it is composed (``validate_batch_is_legal``: a bad job stops the sweep before any
+job of the batch runs). Hydra's basic sweeper throws those configurations away and the launcher
+composes each job again (0.3-0.5 s a job with fedmoo's config tree). This sweeper keeps them in
+a ``KeptConfigs``, the config loader it hands to its launcher: a launcher in this process (Hydra's
+basic one, fedmoo's lockstep one) gets each kept configuration once, from its usual
+``load_sweep_config`` call; a launcher that runs its jobs in other processes (joblib, submitit)
+gets the loader without the kept configurations and composes there. Only Hydra's public plugin
+API is used (``Sweeper``, ``ConfigLoader``, ``HydraContext``, the override parser).
+
+Hydra imports every module of this package when it starts: nothing heavy at module level.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.core.config_loader import ConfigLoader
+from hydra.plugins.sweeper import Sweeper
+
+log = logging.getLogger(__name__)
+
+
+class KeptConfigs(ConfigLoader):
+    """Hydra's config loader with the configurations of one batch kept: ``load_sweep_config``
+    returns a kept one once (same master config and overrides), else composes. The kept ones
+    stay in this process (a pickled copy has none)."""
+
+    def __init__(self, loader: ConfigLoader) -> None:
+        self.loader = loader
+        self.master: Any = None
+        self.kept: dict[tuple[str, ...], Any] = {}
+
+    def keep(self, master_config: Any, batch: Sequence[Sequence[str]]) -> list[Any]:
+        """Compose every job of ``batch`` (the batch kept before is dropped); their configs."""
+        self.master, self.kept = master_config, {}
+        for overrides in batch:
+            self.kept[tuple(overrides)] = self.loader.load_sweep_config(master_config,
+                                                                        list(overrides))
+        return list(self.kept.values())
+
+    def load_sweep_config(self, master_config: Any, sweep_overrides: list[str]) -> Any:
+        if master_config is self.master:
+            cfg = self.kept.pop(tuple(sweep_overrides), None)
+            if cfg is not None:
+                return cfg
+        return self.loader.load_sweep_config(master_config, sweep_overrides)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "master": None, "kept": {}}
+
+    def load_configuration(self, *args: Any, **kwargs: Any) -> Any:
+        return self.loader.load_configuration(*args, **kwargs)
+
+    def get_search_path(self) -> Any:
+        return self.loader.get_search_path()
+
+    def get_sources(self) -> Any:
+        return self.loader.get_sources()
+
+    def list_groups(self, parent_name: str) -> Any:
+        return self.loader.list_groups(parent_name)
+
+    def get_group_options(self, *args: Any, **kwargs: Any) -> Any:
+        return self.loader.get_group_options(*args, **kwargs)
+
+    def compute_defaults_list(self, *args: Any, **kwargs: Any) -> Any:
+        return self.loader.compute_defaults_list(*args, **kwargs)
+
+
+class GridSweeper(Sweeper):
+    def __init__(self, max_batch_size: int | None = None,
+                 params: dict[str, str] | None = None) -> None:
+        from fedmoo.errors import UserError
+
+        if max_batch_size == -1:          # Hydra's basic sweeper reads -1 as null
+            max_batch_size = None
+        if max_batch_size is not None and (isinstance(max_batch_size, bool) or not isinstance(
+                max_batch_size, int) or max_batch_size < 1):
+            raise UserError(f"hydra.sweeper.max_batch_size={max_batch_size!r} must be a positive "
+                            "integer (jobs launched at once) or null (all)")
+        self.max_batch_size = max_batch_size
+        self.params = dict(params or {})
+        self.config: Any = None
+        self.hydra_context: Any = None
+        self.launcher: Any = None
+        self.loader: KeptConfigs | None = None
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+        from hydra.core.plugins import Plugins
+        from hydra.types import HydraContext
+
+        self.config = config
+        self.loader = KeptConfigs(hydra_context.config_loader)
+        self.hydra_context = HydraContext(config_loader=self.loader,
+                                          callbacks=hydra_context.callbacks)
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=self.hydra_context, task_function=task_function, config=config)
+
+    def sweep(self, arguments: list[str]) -> list[Sequence[Any]]:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from omegaconf import OmegaConf
+
+        from fedmoo.cli.app import sweep_started
+        from fedmoo.cli.sweep_grid import grid
+
+        assert self.config is not None and self.launcher is not None
+        parser = OverridesParser.create(config_loader=self.loader)
+        jobs = grid(parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()]
+                                           + list(arguments)))
+        size = self.max_batch_size or max(len(jobs), 1)
+        self.validate_batch_is_legal(jobs[:size])   # a bad job: no sweep directory either
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        sweep_started(self.config, len(jobs))
+        returns = []
+        for first in range(0, len(jobs), size):
+            batch = jobs[first:first + size]
+            if first:
+                self.validate_batch_is_legal(batch)
+            results = self.launcher.launch(batch, initial_job_idx=first)
+            for r in results:
+                r.return_value     # raises a job's error, as Hydra's basic sweeper does
+            returns.append(results)
+        return returns
+
+    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
+        """Compose every job of ``batch`` (kept for the launcher): a job that cannot be composed
+        stops the sweep before the batch runs. Each job's composed configuration passes here."""
+        from fedmoo.cli.precheck import check_composed
+
+        assert self.loader is not None
+        for cfg in self.loader.keep(self.config, batch):
+            check_composed(cfg)     # fedmoo.schema.check: a bad value refuses the sweep
