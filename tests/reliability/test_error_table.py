@@ -38,7 +38,7 @@ CASES = [
     pytest.param(["partition=iid", "data.num_users=1", "data.max_samples=5"],
                  ["partition=iid", "6 clients", "4 samples", "lower num_clients"], id="too-few-samples"),
     # after merging the data helper's datasets and models
-    pytest.param(["data=cifar10", "data.download=false"],
+    pytest.param(["data=cifar10", "partition=iid", "data.download=false"],   # (no setup note)
                  ["data=cifar10", "files not found", "nodata"], id="missing-dataset",
                  marks=_needs("data", "cifar10")),
     pytest.param(["model=cnn_cifar"], ["model=cnn_cifar", "[60]"],
