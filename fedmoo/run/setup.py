@@ -83,9 +83,8 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     sgd = LocalSGD.from_config(cfg["client"])
     if num_clients is not None:             # known before any data is read: fail fast
         algo.check_run(num_clients, per_round)
-    federation = build_component({"data": cfg["data"], "partition": cfg["partition"]},
-                                 fdata.load_federated, cfg["data"], cfg["partition"],
-                                 num_clients, cfg["data_dir"])
+    federation = fdata.load_federated(cfg["data"], cfg["partition"], num_clients,
+                                      cfg["data_dir"])      # it refuses keys it does not take
     if num_clients is None:
         num_clients = federation.num_clients
         per_round = cohort_size(num_clients, per_round)
@@ -261,22 +260,3 @@ def build_model(cfg: dict[str, Any], federation) -> torch.nn.Module:
             out.dim() != 2 or out.shape[1] != classes):
         raise mismatch(ValueError(f"it outputs shape {list(out.shape[1:])} per sample"))
     return model
-
-
-def build_component(sections: dict[str, dict], fn, *args):
-    """Build a component; an unknown keyword that comes from one of the config ``sections``
-    (``{"data": cfg["data"]}``) becomes a UserError naming the key."""
-    try:
-        return fn(*args)
-    except TypeError as e:
-        msg = str(e)
-        if "unexpected keyword argument" not in msg:
-            raise
-        bad = msg.rsplit("argument", 1)[1].strip(" '\"")
-        section = next((k for k, v in sections.items() if bad in v), None)
-        if section is None:
-            raise
-        name = sections[section].get("name")
-        what = f"{section}={name}" if name else section
-        raise UserError(f"{section}.{bad} is not a setting of {what}; remove it "
-                        "(`fedmoo run --cfg job` shows the valid keys)") from None
