@@ -11,6 +11,7 @@ end, not for its exit.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ from typing import Any
 
 from fedmoo.errors import UserError
 
+log = logging.getLogger(__name__)
 _spare: dict[str, subprocess.Popen] = {}   # children started ahead of their run, by module
 
 
@@ -93,9 +95,7 @@ class ChildTracker:
         self._end_input()
         self.ended.wait()
         if self.error:                            # the run's own result is complete: a warning
-            import logging
-
-            logging.getLogger(__name__).warning("%s", self.error)
+            log.warning("%s", self.error)
 
     def _end_input(self) -> None:
         try:
