@@ -105,3 +105,18 @@ def test_bench_startup_loggers_overheads(capsys, monkeypatch):
     assert "logger=none: wall median 11.00 s (+0% against logger=none), run median 5.50 s (+0%)" in out
     assert ("logger=mlflow: wall median 12.10 s (+10% against logger=none), run median "
             "6.05 s (+10%)") in out
+
+
+def test_bench_trackers_prints_both_tensorboard_ways(capsys, monkeypatch):
+    """scripts/bench_trackers.py (the figures of docs/PERFORMANCE.md "Trackers") runs; its
+    TensorBoard part times both ways twice (no timing is checked)."""
+    pytest.importorskip("tensorboard")
+    spec = importlib.util.spec_from_file_location(
+        "fedmoo_bench_trackers", BENCH.with_name("bench_trackers.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr("sys.argv", ["bench_trackers.py", "--parts", "tensorboard", "--rows", "2"])
+    mod.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "tensorboard one event a row", "tensorboard add_scalar per value"] * 2

@@ -87,8 +87,9 @@ class NullLogger:
 
 class TensorBoardLogger(NullLogger):
     """Events in ``<run dir>/tensorboard``, written by TensorBoard's own event writer: one event
-    per rounds.csv row holding all its values (0.3 ms a row; a ``SummaryWriter.add_scalar`` per
-    value took 4.6 ms, 13% of a default round), and at the end the config as hparams."""
+    per rounds.csv row holding all its values (about a tenth of the time of one
+    ``SummaryWriter.add_scalar`` per value: ``scripts/bench_trackers.py``), and at the end the
+    config as hparams."""
 
     def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
         _need("tensorboard", "tensorboard", load=False)
@@ -144,8 +145,9 @@ def selected(names: str | list[str] | None) -> list[str]:
 
 def prestart(names: str | list[str] | None) -> None:
     """Start the writer processes of the selected trackers before the run imports torch
-    (fedmoo.run.tracker_process): importing MLflow (3-4 s of CPU) or W&B (2 s) then overlaps
-    the run's own start-up instead of adding to it."""
+    (fedmoo.run.tracker_process): importing MLflow or W&B (seconds:
+    ``scripts/bench_trackers.py``) then overlaps the run's own start-up instead of adding to
+    it."""
     for n in dict.fromkeys(selected(names)):
         if n in WRITERS and importlib.util.find_spec(n):
             tracker_process.prestart(WRITERS[n])
