@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.errors import UserError
-from fedmoo.moo.descent import common_descent, is_zero_move, update_noise
+from fedmoo.moo.descent import common_descent, update_norms
 from fedmoo.state import ClientSpec, Cohort, GradientProbe, ServerState
 
 
@@ -66,11 +66,13 @@ class Algorithm:
         """
         direction, step, changes, diag = self.step(state, cohort)
         w = state.w - step * direction
-        noise = update_noise(cohort.deltas, cohort.task_mask)   # once: the updates' rounding level
+        # the updates' norms and rounding level, once for both diagnostics
+        norms, noise = update_norms(cohort.deltas, cohort.task_mask)
         move = direction * float(step)
-        min_cos, harmed = common_descent(cohort.deltas, move, cohort.task_mask, noise=noise)
-        zero = is_zero_move(cohort.deltas, direction, noise=noise)   # rounding, not a move
-        d_norm = 0.0 if zero else float(torch.linalg.vector_norm(direction, dtype=torch.float64))
+        min_cos, harmed = common_descent(cohort.deltas, move, cohort.task_mask, noise=noise,
+                                         norms=norms)
+        d_norm = float(torch.linalg.vector_norm(direction, dtype=torch.float64))
+        d_norm = 0.0 if d_norm <= noise else d_norm   # rounding, not a move (is_zero_move)
         diag = {"server/d_norm": d_norm,
                 "server/min_cos": min_cos, "server/harmed": float(harmed), **diag}
         return dataclasses.replace(state, w=w, round=state.round + 1, **changes), diag

@@ -23,48 +23,74 @@ ZERO_REL = {torch.float64: 1e-8, torch.float32: 64 * torch.finfo(torch.float32).
 BLOCK_ELEMENTS = 2**22
 
 
-def descent_cosines(x: Tensor, d: Tensor, only: Tensor | None = None) -> Tensor:
-    """``cos_k = <x_k, d> / (||x_k|| ||d||)`` for every row of ``x [K, d]`` (``[K, S, d]`` gives
-    ``[K * S]``, row-major), ``[R]`` float64 on the CPU; 0 where ``x_k`` or ``d`` is zero, and
-    for the rows that ``only [R]`` (bool) leaves out.
-
-    Dot products and norms are taken in float64, a block of rows at a time (at most
-    BLOCK_ELEMENTS in float64, never a float64 copy of a large cohort), so float32 updates whose
-    norms pass ``sqrt(float32 max) ~ 1.8e19`` are still exact rather than infinite.
-    """
+def _float64_blocks(x: Tensor, only: Tensor | None):
+    """``(index, rows)`` blocks of the rows of ``x`` (all, or those ``only [R]`` marks), each
+    converted to float64 alone: at most BLOCK_ELEMENTS in float64, never a float64 copy of a
+    large cohort."""
     rows = x.reshape(-1, x.shape[-1])
-    d64 = d.reshape(-1).to(torch.float64)
-    dots = torch.zeros(rows.shape[0], dtype=torch.float64, device=x.device)
-    norms = torch.zeros_like(dots)
     picked = (torch.arange(rows.shape[0], device=x.device) if only is None
               else only.reshape(-1).to(x.device).nonzero().flatten())
     block = max(1, BLOCK_ELEMENTS // max(1, rows.shape[1]))
     for b in picked.split(block):
-        r = rows.index_select(0, b).to(torch.float64)
-        dots[b] = r @ d64
+        yield b, rows.index_select(0, b).to(torch.float64)
+
+
+def row_norms(x: Tensor, only: Tensor | None = None) -> Tensor:
+    """``||x_r||`` in float64 for every row of ``x [R, d]`` (or ``[K, S, d]``), ``[R]`` on
+    ``x``'s device; 0 for the rows ``only [R]`` (bool) leaves out."""
+    norms = torch.zeros(x.reshape(-1, x.shape[-1]).shape[0], dtype=torch.float64,
+                        device=x.device)
+    for b, r in _float64_blocks(x, only):
         norms[b] = torch.linalg.vector_norm(r, dim=1)
-    denom = (norms * torch.linalg.vector_norm(d64)).cpu()
+    return norms
+
+
+def descent_cosines(x: Tensor, d: Tensor, only: Tensor | None = None,
+                    norms: Tensor | None = None) -> Tensor:
+    """``cos_k = <x_k, d> / (||x_k|| ||d||)`` for every row of ``x [K, d]`` (``[K, S, d]`` gives
+    ``[K * S]``, row-major), ``[R]`` float64 on the CPU; 0 where ``x_k`` or ``d`` is zero, and
+    for the rows that ``only [R]`` (bool) leaves out. ``norms``: the rows' ``row_norms`` when the
+    caller has them.
+
+    Dot products and norms are taken in float64, a block of rows at a time
+    (``_float64_blocks``), so float32 updates whose norms pass ``sqrt(float32 max) ~ 1.8e19``
+    are still exact rather than infinite.
+    """
+    d64 = d.reshape(-1).to(torch.float64)
+    dots = torch.zeros(x.reshape(-1, x.shape[-1]).shape[0], dtype=torch.float64,
+                       device=x.device)
+    own = torch.zeros_like(dots) if norms is None else None
+    for b, r in _float64_blocks(x, only):
+        dots[b] = r @ d64
+        if own is not None:
+            own[b] = torch.linalg.vector_norm(r, dim=1)
+    denom = ((own if norms is None else norms.to(dots.device)) * torch.linalg.vector_norm(d64)).cpu()
     dots = dots.cpu()
     cos = torch.where(denom > 0, dots / denom.clamp_min(torch.finfo(torch.float64).tiny),
                       torch.zeros_like(dots))
     return cos.clamp(-1.0, 1.0)
 
 
-def noise_level(x: Tensor, held: Tensor | None = None) -> float:
+def noise_level(x: Tensor, held: Tensor | None = None, norms: Tensor | None = None) -> float:
     """Length below which a combination of the rows of ``x [R, d]`` is rounding, not a move:
-    ``ZERO_REL[dtype] * max ||x_r||`` over the rows ``held [R]`` marks (all by default)."""
-    rows = x.reshape(-1, x.shape[-1])
-    if held is not None:
-        rows = rows[held.reshape(-1).to(rows.device)]
-    if rows.shape[0] == 0:
+    ``ZERO_REL[dtype] * max ||x_r||`` over the rows ``held [R]`` marks (all by default);
+    ``norms``: their ``row_norms`` when the caller has them."""
+    if held is not None and not bool(held.any()):
+        return 0.0
+    if norms is None:
+        norms = row_norms(x, held)
+    if norms.numel() == 0:
         return 0.0
     rel = ZERO_REL.get(x.dtype, 64 * torch.finfo(x.dtype).eps)
-    return rel * float(torch.linalg.vector_norm(rows.to(torch.float64), dim=1).max())
+    return rel * float(norms.max())
 
 
-def update_noise(x: Tensor, mask: Tensor | None = None) -> float:
-    """``noise_level`` of the updates ``x`` over the rows a per-task ``mask`` holds."""
-    return noise_level(x, _held(x, mask))
+def update_norms(x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, float]:
+    """The updates' ``row_norms`` over the rows a per-task ``mask`` holds, and their
+    ``noise_level``: what ``common_descent`` and ``is_zero_move`` take, computed once."""
+    held = _held(x, mask)
+    norms = row_norms(x, held)
+    return norms, noise_level(x, held, norms)
 
 
 def _held(x: Tensor, mask: Tensor | None) -> Tensor:
@@ -85,7 +111,8 @@ def is_zero_move(x: Tensor, d: Tensor, mask: Tensor | None = None,
 
 
 def common_descent(x: Tensor, d: Tensor, mask: Tensor | None = None,
-                   tol: float = HARM_TOL, noise: float | None = None) -> tuple[float, int]:
+                   tol: float = HARM_TOL, noise: float | None = None,
+                   norms: Tensor | None = None) -> tuple[float, int]:
     """``(min_cos, harmed)`` of the server direction ``d [d]`` against the updates ``x``.
 
     ``x [K, d]``: ``min_cos`` is the smallest cosine between an update and ``d``, ``harmed`` the
@@ -95,6 +122,7 @@ def common_descent(x: Tensor, d: Tensor, mask: Tensor | None = None,
     No rows gives ``(0.0, 0)``. A zero update or a zero ``d`` has cosine 0 (not harmed); so has
     a ``d`` no longer than the updates' rounding level (``noise_level``), and a cosine only
     counts as harm below ``-max(tol, noise / ||d||)``, the most rounding can tilt it.
+    ``noise``, ``norms``: the updates' ``update_norms`` when the caller has them.
     """
     held = _held(x, mask)
     k, s = held.shape
@@ -104,7 +132,7 @@ def common_descent(x: Tensor, d: Tensor, mask: Tensor | None = None,
     d_norm = float(torch.linalg.vector_norm(d.to(torch.float64)))
     if d_norm <= noise:
         return 0.0, 0
-    cos = descent_cosines(x, d, held).view(k, s)
+    cos = descent_cosines(x, d, held, norms).view(k, s)
     min_cos = float(cos[held].min())
     harmed = int(((cos < -max(tol, noise / d_norm)) & held).any(1).sum())
     return min_cos, harmed
