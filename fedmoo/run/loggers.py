@@ -33,7 +33,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-import logging
 import math
 import os
 from pathlib import Path
@@ -44,11 +43,9 @@ from fedmoo.run import tracker_process
 from fedmoo.report.jobs import flatten
 from fedmoo.schema import LOGGERS
 
-CHOICES = LOGGERS   # declared with the `logger` knob (fedmoo.schema)
 FLUSH_S = 2   # TensorBoard's events reach the disk at most this late
 SWEEP_ENV = "FEDMOO_SWEEP_DIR"   # set by the sweep report callback while a sweep runs,
 SWEPT_ENV = "FEDMOO_SWEPT_KEYS"  # with the keys the sweep varies (``seed,algo``)
-log = logging.getLogger(__name__)
 
 
 def _numbers(row: dict[str, Any]) -> dict[str, float]:
@@ -56,19 +53,19 @@ def _numbers(row: dict[str, Any]) -> dict[str, float]:
             and isinstance(v, (int, float)) and math.isfinite(v)}
 
 
-def _need(module: str, name: str, load: bool = True):
-    """``module`` imported (or only found, ``load=False``); a UserError naming the extra if
-    it is not installed."""
+def _installed(module: str) -> bool:
     try:
-        if not load:
-            if importlib.util.find_spec(module) is None:
-                raise ImportError(module)
-            return None
-        return importlib.import_module(module)
-    except ImportError:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _need(module: str, name: str) -> None:
+    """A UserError naming the extra to install when ``module`` is not installed."""
+    if not _installed(module):
         raise UserError(f"logger={name} needs the {module} package; pip install -e "
                         f"\".[{'tensorboard' if name == 'tensorboard' else 'trackers'}]\" "
-                        "or drop it from logger") from None
+                        "or drop it from logger")
 
 
 class NullLogger:
@@ -92,7 +89,7 @@ class TensorBoardLogger(NullLogger):
     config as hparams."""
 
     def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
-        _need("tensorboard", "tensorboard", load=False)
+        _need("tensorboard", "tensorboard")
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
         # its own thread writes the events, on disk within FLUSH_S seconds (and at the end)
@@ -149,7 +146,7 @@ def prestart(names: str | list[str] | None) -> None:
     ``scripts/bench_trackers.py``) then overlaps the run's own start-up instead of adding to
     it."""
     for n in dict.fromkeys(selected(names)):
-        if n in WRITERS and importlib.util.find_spec(n):
+        if n in WRITERS and _installed(n):
             tracker_process.prestart(WRITERS[n])
 
 
@@ -176,7 +173,7 @@ class MLflowLogger(ChildLogger):
     ``<run dir>/mlflow.db``; experiment ``MLFLOW_EXPERIMENT_NAME``, else ``fedmoo``."""
 
     def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
-        _need("mlflow", "mlflow", load=False)
+        _need("mlflow", "mlflow")
         self.uri = (os.environ.get("MLFLOW_TRACKING_URI")
                     or f"sqlite:///{(Path(run_dir) / 'mlflow.db').resolve()}")
         self.child = tracker_process.ChildTracker(WRITERS["mlflow"], "mlflow", {
@@ -190,7 +187,7 @@ class WandbLogger(ChildLogger):
     sweep's runs are one group; files under ``<run dir>/wandb``."""
 
     def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
-        _need("wandb", "wandb", load=False)
+        _need("wandb", "wandb")
         (Path(run_dir) / "wandb").mkdir(parents=True, exist_ok=True)
         self.child = tracker_process.ChildTracker(WRITERS["wandb"], "wandb", {
             "project": os.environ.get("WANDB_PROJECT", "fedmoo"), "name": name,
@@ -231,9 +228,9 @@ def build(names: str | list[str] | None, run_dir: Path, cfg: dict[str, Any] | No
     without any)."""
     names = selected(names)
     for n in names:
-        if n not in CHOICES:
+        if n not in LOGGERS:
             raise UserError(f"logger={n!r} is not valid; choose one or a list of: "
-                            f"{', '.join(CHOICES)}")
+                            f"{', '.join(LOGGERS)}")
     members: list[NullLogger] = []
     name, tags = run_label(Path(run_dir), overrides)
     try:

@@ -280,11 +280,12 @@ class Session:
         _set_rng_state(rng)
         cohort = parts.attack.apply(trained, rs)                                     # attack
         try:                                                                         # update
+            # the cohort's numbers before a rule reads them (the models were checked when the
+            # last round made them), then the models this round made; each read syncs a device
             reported = [cohort.loss_before, cohort.loss_after, cohort.loss_trained]
-            check_diverged(state.w, reported, t + 1, cfg, cohort.deltas)  # before a rule reads them
+            check_diverged({}, reported, t + 1, cfg, cohort.deltas)
             new_state, diag = parts.algo.server_update(state, cohort)
-            check_diverged(reported_models(parts.algo, new_state), cohort.loss_before, t + 1,
-                           cfg)
+            check_diverged(reported_models(parts.algo, new_state), None, t + 1, cfg)
         except DivergenceError as e:
             self.rundir.summary("diverged", state, self.final, self.elapsed(), str(e))
             raise

@@ -16,6 +16,7 @@ from typing import Any
 from fedmoo.run import tracker_child
 
 FLUSH_S = 1.0   # rows wait at most this long (W&B sends them on in its own service anyway)
+BATCH = 100     # rows' values written in one go at most (each row is its own run.log call)
 
 
 def warm() -> None:
@@ -51,7 +52,7 @@ def refusal(head: dict[str, Any], e: BaseException) -> str:
 
 
 def main() -> int:
-    return tracker_child.serve(warm, Writer, refusal, "wandb", 1000, FLUSH_S)
+    return tracker_child.serve(warm, Writer, refusal, "wandb", BATCH, FLUSH_S)
 
 
 if __name__ == "__main__":

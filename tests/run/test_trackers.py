@@ -58,15 +58,16 @@ def test_prestarted_mlflow_writer_is_the_runs_writer(tmp_path, monkeypatch):
         row["test/acc_mean"] for row in result.rows]
 
 
-def test_untaken_prestarted_writer_ends_without_a_store(tmp_path):
+def test_untaken_prestarted_writer_ends_without_a_store(tmp_path, monkeypatch):
     """A run refused before its logger exists leaves its prestarted writer unused: end of
-    input ends it, with status 0 and nothing written."""
+    input ends it, with status 0 and nothing written (in its working directory either)."""
     pytest.importorskip("mlflow")
+    monkeypatch.chdir(tmp_path)                     # the writer starts here
     loggers.prestart("mlflow")
     spare = tracker_process._spare.pop(loggers.WRITERS["mlflow"])
     spare.stdin.close()
     assert spare.wait(timeout=60) == 0 and spare.stdout.read() == ""
-    assert not any(tmp_path.iterdir()) and not (Path.cwd() / "mlflow.db").exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_mlflow_file_store_is_one_line(tmp_path):
@@ -94,8 +95,8 @@ def test_wandb_refusal_is_one_line(tmp_path):
                          "hydra.run.dir=run", env={"WANDB_MODE": "bogus"})
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
-    assert line.startswith("fedmoo: error: logger=wandb: W&B refused the run: 1 validation "
-                           "error for Settings mode Input should be 'online'")
+    assert line.startswith("fedmoo: error: logger=wandb: W&B refused the run: ")
+    assert "'bogus'" in line and "'offline'" in line   # W&B's (pydantic's) own words vary
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "failed"
 
 
