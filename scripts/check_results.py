@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fedmoo.report.tables import COUNT_METRIC, load_spec
+from fedmoo.report.tables import fmt_value, is_count, load_spec
 
 log = logging.getLogger("check_results")
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,13 +126,8 @@ def commands_for(runs: list[list[str]], row: dict[str, str], keys: list[str],
 
 
 def printed(value: str, decimals: int, count: bool) -> str:
-    """How the page prints a CSV value."""
-    x = float(value) if value not in ("", None) else math.nan
-    if math.isnan(x):
-        return "—"
-    if count:
-        return f"{x:.0f}" if x.is_integer() else f"{x:.1f}"
-    return f"{x:.{decimals}f}"
+    """How the page prints a CSV value (as `fedmoo table` does)."""
+    return fmt_value(float(value) if value not in ("", None) else math.nan, decimals, count)
 
 
 def decimals_of(table_args: list[str]) -> tuple[int, dict[str, int]]:
@@ -184,7 +179,8 @@ def check_page(page: Path, rows: list[int] | None, data_dir: str | None, work: P
             if not col.endswith(("/mean", "/std")) and col != "n_seeds":
                 continue
             metric = col.rsplit("/", 1)[0]
-            count = col == "n_seeds" or (metric not in per_metric and COUNT_METRIC.search(metric))
+            count = col == "n_seeds" or (metric not in per_metric
+                                         and is_count(metric, {}))
             d = per_metric.get(metric, dec)
             a, b = printed(want[col], d, bool(count)), printed(got[0][col], d, bool(count))
             compared += 1

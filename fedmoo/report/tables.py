@@ -218,15 +218,20 @@ def _natural(v: str):
         return (1, 0.0, v)
 
 
-def _fmt(x: float, decimals: int) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{decimals}f}"
+def is_count(key: str, m: dict[str, Any]) -> bool:
+    """Whether a table prints metric ``key`` (spec entry ``m``) as a count: rounds to a
+    threshold and the like, unless the spec gives its decimals."""
+    return "decimals" not in m and COUNT_METRIC.search(key) is not None
 
 
-def _fmt_count(x: float) -> str:
-    """A count, or a mean of counts: ``8``, ``8.5``."""
+def fmt_value(x: float | None, decimals: int, count: bool = False) -> str:
+    """One number as a table prints it: ``—`` for none; a count, or a mean of counts, as ``8``
+    or ``8.5``; else with ``decimals``."""
     if x is None or math.isnan(x):
         return "—"
-    return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
+    if count:
+        return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
+    return f"{x:.{decimals}f}"
 
 
 def cell(r: dict[str, Any], m: dict[str, Any], dec: int, std: bool = True) -> str:
@@ -235,8 +240,11 @@ def cell(r: dict[str, Any], m: dict[str, Any], dec: int, std: bool = True) -> st
     k = m["key"]
     mean, sd = r[f"{k}/mean"], r[f"{k}/std"]
     n = r.get(f"{k}/n", r.get("n_seeds", 2))
-    count = "decimals" not in m and COUNT_METRIC.search(k) is not None
-    fmt = _fmt_count if count else (lambda x: _fmt(x, int(m.get("decimals", dec))))
+    count, places = is_count(k, m), int(m.get("decimals", dec))
+
+    def fmt(x: float) -> str:
+        return fmt_value(x, places, count)
+
     text = fmt(mean)
     if std and n != 1 and text != "—":
         text += f" ± {fmt(sd)}"
@@ -292,7 +300,7 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
             text = r.get(f"{k}/note") or cell(r, m, dec, spec.get("std", True))
             if f"{k}/paper" in r:
                 p = r[f"{k}/paper"]
-                text += f" (paper {_fmt(p, dec)}, Δ {r[f'{k}/mean'] - p:+.{dec}f})"
+                text += f" (paper {fmt_value(p, dec)}, Δ {r[f'{k}/mean'] - p:+.{dec}f})"
             cells.append(text)
         cells.append(str(r["n_seeds"]))
         cells += ["; ".join(r.get("_notes") or [])] if notes else []
