@@ -25,8 +25,7 @@ from typing import Any, Callable
 
 CONFIG_MODULE, CONFIG_NAME, JOB_NAME = "fedmoo.conf", "config", "app"
 MULTIRUN_FLAGS, RUN_FLAGS = ("-m", "--multirun"), ("-r", "--run")
-CONFIG_FLAGS = ("-cd", "--config-dir", "-cn", "--config-name", "-cp", "--config-path",
-                "--experimental-rerun")
+CONFIG_FLAGS = ("-cd", "--config-dir", "-cn", "--config-name", "-cp", "--config-path")
 
 
 def plan(args: list[str]) -> tuple[bool, list[str]] | None:

@@ -19,8 +19,8 @@ def check_overrides(args: list[str]) -> str | None:
     for i, arg in enumerate(args):
         if i and args[i - 1] in VALUED:      # the value of --cfg job, -p package, ...
             continue
-        if check_preset_override(arg):      # the removed partition_preset group
-            return check_preset_override(arg)
+        if preset := check_preset_override(arg):      # the removed partition_preset group
+            return preset
         if not arg.startswith("-") and "=" not in arg:
             return bare_word(arg, args[i - 1] if i else "")
         if arg.startswith("-") or "=" not in arg:

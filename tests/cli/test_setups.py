@@ -21,13 +21,11 @@ PARTITIONS = sorted(p.stem for p in (CONF_DIR / "partition").glob("*.yaml"))
 
 def _own_defaults(data: str) -> dict:
     """rounds, num_clients, clients_per_round and client.* as they are stated: the schema's
-    defaults (fedmoo/schema.py) and client/sgd.yaml, then what data/<data>.yaml sets."""
+    defaults (fedmoo/schema.py), then what data/<data>.yaml sets."""
     base = schema.defaults()
     own = yaml.safe_load((CONF_DIR / "data" / f"{data}.yaml").read_text())
     want = {k: own.get(k, base[k]) for k in KNOBS}
-    want["client"] = {**base["client"],
-                      **(yaml.safe_load((CONF_DIR / "client" / "sgd.yaml").read_text()) or {}),
-                      **own.get("client", {})}
+    want["client"] = {**base["client"], **own.get("client", {})}
     return want
 
 
