@@ -84,16 +84,23 @@ class Sharing:
     label_map: Tensor | None
     scale: Tensor | None
 
+    @staticmethod
+    def even(src: Tensor) -> bool:
+        """Whether every source (numbered 0..U-1) in ``src [R]`` has as many rows as another:
+        only then can rows share (``build``)."""
+        counts = torch.bincount(src)
+        return not bool((counts != counts[0]).any())
+
     @classmethod
     def build(cls, src: Tensor, label_map: Tensor | None, scale: Tensor | None
               ) -> "Sharing | None":
         """The sharing of rows with sources ``src [R]`` (numbered 0..U-1), or None when some
         source has a different number of rows than another (then rows are trained one by one).
         ``label_map [R, C]`` and ``scale [R]`` are per row."""
+        if not cls.even(src):
+            return None
         counts = torch.bincount(src)
         u, g = int(counts.numel()), int(counts[0])
-        if bool((counts != g).any()):
-            return None
         order = torch.argsort(src, stable=True)
         inv = torch.argsort(order)
         if label_map is not None:
@@ -241,7 +248,7 @@ class LinearHead:
         flat = x.flatten(1)
         per_source = max(1, STEP_BYTES // max(1, b * flat.shape[1] * flat.element_size()))
         firsts: list[tuple[Tensor, Tensor]] = []
-        for _, steps, lo, hi in _blocks(active_rows(plan), per_source):
+        for steps, lo, hi in _blocks(active_rows(plan), per_source):
             r0, r1 = lo * reuse, hi * reuse            # the block's sources' rows
             n = r1 - r0
             t = whole if (r0, r1) == (0, u) else whole.rows(r0, r1)
@@ -395,11 +402,11 @@ def _products(a: Tensor, b: Tensor, bias: Tensor | None, reuse: int, shared: int
 
 
 def _blocks(rows: list[int], per_source: int):
-    """``(count, steps, lo, hi)``: each run of steps that the first ``count`` sources take
-    (``_segments``), cut into blocks of at most ``per_source`` sources ``lo..hi-1``."""
+    """``(steps, lo, hi)``: each run of steps that the same first sources take (``_segments``),
+    cut into blocks of at most ``per_source`` sources ``lo..hi-1``."""
     for n, steps in _segments(rows):
         for lo in range(0, n, per_source):
-            yield n, steps, lo, min(n, lo + per_source)
+            yield steps, lo, min(n, lo + per_source)
 
 
 def _segments(rows: list[int]) -> list[tuple[int, slice]]:

@@ -181,7 +181,7 @@ def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
     befores = None if first else _befores(engine, members, blocks, views, label_maps, shared)
     engine.model.train()
     if engine.head is not None:   # closed form (fedmoo.engine.linear_head)
-        share = Sharing.build(src, label_map, scale) if shared and len(base.index) < total else None
+        sharing = shared and len(base.index) < total and Sharing.even(src)
         reuse = 1 if shared else _reuse(base, src, data.x)
         if reuse > 1:                # rows one by one, each source's inputs gathered once
             plan, src = longest_first(base, src)
@@ -189,7 +189,7 @@ def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
             row[torch.argsort(src, stable=True)] = torch.arange(total, device=src.device)
             src = row
         else:
-            if share is None:        # rows one by one
+            if not sharing:          # rows one by one
                 if sources != list(range(total)):
                     base = _row_plan(base, src)
                 src = torch.arange(total, device=src.device)
