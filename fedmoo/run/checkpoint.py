@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from fedmoo.errors import UserError
+from fedmoo.report.defaults import flatten
 from fedmoo.report.results import atomic_write
 from fedmoo.state import ServerState, state_from_dict, state_to_dict
 
@@ -42,22 +43,12 @@ def run_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def config_diff(old: dict[str, Any], new: dict[str, Any], limit: int = 3) -> str:
     """``key: old -> new`` for the first ``limit`` dotted keys that differ (empty if none)."""
-    a, b = _flatten({**ADDED_KEYS, **old}), _flatten({**ADDED_KEYS, **new})
+    a, b = flatten({**ADDED_KEYS, **old}), flatten({**ADDED_KEYS, **new})
     keys = [k for k in sorted(set(a) | set(b)) if a.get(k, "<unset>") != b.get(k, "<unset>")]
     parts = [f"{k}: {a.get(k, '<unset>')!r} -> {b.get(k, '<unset>')!r}" for k in keys[:limit]]
     if len(keys) > limit:
         parts.append(f"and {len(keys) - limit} more")
     return ", ".join(parts)
-
-
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 def rng_state() -> dict[str, Any]:
