@@ -95,18 +95,21 @@ def note_registered(module: str) -> None:
         _registered[top] = None
 
 
-def conf_dir(name: str) -> Path | None:
-    """``<package>/conf`` of plugin ``name`` when it has one (found without importing it)."""
+def package_dir(name: str) -> Path | None:
+    """The folder of plugin package ``name`` (found without importing it)."""
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         spec = None
     if spec is None:
         raise _not_importable(name)
-    for base in spec.submodule_search_locations or []:
-        if (Path(base) / "conf").is_dir():
-            return Path(base) / "conf"
-    return None
+    return next((Path(b) for b in spec.submodule_search_locations or []), None)
+
+
+def conf_dir(name: str) -> Path | None:
+    """``<package>/conf`` of plugin ``name`` when it has one (found without importing it)."""
+    folder = package_dir(name)
+    return folder / "conf" if folder is not None and (folder / "conf").is_dir() else None
 
 
 def conf_dirs() -> list[tuple[str, Path]]:

@@ -20,13 +20,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import re
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from fedmoo import hparams
 from fedmoo.errors import UserError
+from fedmoo.knobs import Knob, knob, of, show  # noqa: F401 - show: schema.show for callers
+from fedmoo.knobs import refusal as knobs_refusal
 
 SCHEMA_NAME = "fedmoo_schema"
 SEED_LIMIT = 2**63   # seeds go to numpy and torch as signed 64-bit integers
@@ -34,34 +35,7 @@ SECTIONS = ("data", "partition", "model", "client", "algo")   # every run needs 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 LOGGERS = ("none", "tensorboard", "mlflow", "wandb")
 ENGINES = ("auto", "sequential", "batched")
-
-
-@dataclass(frozen=True)
-class Rule:
-    """What a knob's value may be, beyond its annotated type. ``kind``: the type of a value
-    that is not one of ``words`` (``threads``: an integer or ``auto``); ``lo``/``hi``: bounds
-    (``*_open``: excluded); ``choices``: the allowed texts (``many``: a list of them too);
-    ``what``: how a message names the allowed values, when the rule's own words would not do."""
-
-    kind: type | None = None
-    lo: float | None = None
-    lo_open: bool = False
-    hi: float | None = None
-    hi_open: bool = False
-    choices: tuple[str, ...] = ()
-    pattern: str = ""
-    words: tuple[str, ...] = ()
-    many: bool = False
-    mapping: bool = False       # a section ``{name: <choice>, ...}`` is allowed too (engine)
-    what: str = ""
-
-
-def knob(default: Any, help: str, **rule: Any) -> Any:   # noqa: A002 - the field's help text
-    """A schema field: its default, its one-line help and its ``Rule``."""
-    meta = {"help": help, "rule": Rule(**rule)}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: default, metadata=meta)
-    return field(default=default, metadata=meta)
+DECLARED = ("algo",)     # the groups whose components declare their hyperparameters
 
 
 @dataclass
@@ -148,40 +122,14 @@ def register() -> None:
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name=SCHEMA_NAME, node=Config)
+    hparams.store()    # the components' declarations, which the groups' YAML files start from
 
 
 # -- reading the declarations ---------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Knob:
-    key: str              # dotted: rounds, client.lr
-    type: Any             # int, float, bool, str or Any
-    nullable: bool
-    default: Any
-    help: str
-    rule: Rule
-
-
-@functools.lru_cache(maxsize=None)
-def _knobs(cls: type, prefix: str = "") -> tuple[Knob, ...]:
-    hints = typing.get_type_hints(cls)
-    out: list[Knob] = []
-    for f in dataclasses.fields(cls):
-        if "help" not in f.metadata:
-            continue
-        hint = hints[f.name]
-        args = typing.get_args(hint)
-        nullable = type(None) in args
-        base = next((a for a in args if a is not type(None)), hint) if nullable else hint
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        out.append(Knob(prefix + f.name, base, nullable, default, f.metadata["help"],
-                        f.metadata["rule"]))
-    return tuple(out)
-
-
 def knobs() -> tuple[Knob, ...]:
     """Every knob: the top-level ones in declaration order, then ``client.*``."""
-    return _knobs(Config) + _knobs(Client, "client.")
+    return of(Config) + of(Client, "client.")
 
 
 def top_level_keys() -> set[str]:
@@ -216,98 +164,11 @@ def fill(cfg: dict[str, Any]) -> dict[str, Any]:
 
 # -- checking values ----------------------------------------------------------------------
 
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _in_range(v: float, r: Rule) -> bool:
-    if r.lo is not None and (v <= r.lo if r.lo_open else v < r.lo):
-        return False
-    return r.hi is None or (v < r.hi if r.hi_open else v <= r.hi)
-
-
-def expected(k: Knob) -> str:
-    """How a message names a knob's allowed values (``a positive integer``)."""
-    r = k.rule
-    kind = r.kind or k.type
-    if r.what:
-        text = r.what
-    elif kind is bool:
-        text = "true or false"
-    elif kind is int:
-        text = {0: "a non-negative integer", 1: "a positive integer"}.get(r.lo, "an integer")
-    elif kind is float:
-        lo = "-inf" if r.lo is None else r.lo
-        hi = "inf" if r.hi is None else r.hi
-        text = (f"a number in {'(' if r.lo_open or r.lo is None else '['}{lo}, "
-                f"{hi}{')' if r.hi_open or r.hi is None else ']'}")
-    elif r.choices:
-        text = " or ".join(r.choices) if len(r.choices) <= 2 else \
-            "one of: " + ", ".join(r.choices)
-        if r.many:
-            text += ", or a list of them"
-    else:
-        text = "a text"
-    extra = [*(f"{w}" for w in r.words), *(["null"] if k.nullable else [])]
-    return " or ".join([text, *extra]) if extra else text
-
-
-def show(value: Any) -> str:
-    """A value as a command line writes it (true, null, 1e+06)."""
-    if isinstance(value, bool) or value is None:
-        return "null" if value is None else str(value).lower()
-    if isinstance(value, float) and "e" in f"{value:g}":
-        return f"{value:g}"
-    return str(value)
-
-
-def _example(k: Knob) -> str | None:
-    d = k.default
-    if isinstance(d, str) and "${" in d:
-        return None
-    if d is None or isinstance(d, bool) or (_number(d) and not _in_range(d, k.rule)):
-        d = k.rule.lo if k.rule.lo is not None and not k.rule.lo_open else 1
-    return show(d)
-
-
-def _problem(k: Knob, v: Any) -> bool:
-    """Whether ``v`` is not a value ``k`` allows."""
-    r = k.rule
-    if v is None:
-        return not k.nullable
-    if isinstance(v, str) and v in r.words:
-        return False
-    if r.mapping and isinstance(v, dict):
-        return _problem(k, v.get("name"))
-    if r.many and isinstance(v, (list, tuple)):
-        return not v or any(_problem(dataclasses.replace(k, nullable=False), x) for x in v)
-    kind = r.kind or k.type
-    if kind is bool:
-        return not isinstance(v, bool)
-    if kind is int:
-        return isinstance(v, bool) or not isinstance(v, int) or not _in_range(v, r)
-    if kind is float:
-        return not _number(v) or not math.isfinite(v) or not _in_range(v, r)
-    if kind is str:
-        if not isinstance(v, str):
-            return True
-        if r.choices and v not in r.choices:
-            return True
-        return bool(r.pattern) and re.fullmatch(r.pattern, v) is None
-    return False
-
-
 def refusal(key: str, value: Any) -> str | None:
     """The one-line message for ``key=value`` (dotted key) if the schema refuses it, else None
     (also for keys it does not declare)."""
     k = next((k for k in knobs() if k.key == key), None)
-    if k is None or not _problem(k, value):
-        return None
-    how = expected(k)
-    example = _example(k)
-    if (k.rule.kind or k.type) is not bool and example is not None:
-        how += f"; e.g. {key}={example}"
-    return f"{key}={value!r} must be {how}"
+    return None if k is None else knobs_refusal(k, value)
 
 
 def check(cfg: dict[str, Any]) -> None:
@@ -326,6 +187,9 @@ def check(cfg: dict[str, Any]) -> None:
     n, per_round = cfg.get("num_clients"), cfg.get("clients_per_round")
     if isinstance(n, int) and isinstance(per_round, int):
         cohort_size(n, per_round)
+    for group in DECLARED:
+        if isinstance(cfg.get(group), dict):
+            hparams.check(group, cfg[group])
     check_finite(cfg)   # after the knobs, whose messages say more
     check_types(cfg)
 
@@ -443,6 +307,8 @@ def type_refusal(error: BaseException | None) -> str | None:
     while error is not None and seen < 8:
         key = getattr(error, "full_key", None)
         if isinstance(key, str) and key:
-            return refusal(key, getattr(error, "value", None))
+            value = getattr(error, "value", None)
+            k = hparams.knob_of(getattr(error, "object_type", None), key)   # algo.eta=abc
+            return knobs_refusal(k, value) if k is not None else refusal(key, value)
         error, seen = error.__cause__ or error.__context__, seen + 1
     return None

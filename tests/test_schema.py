@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedmoo import schema
+from fedmoo import hparams, knobs, schema
 from fedmoo.errors import UserError
 from tests.conftest import ROOT, run_cli, small_cfg
 
@@ -116,6 +116,10 @@ def test_the_check_imports_neither_torch_nor_the_run():
     (["resume=maybe"], "resume='maybe' must be true or false"),
     (["-m", "rounds=0", "seed=0,1"], "rounds=0 must be a positive integer"),
     (["-m", "rounds=3,0"], "rounds=0 must be a positive integer"),
+    (["algo=fedmgda_plus", "algo.eta=0"], "algo.eta=0.0 must be a number in (0.0, inf)"),
+    (["algo=fedmgda_plus", "algo.eta=abc"], "algo.eta='abc' must be a number in (0.0, inf)"),
+    (["algo=fedfv", "algo.order=lost"], "algo.order='lost' must be one of: loss, random"),
+    (["-m", "algo=fedprox", "algo.mu=0.1,-1"], "algo.mu=-1.0 must be a number in [0.0, inf)"),
 ])
 def test_a_bad_value_is_one_line_and_leaves_nothing(tmp_path, args, needle):
     r = run_cli(["run", *args], tmp_path)
@@ -142,11 +146,17 @@ def test_old_results_get_the_schemas_defaults():
     assert default("resume", {}) is True and default("checkpoint_every", {}) == 10
     assert default("data_dir", {}) is MISSING        # an interpolation says nothing
     assert default("nonsense", {}) is MISSING
+    # a component's key: its declaration's default (the YAML starts from it); a YAML value wins
+    assert default("algo.mu", {"algo.name": "fedprox"}) == 0.01
+    assert default("algo.eta_decay", {"algo.name": "fedmgda_plus"}) == 0.1
+    assert default("algo.total_rounds", {"algo.name": "fedmgda"}) is MISSING   # ${rounds}
 
 
-def test_schema_module_is_torch_free():
-    assert not re.search(r"^\s*(import|from)\s+(torch|fedmoo\.(run|engine|cli))",
-                         Path(schema.__file__).read_text(), re.M)
+@pytest.mark.parametrize("path", [Path(schema.__file__), Path(knobs.__file__),
+                                  *Path(hparams.__file__).parent.glob("*.py")])
+def test_the_declarations_are_torch_free(path):
+    assert not re.search(r"^\s*(import|from)\s+(torch|fedmoo\.(run|engine|cli|algorithms|"
+                         r"attacks|models|data|moo))", path.read_text(), re.M)
 
 
 @pytest.mark.parametrize("override,refused", [

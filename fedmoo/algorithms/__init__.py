@@ -54,19 +54,10 @@ def get(name: str) -> type[Algorithm]:
 
 
 def build(cfg: dict[str, Any]) -> Algorithm:
-    """Instantiate from an ``algo`` config mapping: ``{name: ..., <hyperparameter>: ...}``."""
-    cfg = dict(cfg)
-    name = cfg.pop("name", None)
-    cls = get(name)
-    import inspect
-
-    allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-    unknown = [k for k in cfg if k not in allowed]
-    if unknown:
-        raise UserError(
-            f"algo.{unknown[0]} is not a hyperparameter of {name}; valid keys: {', '.join(allowed)}"
-        )
-    return cls(**cfg)
+    """Instantiate from an ``algo`` config mapping: ``{name: ..., <hyperparameter>: ...}``
+    (checked against the rule's declaration, fedmoo.hparams)."""
+    cfg = {k: v for k, v in cfg.items() if k != "description"}
+    return get(cfg.pop("name", None))(**cfg)
 
 
 __all__ = ["Algorithm", "build", "get", "names", "register"]

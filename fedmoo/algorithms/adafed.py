@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from fedmoo.algorithms import register
-from fedmoo.algorithms.base import Algorithm, require_bool, require_choice, require_range
+from fedmoo.algorithms.base import Algorithm
 from fedmoo.moo.gram import combine, gram, normalizer
 from fedmoo.moo.gram_schmidt import adafed_coefficients
 from fedmoo.state import ClientSpec
@@ -44,13 +44,6 @@ class AdaFed(Algorithm):
 
     name = "adafed"
     description = "AdaFed: Gram-Schmidt common descent direction, descent rates proportional to loss^gamma"
-
-    def __init__(self, gamma: float = 1.0, eta: float = 1.0, loss: str = "local_last",
-                 normalize: bool = False):
-        self.gamma = require_range("gamma", gamma, 0.0, None, self.name)
-        self.eta = require_range("eta", eta, 0.0, None, self.name, lo_open=True)
-        self.loss = require_choice("loss", loss, tuple(LOSS_FIELDS), self.name)
-        self.normalize = require_bool("normalize", normalize, self.name)
 
     def client_spec(self, state, client_ids):
         return ClientSpec(eval_trained=self.loss == "trained")

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms import register
-from fedmoo.algorithms.base import Algorithm, require_bool, require_range
+from fedmoo.algorithms.base import Algorithm
 from fedmoo.errors import UserError
 from fedmoo.moo.gram import combine
 from fedmoo.moo.simplex import project_simplex
@@ -45,11 +45,6 @@ class AFL(Algorithm):
     name = "afl"
     description = "AFL: agnostic FL, minimax over client mixtures (needs clients_per_round=null)"
     state_cls = AFLState
-
-    def __init__(self, gamma_lambda: float = 0.1, eta: float = 1.0, average_iterates: bool = True):
-        self.gamma_lambda = require_range("gamma_lambda", gamma_lambda, 0.0, None, self.name)
-        self.eta = require_range("eta", eta, 0.0, None, self.name, lo_open=True)
-        self.average_iterates = require_bool("average_iterates", average_iterates, self.name)
 
     def check_run(self, num_clients, clients_per_round):
         if clients_per_round < num_clients:

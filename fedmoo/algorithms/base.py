@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import math
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
-from fedmoo.errors import UserError
+from fedmoo import hparams as declarations
 from fedmoo.moo.descent import common_descent, update_norms
 from fedmoo.state import ClientSpec, Cohort, GradientProbe, ServerState
 
@@ -18,8 +16,11 @@ from fedmoo.state import ClientSpec, Cohort, GradientProbe, ServerState
 class Algorithm:
     """A federated server rule.
 
-    Subclasses set ``name`` (the slug used in YAML, CLI and CSV), ``description`` (one line for
-    ``fedmoo list``), validate their hyperparameters in ``__init__`` and implement ``step``.
+    Subclasses set ``name`` (the slug used in YAML, CLI and CSV) and ``description`` (one line
+    for ``fedmoo list``) and implement ``step``. Their hyperparameters are declared in
+    ``fedmoo.hparams.algo`` (a plugin's: ``<package>/hparams.py``) under the same slug: the
+    constructor takes them as keywords, checks them there and fills in the declared defaults,
+    and each becomes an attribute (``FedProx(mu=0.1).mu``).
     """
 
     name: ClassVar[str] = ""
@@ -27,10 +28,15 @@ class Algorithm:
     state_cls: ClassVar[type[ServerState]] = ServerState
 
     # -- construction -------------------------------------------------------------------------
+    def __init__(self, **hyperparameters: Any):
+        values = declarations.resolve("algo", self.name, hyperparameters)
+        self._hparam_keys = tuple(values)
+        for key, value in values.items():
+            setattr(self, key, value)
+
     def hparams(self) -> dict[str, Any]:
-        """Hyperparameters as given to the constructor (for repr, summary.json and tables)."""
-        sig = inspect.signature(type(self).__init__)
-        return {k: getattr(self, k) for k in sig.parameters if k != "self" and hasattr(self, k)}
+        """The declared hyperparameters' values (for repr, summary.json and tables)."""
+        return {k: getattr(self, k) for k in self._hparam_keys}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.hparams().items())
@@ -99,35 +105,6 @@ class Algorithm:
         return None
 
 
-def require_range(name: str, value: float, lo: float | None = None, hi: float | None = None,
-                  algo: str = "", lo_open: bool = False, hi_open: bool = False) -> float:
-    """Validate a hyperparameter and raise a one-line UserError naming the YAML key."""
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise UserError(f"algo.{name}={value!r} for {algo} must be a number") from None
-    bad_lo = lo is not None and (value <= lo if lo_open else value < lo)
-    bad_hi = hi is not None and (value >= hi if hi_open else value > hi)
-    if bad_lo or bad_hi or not math.isfinite(value):
-        lo_s = "-inf" if lo is None else f"{lo}"
-        hi_s = "inf" if hi is None else f"{hi}"
-        br = "(" if lo_open else "["
-        cl = ")" if hi_open or hi is None else "]"
-        raise UserError(
-            f"algo.{name}={value} is out of range for {algo}: allowed {br}{lo_s}, {hi_s}{cl}; "
-            f"override it, e.g. algo.{name}={lo if lo is not None and not lo_open else 1}"
-        )
-    return value
-
-
-def require_choice(name: str, value: str, choices: tuple[str, ...], algo: str = "") -> str:
-    if value not in choices:
-        raise UserError(
-            f"algo.{name}={value!r} is not valid for {algo}: choose one of {', '.join(choices)}"
-        )
-    return value
-
-
 def mixing_weights(cohort: Cohort, weighting: str) -> Tensor:
     """FedAvg weights p_k: ``samples`` (n_k / sum n) or ``uniform`` (1/K)."""
     if weighting == "uniform":
@@ -135,17 +112,3 @@ def mixing_weights(cohort: Cohort, weighting: str) -> Tensor:
                           device=cohort.deltas.device)
     n = cohort.num_samples.to(cohort.deltas.dtype)
     return n / n.sum()
-
-
-def require_int(name: str, value: Any, lo: int = 0, algo: str = "") -> int:
-    """Validate an integer hyperparameter ``>= lo`` (booleans and fractions are rejected)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise UserError(f"algo.{name}={value!r} for {algo} must be an integer >= {lo}; "
-                        f"override it, e.g. algo.{name}={lo}")
-    return value
-
-
-def require_bool(name: str, value: Any, algo: str = "") -> bool:
-    if not isinstance(value, bool):
-        raise UserError(f"algo.{name}={value!r} for {algo} must be true or false")
-    return value

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms import register
-from fedmoo.algorithms.base import Algorithm, require_range
+from fedmoo.algorithms.base import Algorithm
 from fedmoo.moo.gram import combine
 from fedmoo.state import ClientSpec, ServerState
 
@@ -42,9 +42,6 @@ class Ditto(Algorithm):
     reads_before = False           # its rule reads no loss_before / acc_before
     description = "Ditto: FedAvg global model plus regularised personal models (evaluated)"
     state_cls = DittoState
-
-    def __init__(self, lam: float = 1.0):
-        self.lam = require_range("lam", lam, 0.0, None, self.name)
 
     def init(self, w0, num_clients):
         w0 = w0.detach().clone()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fedmoo.algorithms import register
-from fedmoo.algorithms.base import Algorithm, mixing_weights, require_choice, require_range
+from fedmoo.algorithms.base import Algorithm, mixing_weights
 
 
 @register
@@ -20,10 +20,6 @@ class FedAvg(Algorithm):
     name = "fedavg"
     reads_before = False           # its rule reads no loss_before / acc_before
     description = "Federated averaging: sample-weighted (or uniform) mean of client updates"
-
-    def __init__(self, weighting: str = "samples", eta: float = 1.0):
-        self.weighting = require_choice("weighting", weighting, ("samples", "uniform"), self.name)
-        self.eta = require_range("eta", eta, 0.0, None, self.name, lo_open=True)
 
     def step(self, state, cohort):
         p = mixing_weights(cohort, self.weighting)

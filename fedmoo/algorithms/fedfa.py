@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms import register
-from fedmoo.algorithms.base import Algorithm, require_choice, require_range
+from fedmoo.algorithms.base import Algorithm
 from fedmoo.moo.gram import TINY, combine
 from fedmoo.state import ClientSpec, ServerState
 
@@ -60,13 +60,6 @@ class FedFA(Algorithm):
     name = "fedfa"
     description = "FedFA: accuracy- and frequency-based weights with server momentum (use client.momentum=0.9)"
     state_cls = FedFAState
-
-    def __init__(self, beta: float = 0.5, gamma: float = 0.5, aggregate: str = "weighted",
-                 acc_at: str = "before"):
-        self.beta = require_range("beta", beta, 0.0, 1.0, self.name)
-        self.gamma = require_range("gamma", gamma, 0.0, 1.0, self.name, hi_open=True)
-        self.aggregate = require_choice("aggregate", aggregate, ("weighted", "uniform"), self.name)
-        self.acc_at = require_choice("acc_at", acc_at, ("before", "after"), self.name)
 
     def init(self, w0, num_clients):
         w0 = w0.detach().clone()

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms import register
-from fedmoo.algorithms.base import Algorithm, require_choice, require_int, require_range
+from fedmoo.algorithms.base import Algorithm
 from fedmoo.moo.conflict import project_conflicts, remove_conflict, row_dots
 from fedmoo.moo.gram import TINY, combine, gram
 from fedmoo.state import ServerState
@@ -57,15 +57,6 @@ class FedFV(Algorithm):
     name = "fedfv"
     description = "FedFV: project away conflicting client updates (inside the cohort and vs history)"
     state_cls = FedFVState
-
-    def __init__(self, alpha: float = 0.1, tau: int = 1, order: str = "loss",
-                 history: str = "paper", eta: float = 1.0, seed: int = 0):
-        self.alpha = require_range("alpha", alpha, 0.0, 1.0, self.name)
-        self.tau = require_int("tau", tau, 0, self.name)
-        self.order = require_choice("order", order, ("loss", "random", "reverse"), self.name)
-        self.history = require_choice("history", history, ("paper", "flgo"), self.name)
-        self.eta = require_range("eta", eta, 0.0, None, self.name, lo_open=True)
-        self.seed = require_int("seed", seed, 0, self.name)
 
     def init(self, w0, num_clients):
         w0 = w0.detach().clone()

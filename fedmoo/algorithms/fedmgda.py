@@ -13,13 +13,9 @@ from fedmoo.algorithms import register
 from fedmoo.algorithms.base import (
     Algorithm,
     mixing_weights,
-    require_bool,
-    require_choice,
-    require_int,
-    require_range,
 )
 from fedmoo.moo.gram import combine, gram, normalizer
-from fedmoo.moo.minnorm import SOLVERS, min_norm_weights
+from fedmoo.moo.minnorm import min_norm_weights
 from fedmoo.state import ClientSpec
 
 DECAY_PERIOD = 100  # the step size is multiplied by beta every this many rounds
@@ -58,19 +54,6 @@ class FedMGDA(Algorithm):
     reads_before = False           # its rule reads no loss_before / acc_before
     description = "FedMGDA: min-norm (MGDA) combination of raw client updates, eps = 1, eta = 1"
 
-    def __init__(self, epsilon: float = 1.0, normalize: bool = False, lambda0: str = "uniform",
-                 eta: float = 1.0, eta_decay: float | None = None, total_rounds: int = 2000,
-                 mu: float = 0.0, solver: str = "daqp"):
-        self.epsilon = require_range("epsilon", epsilon, 0.0, 1.0, self.name)
-        self.normalize = require_bool("normalize", normalize, self.name)
-        self.lambda0 = require_choice("lambda0", lambda0, ("uniform", "samples"), self.name)
-        self.eta = require_range("eta", eta, 0.0, None, self.name, lo_open=True)
-        self.eta_decay = (None if eta_decay is None
-                          else require_range("eta_decay", eta_decay, 0.0, 1.0, self.name, lo_open=True))
-        self.total_rounds = require_int("total_rounds", total_rounds, 1, self.name)
-        self.mu = require_range("mu", mu, 0.0, None, self.name)
-        self.solver = require_choice("solver", solver, SOLVERS, self.name)
-
     def client_spec(self, state, client_ids):
         return ClientSpec(prox_mu=self.mu)
 
@@ -102,10 +85,6 @@ class FedMGDAPlus(FedMGDA):
     name = "fedmgda_plus"
     description = "FedMGDA+: min-norm combination of normalised updates with a decaying step"
 
-    def __init__(self, epsilon: float = 1.0, normalize: bool = True, lambda0: str = "uniform",
-                 eta: float = 1.0, eta_decay: float | None = 0.1, total_rounds: int = 2000,
-                 mu: float = 0.0, solver: str = "daqp"):
-        super().__init__(epsilon, normalize, lambda0, eta, eta_decay, total_rounds, mu, solver)
 
 
 @register
@@ -119,10 +98,6 @@ class FedAvgN(FedMGDA):
     name = "fedavg_n"
     description = "FedAvg-n: uniform mean of normalised client updates with a decaying step"
 
-    def __init__(self, epsilon: float = 0.0, normalize: bool = True, lambda0: str = "uniform",
-                 eta: float = 1.0, eta_decay: float | None = 0.1, total_rounds: int = 2000,
-                 mu: float = 0.0, solver: str = "daqp"):
-        super().__init__(epsilon, normalize, lambda0, eta, eta_decay, total_rounds, mu, solver)
 
 
 @register
@@ -138,7 +113,3 @@ class MGDAProx(FedMGDA):
     name = "mgda_prox"
     description = "MGDA-Prox: FedMGDA+ with a proximal term on the clients (mu = 0.2, the authors' 0.1)"
 
-    def __init__(self, epsilon: float = 1.0, normalize: bool = True, lambda0: str = "uniform",
-                 eta: float = 1.0, eta_decay: float | None = 0.1, total_rounds: int = 2000,
-                 mu: float = 0.2, solver: str = "daqp"):
-        super().__init__(epsilon, normalize, lambda0, eta, eta_decay, total_rounds, mu, solver)

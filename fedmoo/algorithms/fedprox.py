@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fedmoo.algorithms import register
-from fedmoo.algorithms.base import require_range
 from fedmoo.algorithms.fedavg import FedAvg
 from fedmoo.state import ClientSpec
 
@@ -25,10 +24,6 @@ class FedProx(FedAvg):
 
     name = "fedprox"
     description = "FedProx: FedAvg with a proximal term (mu/2)||w - w_t||^2 on the clients"
-
-    def __init__(self, mu: float = 0.01, weighting: str = "samples", eta: float = 1.0):
-        super().__init__(weighting=weighting, eta=eta)
-        self.mu = require_range("mu", mu, 0.0, None, self.name)
 
     def client_spec(self, state, client_ids):
         return ClientSpec(prox_mu=self.mu)

@@ -18,11 +18,7 @@ from fedmoo.algorithms import register
 from fedmoo.algorithms.base import (
     Algorithm,
     mixing_weights,
-    require_choice,
-    require_int,
-    require_range,
 )
-from fedmoo.moo.minnorm import SOLVERS
 from fedmoo.moo.tasks import min_norm_tasks, task_average
 from fedmoo.state import ClientSpec, GradientProbe, ServerState, TaskTraining
 
@@ -78,16 +74,6 @@ class FMGDA(Algorithm):
     description = "FMGDA: per-task local full-batch GD, task averages, S-task min-norm step"
     full_batch = True
     state_cls = FMGDAState
-
-    def __init__(self, local_steps: int = 10, eta: float = 0.1, qp_on: str = "trunk",
-                 weighting: str = "uniform", solver: str = "daqp", stationarity_every: int = 1):
-        self.local_steps = require_int("local_steps", local_steps, 1, self.name)
-        self.eta = require_range("eta", eta, 0.0, None, self.name, lo_open=True)
-        self.qp_on = require_choice("qp_on", qp_on, ("trunk", "all"), self.name)
-        self.weighting = require_choice("weighting", weighting, ("uniform", "samples"), self.name)
-        self.solver = require_choice("solver", solver, SOLVERS, self.name)
-        self.stationarity_every = require_int("stationarity_every", stationarity_every, 0,
-                                              self.name)
 
     def client_spec(self, state, client_ids):
         return ClientSpec(task_training=TaskTraining(self.local_steps, self.full_batch))

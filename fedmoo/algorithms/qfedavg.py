@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from fedmoo.algorithms import register
-from fedmoo.algorithms.base import Algorithm, require_choice, require_range
+from fedmoo.algorithms.base import Algorithm
 from fedmoo.moo.gram import combine, sq_norms
 from fedmoo.state import ClientSpec
 
@@ -34,11 +34,6 @@ class QFedAvg(Algorithm):
 
     name = "qfedavg"
     description = "q-FedAvg (q-FFL): reweights clients by loss^q for a fairer accuracy spread"
-
-    def __init__(self, q: float = 1.0, L: float | None = None, loss_at: str = "before"):
-        self.q = require_range("q", q, 0.0, None, self.name)
-        self.L = None if L is None else require_range("L", L, 0.0, None, self.name, lo_open=True)
-        self.loss_at = require_choice("loss_at", loss_at, ("before", "after"), self.name)
 
     def client_spec(self, state, client_ids):
         return ClientSpec(eval_trained=self.loss_at == "after")

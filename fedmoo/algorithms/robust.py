@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from fedmoo.algorithms import register
-from fedmoo.algorithms.base import Algorithm, require_int, require_range
+from fedmoo.algorithms.base import Algorithm
 from fedmoo.errors import UserError
 from fedmoo.moo.gram import combine, gram
 
@@ -22,9 +22,6 @@ class Median(Algorithm):
     name = "median"
     reads_before = False           # its rule reads no loss_before / acc_before
     description = "Coordinate-wise median of client updates (robust aggregator)"
-
-    def __init__(self):
-        pass
 
     def step(self, state, cohort):
         s = cohort.deltas.sort(dim=0).values
@@ -46,9 +43,6 @@ class TrimmedMean(Algorithm):
     name = "trimmed_mean"
     reads_before = False           # its rule reads no loss_before / acc_before
     description = "Coordinate-wise trimmed mean of client updates (robust aggregator)"
-
-    def __init__(self, beta: float = 0.1):
-        self.beta = require_range("beta", beta, 0.0, 0.5, self.name, hi_open=True)
 
     def step(self, state, cohort):
         k = cohort.size
@@ -96,9 +90,6 @@ class Krum(_KrumBase):
     name = "krum"
     description = "Krum: apply the one client update closest to its neighbours (robust aggregator)"
 
-    def __init__(self, f: int = 1):
-        self.f = require_int("f", f, 0, self.name)
-
     def check_run(self, num_clients, clients_per_round):
         self._check_f(clients_per_round)
 
@@ -120,10 +111,6 @@ class MultiKrum(_KrumBase):
 
     name = "multikrum"
     description = "Multi-Krum: average the m client updates with the best Krum scores (robust aggregator)"
-
-    def __init__(self, f: int = 1, m: int | None = None):
-        self.f = require_int("f", f, 0, self.name)
-        self.m = None if m is None else require_int("m", m, 1, self.name)
 
     def check_run(self, num_clients, clients_per_round):
         self._check_f(clients_per_round)

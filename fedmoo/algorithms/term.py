@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms import register
-from fedmoo.algorithms.base import Algorithm, require_choice, require_range
+from fedmoo.algorithms.base import Algorithm
 from fedmoo.moo.gram import combine
 from fedmoo.state import ServerState
 
@@ -56,11 +56,6 @@ class TERM(Algorithm):
     name = "term"
     description = "TERM: tilted averaging, client weights proportional to exp(t * loss)"
     state_cls = TERMState
-
-    def __init__(self, t: float = 0.1, normalization: str = "reference"):
-        self.t = require_range("t", t, None, None, self.name)
-        self.normalization = require_choice("normalization", normalization,
-                                            ("reference", "softmax"), self.name)
 
     def init(self, w0, num_clients):
         return TERMState(w=w0.detach().clone(), round=0, est=torch.zeros((), dtype=torch.float64))

@@ -5,7 +5,8 @@ was written by another fedmoo version, must still be grouped with the jobs of th
 configuration. The reports therefore compare configurations with the missing keys filled in
 from fedmoo's config: a top-level key from its declaration (``fedmoo.schema``), a key of a group
 (``algo.mu``) from the file of the option the job names (``conf/algo/fedprox.yaml`` for
-``algo.name: fedprox``; the plugins' conf folders too). A value that is an interpolation
+``algo.name: fedprox``; the plugins' conf folders too), else from the declaration of the
+component it names (``fedmoo.hparams``). A value that is an interpolation
 (``${num_clients}``) or that the tree does not hold stays missing.
 """
 
@@ -73,7 +74,18 @@ def default(key: str, flat: dict[str, Any]) -> Any:
         values = _read(conf / group / f"{option}.yaml", group)
         if rest in values:
             return _usable(values[rest])
-    return MISSING
+    return _declared(group, option).get(rest, MISSING)
+
+
+@lru_cache(maxsize=None)
+def _declared(group: str, slug: str) -> dict[str, Any]:
+    """The declared defaults of a component's hyperparameters (fedmoo.hparams), by key."""
+    from fedmoo import hparams
+
+    try:
+        return {k.key.partition(".")[2]: _usable(k.default) for k in hparams.knobs(group, slug)}
+    except Exception:  # noqa: BLE001 - a broken plugin declaration: nothing is known
+        return {}
 
 
 @lru_cache(maxsize=None)

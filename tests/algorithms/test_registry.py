@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
-
+from fedmoo import hparams
 from fedmoo.algorithms import build, get, names
+from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
 
 CONF = Path(__file__).resolve().parents[2] / "fedmoo" / "conf" / "algo"
@@ -18,28 +17,31 @@ EXPECTED = {"fedavg", "fedprox", "qfedavg", "afl", "fedmgda", "fedmgda_plus", "f
 
 
 def yaml_algo(name: str, rounds: int = 50) -> dict:
-    cfg = OmegaConf.merge({"rounds": rounds}, {"algo": OmegaConf.load(CONF / f"{name}.yaml")})
-    return OmegaConf.to_container(cfg, resolve=True)["algo"]
+    """The ``algo`` section ``fedmoo run algo=NAME rounds=ROUNDS`` composes."""
+    return compose([f"algo={name}", f"rounds={rounds}"])["algo"]
 
 
 def test_every_algorithm_of_the_issue_is_registered_with_a_yaml():
     assert set(names()) == EXPECTED
     assert {p.stem for p in CONF.glob("*.yaml")} == EXPECTED
+    assert {slug for group, slug in hparams.all_declared() if group == "algo"} == EXPECTED
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_yaml_matches_the_constructor(name):
+def test_yaml_starts_from_the_declaration(name):
     cls = get(name)
     text = (CONF / f"{name}.yaml").read_text().splitlines()
     assert text[0] == f"# {cls.description}"
     assert cls.__module__.startswith("fedmoo.algorithms.")   # one module per family
+    assert "__init__" not in vars(cls), "no constructor of its own: defaults live in fedmoo.hparams"
     cfg = yaml_algo(name)
+    declared = {k.key.partition(".")[2]: k.default for k in hparams.knobs("algo", name)}
     assert cfg.pop("name") == name
-    params = inspect.signature(cls.__init__).parameters
-    assert set(cfg) == {p for p in params if p != "self"}, "the YAML lists every hyperparameter"
+    assert set(cfg) == set(declared), "the YAML holds every declared hyperparameter"
     for key, value in cfg.items():
         if key != "total_rounds":   # interpolated from the run's ${rounds}
-            assert value == params[key].default, (key, value, params[key].default)
+            assert value == declared[key], (key, value, declared[key])
+    assert build({"name": name, **cfg}).hparams() == cfg
     assert repr(build(yaml_algo(name))).startswith(f"{name}(")
     assert name == "fedavg" or "FedAvg" in cls.__doc__, "the docstring says what reduces it to FedAvg"
 
@@ -55,20 +57,20 @@ def test_fedmgda_decay_horizon_follows_the_run_length():
     ("fedmgda", {"eta_decay": 0.0}, "algo.eta_decay=0.0"),
     ("fedmgda", {"solver": "cvxopt"}, "algo.solver='cvxopt'"),
     ("fedmgda", {"lambda0": "weighted"}, "algo.lambda0='weighted'"),
-    ("qfedavg", {"q": -1}, "algo.q=-1.0"),
-    ("qfedavg", {"L": 0}, "algo.L=0.0"),
+    ("qfedavg", {"q": -1}, "algo.q=-1 "),
+    ("qfedavg", {"L": 0}, "algo.L=0 "),
     ("fedfv", {"alpha": 1.2}, "algo.alpha=1.2"),
     ("fedfv", {"tau": -1}, "algo.tau=-1"),
     ("fedfv", {"tau": 1.5}, "algo.tau=1.5"),
     ("fedfv", {"order": "shuffle"}, "algo.order='shuffle'"),
-    ("adafed", {"gamma": -2}, "algo.gamma=-2.0"),
+    ("adafed", {"gamma": -2}, "algo.gamma=-2 "),
     ("adafed", {"loss": "mean"}, "algo.loss='mean'"),
     ("term", {"t": float("inf")}, "algo.t=inf"),
     ("term", {"normalization": "max"}, "algo.normalization='max'"),
-    ("ditto", {"lam": -1}, "algo.lam=-1.0"),
+    ("ditto", {"lam": -1}, "algo.lam=-1 "),
     ("fedprox", {"mu": -0.1}, "algo.mu=-0.1"),
     ("fedfa", {"gamma": 1.0}, "algo.gamma=1.0"),
-    ("afl", {"gamma_lambda": -1}, "algo.gamma_lambda=-1.0"),
+    ("afl", {"gamma_lambda": -1}, "algo.gamma_lambda=-1 "),
     ("trimmed_mean", {"beta": 0.5}, "algo.beta=0.5"),
     ("krum", {"f": -1}, "algo.f=-1"),
     ("multikrum", {"m": 0}, "algo.m=0"),

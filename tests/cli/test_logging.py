@@ -65,8 +65,9 @@ def test_the_level_variable(monkeypatch, capsys, level_env):
 @pytest.mark.slow
 def test_a_sweep_logs_each_line_once_and_into_each_jobs_log(tmp_path):
     cli = cli_in(tmp_path)   # in-process (tests.inprocess): Hydra's handlers write to its stdout
-    # algo.eta=0: refused by the algorithm once its job runs (a bad run knob refuses the sweep)
-    r = cli("-v", "run", "-m", *SMALL, "rounds=1", "algo.eta=1.0,0", "hydra.sweep.dir=sw")
+    # krum with 3 clients per round: refused by the rule once its job knows the cohort (a bad
+    # value alone refuses the whole sweep before it starts)
+    r = cli("-v", "run", "-m", *SMALL, "rounds=1", "algo=fedavg,krum", "hydra.sweep.dir=sw")
     assert r.returncode == 1, r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == len(set(lines)), r.stderr                 # nothing printed twice

@@ -6,7 +6,6 @@ from __future__ import annotations
 import torch
 
 from fedmoo.algorithms import Algorithm, register
-from fedmoo.algorithms.base import require_range
 
 
 @register
@@ -14,17 +13,12 @@ class LossAvg(Algorithm):
     """``p_k = f_k^power / sum_j f_j^power`` with ``f_k`` the loss of w_t on client k's data;
     ``w <- w - eta sum_k p_k g_k``. ``power = 0`` is FedAvg with uniform weights.
 
-    Hyperparameters:
-      power: exponent of the loss in the weights (default 1).
-      eta: server learning rate (default 1).
+    Hyperparameters (declared in myproj/hparams.py): ``power``, the exponent of the loss in
+    the weights (default 1), and ``eta``, the server learning rate (default 1).
     """
 
     name = "lossavg"
     description = "LossAvg (plugin example): clients weighted by loss^power before training"
-
-    def __init__(self, power: float = 1.0, eta: float = 1.0):
-        self.power = require_range("power", power, 0.0, None, self.name)
-        self.eta = require_range("eta", eta, 0.0, None, self.name, lo_open=True)
 
     def step(self, state, cohort):
         f = cohort.require("loss_before", self.name).to(cohort.deltas.dtype)

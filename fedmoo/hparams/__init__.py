@@ -1,0 +1,169 @@
+"""The components' hyperparameters, declared once: ``declare(group, slug, Params)``.
+
+Every algorithm, attack, model, data source and partition names its hyperparameters in a
+dataclass of knobs (``fedmoo.knobs.knob``: type, default, allowed values, one-line help), in a
+module of this package (one per group) that imports no torch: the run's config is checked
+against them before torch is imported and before any directory is made. ``declare`` adds the
+``name`` key and files the declaration; ``store`` puts every declaration in Hydra's ConfigStore
+as ``hparams/<group>/<slug>``, the schema an option's YAML file starts from (its defaults list
+names it, ``- /hparams/algo/fedmgda@_here_``), so the YAML holds only what differs and Hydra
+refuses a value of the wrong type or a key the component does not have while composing.
+``check`` refuses the rest (ranges, choices); ``resolve`` gives a component built from Python
+its declared defaults, checked the same way.
+
+A plugin declares its components' hyperparameters the same way in ``<package>/hparams.py``,
+a module that imports no torch: fedmoo loads that file without importing the package
+(docs/plugins.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import pkgutil
+import sys
+import typing
+from typing import Any
+
+from fedmoo.errors import UserError
+from fedmoo.knobs import Knob, of, refusal
+
+GROUPS = ("algo", "attack", "model", "data", "partition")
+NOTES = ("name", "description")   # keys every option may hold besides its knobs
+PLUGIN_MODULE = "hparams"         # <plugin package>/hparams.py
+
+_DECLARED: dict[tuple[str, str], type] = {}
+_LOADED: set[str] = set()
+
+
+def declare(group: str, slug: str, params: type, **defaults: Any) -> type:
+    """File ``params`` (a dataclass of knobs) as the hyperparameters of ``group``'s component
+    ``slug``; ``defaults`` changes some knobs' defaults (a preset: ``fedmgda_plus`` is
+    ``fedmgda`` with other defaults). Returns the declaration: the knobs and ``name``."""
+    if group not in GROUPS:
+        raise ValueError(f"group {group!r} is not one of {GROUPS}")
+    if (group, slug) in _DECLARED:
+        raise RuntimeError(f"{group} {slug!r} is declared twice")
+    hints = typing.get_type_hints(params)
+    names = {f.name for f in dataclasses.fields(params)}
+    unknown = sorted(set(defaults) - names)
+    if unknown:
+        raise ValueError(f"{params.__name__} has no knob {unknown[0]!r}")
+    fields: list[tuple[str, Any, Any]] = [("name", str, dataclasses.field(default=slug))]
+    for f in dataclasses.fields(params):
+        if f.name in defaults:
+            new = dataclasses.field(default=defaults[f.name], metadata=f.metadata)
+        elif f.default_factory is not dataclasses.MISSING:
+            new = dataclasses.field(default_factory=f.default_factory, metadata=f.metadata)
+        else:
+            new = dataclasses.field(default=f.default, metadata=f.metadata)
+        fields.append((f.name, hints[f.name], new))
+    node = dataclasses.make_dataclass(f"{params.__name__}_{slug}", fields)
+    node.__doc__ = params.__doc__
+    node.__module__ = params.__module__
+    _DECLARED[(group, slug)] = node
+    return node
+
+
+def _load() -> None:
+    """Import this package's declaration modules, then each plugin's ``hparams.py``."""
+    if "fedmoo" not in _LOADED:
+        _LOADED.add("fedmoo")
+        for mod in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{mod.name}")
+    from fedmoo import plugins
+
+    for name in plugins.names():
+        if name not in _LOADED:
+            _LOADED.add(name)
+            _load_plugin(name, plugins.package_dir(name))
+
+
+def _load_plugin(name: str, folder) -> None:
+    """Run ``<folder>/hparams.py`` as module ``<name>.hparams`` without importing ``name``
+    (whose modules may import torch); a later ``import name.hparams`` finds it loaded."""
+    module = f"{name}.{PLUGIN_MODULE}"
+    path = None if folder is None else folder / f"{PLUGIN_MODULE}.py"
+    if module in sys.modules or path is None or not path.is_file():
+        return
+    spec = importlib.util.spec_from_file_location(module, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[module] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:  # noqa: BLE001 - any failure of a plugin's file is the user's to fix
+        del sys.modules[module]
+        raise UserError(f"plugin {name!r}: {path} failed ({type(e).__name__}: {e}); it must "
+                        "declare hyperparameters without importing torch (docs/plugins.md)") from None
+
+
+def declared(group: str, slug: str) -> type | None:
+    """The declaration of ``group``'s component ``slug``, None when none is filed."""
+    if (group, slug) not in _DECLARED:
+        _load()
+    return _DECLARED.get((group, slug))
+
+
+def all_declared() -> dict[tuple[str, str], type]:
+    _load()
+    return dict(_DECLARED)
+
+
+def knobs(group: str, slug: str) -> tuple[Knob, ...]:
+    """The knobs of a declared component (keys ``<group>.<knob>``); () when it has none."""
+    node = declared(group, slug)
+    return () if node is None else of(node, f"{group}.")
+
+
+def knob_of(node: Any, key: str) -> Knob | None:
+    """The knob ``key`` (``algo.eta``) of declaration ``node`` (a class ``declare`` made);
+    None when ``node`` is no declaration or has no such knob."""
+    if node not in _DECLARED.values():
+        return None
+    prefix = key.rpartition(".")[0]
+    return next((k for k in of(node, f"{prefix}.") if k.key == key), None)
+
+
+def check(group: str, section: dict[str, Any]) -> None:
+    """Refuse (UserError, one line) a section ``{name: slug, <knob>: value, ...}`` that its
+    component's declaration does not allow: a key it does not declare, or a value outside a
+    knob's type, range or choices. A component that declares nothing takes no keys."""
+    slug = section.get("name")
+    if not isinstance(slug, str):
+        return
+    ks = {k.key.partition(".")[2]: k for k in knobs(group, slug)}
+    unknown = [key for key in section if key not in ks and key not in NOTES]
+    if unknown:
+        valid = ", ".join(ks) or "(none)"
+        raise UserError(f"{group}.{unknown[0]} is not a hyperparameter of {group}={slug}; "
+                        f"valid keys: {valid}")
+    for key, value in section.items():
+        if key in ks:
+            msg = refusal(ks[key], value)
+            if msg:
+                raise UserError(msg + f" (for {group}={slug})")
+
+
+def resolve(group: str, slug: str, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` checked (``check``) and completed with the declared defaults, an integer given
+    for a float knob made a float: the values a component built from Python works with."""
+    check(group, {"name": slug, **given})
+    out = {}
+    for k in knobs(group, slug):
+        key = k.key.partition(".")[2]
+        value = given.get(key, k.default)
+        if (k.rule.kind or k.type) is float and isinstance(value, int) \
+                and not isinstance(value, bool):
+            value = float(value)
+        out[key] = value
+    return out
+
+
+def store() -> None:
+    """Put every declaration in Hydra's ConfigStore as ``hparams/<group>/<slug>``."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    for (group, slug), node in all_declared().items():
+        cs.store(group=f"hparams/{group}", name=slug, node=node)

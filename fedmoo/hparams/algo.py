@@ -1,0 +1,174 @@
+"""The server rules' hyperparameters (``algo.*``): one dataclass per rule of fedmoo.algorithms,
+presets (``fedmgda_plus``, ``fsmgda``, ...) as other defaults of the same knobs. The rules'
+docstrings say what each knob does to the math; the help here is what ``fedmoo list algo NAME``
+and the override checks show."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from fedmoo.hparams import declare
+from fedmoo.knobs import knob
+
+SOLVERS = ("daqp", "quadprog")           # fedmoo.moo.minnorm's QP backends
+WEIGHTING = ("samples", "uniform")
+
+
+def _eta(default: float = 1.0, what: str = "server step (learning rate)") -> float:
+    return knob(default, what, lo=0.0, lo_open=True)
+
+
+@dataclass
+class FedAvg:
+    weighting: str = knob("samples", "client weights: samples (n_k / n) | uniform (1 / K)",
+                          choices=WEIGHTING)
+    eta: float = _eta()
+
+
+@dataclass
+class FedProx(FedAvg):
+    mu: float = knob(0.01, "client proximal term (mu/2)||w - w_t||^2; paper grid {0.001, 0.01, "
+                     "0.1, 0.5, 1, 10}; 0 = FedAvg", lo=0.0)
+
+
+@dataclass
+class QFedAvg:
+    q: float = knob(1.0, "fairness exponent; grid {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 15}; "
+                    "0 = uniform FedAvg", lo=0.0)
+    L: Optional[float] = knob(None, "Lipschitz estimate; null = 1 / client.lr (authors' code)",
+                              lo=0.0, lo_open=True)
+    loss_at: str = knob("before", "before (loss of w_t, q-FFL) | after (of the trained local "
+                        "model, easyFL v1.0)", choices=("before", "after"))
+
+
+@dataclass
+class FedMGDA:
+    epsilon: float = knob(1.0, "box half-width around lambda0, in [0, 1]; 0 = FedAvg, 1 = "
+                          "unconstrained MGDA; grid {0.01, 0.05, 0.1, 0.5, 1}", lo=0.0, hi=1.0)
+    normalize: bool = knob(False, "divide each update by its norm")
+    lambda0: str = knob("uniform", "box centre: uniform (authors' code) | samples (n_k-weighted, "
+                        "FLGo)", choices=("uniform", "samples"))
+    eta: float = _eta(what="global step; grid {0.5, 1, 1.5, 2}")
+    eta_decay: Optional[float] = knob(None, "total step decay over the run, in (0, 1]; grid "
+                                      "{null, 1/40, 1/30, 1/20, 1/10, 1/3, 1/2}; null = none",
+                                      lo=0.0, lo_open=True, hi=1.0)
+    total_rounds: int = knob(2000, "run length the decay is spread over (the YAML passes "
+                             "${rounds})", lo=1)
+    mu: float = knob(0.0, "client proximal term (mu/2)||w - w_t||^2; > 0 gives MGDA-Prox",
+                     lo=0.0)
+    solver: str = knob("daqp", "QP backend: daqp | quadprog (a bounded Frank-Wolfe solve backs "
+                       "both up)", choices=SOLVERS)
+
+
+@dataclass
+class AdaFed:
+    gamma: float = knob(1.0, "descent rates proportional to loss^gamma; grid {0, 0.01, 0.1, 1, "
+                        "5, 10}", lo=0.0)
+    eta: float = _eta()
+    loss: str = knob("local_last", "local_last (mean loss of the last local epoch) | trained "
+                     "(trained model, Alg. 1 l.9) | global (loss of w_t)",
+                     choices=("local_last", "trained", "global"))
+    normalize: bool = knob(False, "divide each update by its norm first")
+
+
+@dataclass
+class AFL:
+    gamma_lambda: float = knob(0.1, "ascent step on the mixture; grid {0.01, 0.1, 0.2, 0.5, 1}",
+                               lo=0.0)
+    eta: float = _eta()
+    average_iterates: bool = knob(True, "evaluate the running average of the iterates (paper)")
+
+
+@dataclass
+class Ditto:
+    lam: float = knob(1.0, "personalisation strength; grid {0.05, 0.1, 0.2, 0.5, 1, 2, 5}",
+                      lo=0.0)
+
+
+@dataclass
+class FedFA:
+    beta: float = knob(0.5, "weight of the selection-frequency term, in [0, 1]", lo=0.0, hi=1.0)
+    gamma: float = knob(0.5, "server momentum, in [0, 1)", lo=0.0, hi=1.0, hi_open=True)
+    aggregate: str = knob("weighted", "weighted (FedFA's weights) | uniform (plain mean: easyFL "
+                          "v1.0 ignores them)", choices=("weighted", "uniform"))
+    acc_at: str = knob("before", "before (accuracy of w_t) | after (of the trained local model, "
+                       "easyFL v1.0)", choices=("before", "after"))
+
+
+@dataclass
+class FedFV:
+    alpha: float = knob(0.1, "share of largest-loss clients kept unprojected, in [0, 1]; grid "
+                        "{0, 0.1, 0.2, 1/3, 0.5, 2/3}", lo=0.0, hi=1.0)
+    tau: int = knob(1, "rounds of history for external conflicts; grid {0, 1, 3, 10}", lo=0)
+    order: str = knob("loss", "projection order: loss | random | reverse (ablations)",
+                      choices=("loss", "random", "reverse"))
+    history: str = knob("paper", "paper (rounds t-tau..t-1) | flgo (t-tau+1..t)",
+                        choices=("paper", "flgo"))
+    eta: float = _eta()
+    seed: int = knob(0, "seed of order=random", lo=0)
+
+
+@dataclass
+class FMGDA:
+    local_steps: int = knob(10, "K local steps per task (client.lr is the local rate eta_L)",
+                            lo=1)
+    eta: float = _eta(0.1, "global learning rate eta_t (paper 0.1)")
+    qp_on: str = knob("trunk", "trunk (shared parameters, FedCMOO code) | all (trunk and heads)",
+                      choices=("trunk", "all"))
+    weighting: str = knob("uniform", "per-task average over its clients: uniform (paper "
+                          "1/|R_s|) | samples", choices=("uniform", "samples"))
+    solver: str = knob("daqp", "QP backend: daqp | quadprog (a bounded Frank-Wolfe solve backs "
+                       "both up)", choices=SOLVERS)
+    stationarity_every: int = knob(1, "train/lambda_grad_norm_sq on evaluated rounds that are "
+                                   "multiples of this (0 = never)", lo=0)
+
+
+@dataclass
+class TERM:
+    t: float = knob(0.1, "tilt; grid {0.1, 0.5, 1, 2, 5}")
+    normalization: str = knob("reference", "reference (authors' code, extra 1/K) | softmax",
+                              choices=("reference", "softmax"))
+
+
+@dataclass
+class NoKnobs:
+    pass
+
+
+@dataclass
+class TrimmedMean:
+    beta: float = knob(0.1, "fraction trimmed on each side, in [0, 0.5)", lo=0.0, hi=0.5,
+                       hi_open=True)
+
+
+@dataclass
+class Krum:
+    f: int = knob(1, "assumed Byzantine clients per cohort; needs clients_per_round >= 2f+3",
+                  lo=0)
+
+
+@dataclass
+class MultiKrum(Krum):
+    m: Optional[int] = knob(None, "updates averaged; null = clients_per_round - f", lo=1)
+
+
+declare("algo", "fedavg", FedAvg)
+declare("algo", "fedprox", FedProx)
+declare("algo", "qfedavg", QFedAvg)
+declare("algo", "fedmgda", FedMGDA)
+declare("algo", "fedmgda_plus", FedMGDA, normalize=True, eta_decay=0.1)
+declare("algo", "fedavg_n", FedMGDA, epsilon=0.0, normalize=True, eta_decay=0.1)
+declare("algo", "mgda_prox", FedMGDA, normalize=True, eta_decay=0.1, mu=0.2)
+declare("algo", "adafed", AdaFed)
+declare("algo", "afl", AFL)
+declare("algo", "ditto", Ditto)
+declare("algo", "fedfa", FedFA)
+declare("algo", "fedfv", FedFV)
+declare("algo", "fmgda", FMGDA)
+declare("algo", "fsmgda", FMGDA)
+declare("algo", "term", TERM)
+declare("algo", "median", NoKnobs)
+declare("algo", "trimmed_mean", TrimmedMean)
+declare("algo", "krum", Krum)
+declare("algo", "multikrum", MultiKrum)
