@@ -7,7 +7,8 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "fedmoo"
-CONTRACTS = {"state", "params", "errors", "plugins", "logs", "budget", "schema"}
+CONTRACTS = {"state", "params", "errors", "plugins", "logs", "budget", "knobs", "hparams",
+             "schema"}
 # unit -> the units it may import (besides itself and the root ``fedmoo`` for __version__)
 MAY_IMPORT = {
     "cli": {"run", "report", "engine", "algorithms", "attacks", "data", "models", "moo"} | CONTRACTS,
@@ -21,7 +22,8 @@ MAY_IMPORT = {
     "report": CONTRACTS,
     "moo": set(),
     "state": set(), "params": set(), "errors": set(), "logs": set(),
-    "plugins": {"errors"}, "budget": {"errors"}, "schema": {"errors"},
+    "plugins": {"errors"}, "budget": {"errors"}, "knobs": set(),
+    "hparams": {"errors", "knobs", "plugins"}, "schema": {"errors", "knobs", "hparams"},
     "__main__": {"cli"},
     "api": {"cli", "run", "report", "engine", "algorithms", "attacks", "data", "models", "moo"}
     | CONTRACTS,

@@ -44,7 +44,10 @@ def test_checks_work_for_plugins(with_plugin, tmp_path):
     assert bad.returncode == 2
     assert "did you mean algo.power? valid keys of algo: eta, name, power" in bad.stderr
     neg = with_plugin("run", *SMALL, "algo=lossavg", "algo.power=-1", "hydra.run.dir=n")
-    assert neg.returncode == 2 and "power" in neg.stderr
+    assert neg.returncode == 2, neg.stderr
+    assert neg.stderr.splitlines() == ["fedmoo: error: algo.power=-1.0 must be a number in "
+                                       "[0.0, inf); e.g. algo.power=1.0 (for algo=lossavg)"]
+    assert not (with_plugin.cwd / "n").exists()     # declared in myproj/hparams.py: checked first
     # without the plugin declared, the rule does not exist (in this process: the plugin is
     # imported only by the subprocesses above)
     absent = run_main(["run", *SMALL, "algo=lossavg"], tmp_path)

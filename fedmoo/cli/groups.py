@@ -81,3 +81,41 @@ def describe_yaml(path: Path) -> str:
         elif text and not text.startswith("@package"):
             return text
     return command
+
+
+def option_text(group: str | None, option: str) -> str:
+    """What ``fedmoo list GROUP OPTION`` prints: for a component's option (algo, attack, model,
+    data, partition), each hyperparameter the option composes to, its default when the option
+    changes it, and its help (fedmoo.hparams); for the other groups, the option's file."""
+    from fedmoo import hparams, plugins
+    from fedmoo.errors import UserError
+    from fedmoo.knobs import show
+
+    if group is None:
+        raise UserError("fedmoo list OPTION needs its group first: fedmoo list algo fedfv")
+    options = group_options(group)
+    if option not in options:
+        from fedmoo.report.checks import did_you_mean
+
+        raise UserError(f"{group} has no option {option!r}{did_you_mean(option, options)}; "
+                        f"see `fedmoo list {group}`")
+    head = f"{group}={option}: {options[option]}".rstrip(": ")
+    if group not in hparams.GROUPS:
+        for conf in [CONF_DIR, *(d for _, d in plugins.conf_dirs())]:
+            path = conf / group / f"{option}.yaml"
+            if path.is_file():
+                return f"{head}\n{path.read_text().rstrip()}"
+    from fedmoo.cli.config import compose
+
+    section = compose([f"{group}={option}"])[group]
+    ks = hparams.knobs(group, section.get("name", option))
+    if not ks:
+        return f"{head}\n  (no hyperparameters)"
+    rows = []
+    for k in ks:
+        leaf = k.key.partition(".")[2]
+        value = section.get(leaf, k.default)
+        note = "" if value == k.default else f" (declared default {show(k.default)})"
+        rows.append((f"{k.key}={show(value)}", k.help + note))
+    width = max(len(a) for a, _ in rows)
+    return "\n".join([head, *(f"  {a:<{width}}  {b}" for a, b in rows)])

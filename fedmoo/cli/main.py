@@ -13,7 +13,7 @@ import sys
 import traceback
 
 from fedmoo import logs
-from fedmoo.cli.groups import GROUPS, group_options, with_plugins
+from fedmoo.cli.groups import GROUPS, group_options, option_text, with_plugins
 from fedmoo.errors import Refused, UserError
 
 # OpenMP threads that wait for work sleep instead of spinning (read once, when torch loads its
@@ -34,7 +34,8 @@ commands:
                          `fedmoo run --help`: the config groups, the run knobs and examples
   prepare [overrides] [-m]
                          download and cache the datasets a run or sweep needs (before fanning out)
-  list [group]           list what exists in each config group (algo, data, partition, model, ...)
+  list [group [option]]  list what exists in each config group (algo, data, partition, model, ...);
+                         with an option, its hyperparameters: `fedmoo list algo fedfv`
   describe [overrides]   dataset sizes, model parameters, per-client sizes and labels (no training);
                          --json, --model-only, --plot FILE.png
   table DIR... [--spec NAME] [--format csv|md|latex] [--out FILE] [--include-failed]
@@ -113,9 +114,15 @@ def cmd_run(args: list[str]) -> int:
 
 
 def cmd_list(args: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="fedmoo list", description="List config group options.")
+    p = argparse.ArgumentParser(prog="fedmoo list", description="List config group options; "
+                                "with an option, what it sets (a component's hyperparameters "
+                                "with their values, defaults and help).")
     p.add_argument("group", nargs="?", choices=GROUPS, help="only this group")
+    p.add_argument("option", nargs="?", help="one option of the group: what it sets")
     ns = p.parse_args(args)
+    if ns.option:
+        print(option_text(ns.group, ns.option))
+        return 0
     for group in [ns.group] if ns.group else GROUPS:
         options = group_options(group)
         print(f"{group}:" + ("  (run one: fedmoo run -m experiment=NAME)"

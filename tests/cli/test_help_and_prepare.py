@@ -58,6 +58,21 @@ def test_list_experiment_shows_what_each_reproduces(capsys):
     assert "fedmoo run" not in line and "FedFV" in line
 
 
+def test_list_an_option_prints_its_declared_hyperparameters(capsys):
+    assert main(["list", "algo", "fedmgda_plus"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("algo=fedmgda_plus: FedMGDA+: ")
+    eta_decay = next(x for x in lines if x.strip().startswith("algo.eta_decay="))
+    assert eta_decay.split()[0] == "algo.eta_decay=0.1" and "total step decay" in eta_decay
+    rounds = next(x for x in lines if x.strip().startswith("algo.total_rounds="))
+    assert rounds.split()[0] == "algo.total_rounds=100" and "(declared default 2000)" in rounds
+    assert len(lines) == 1 + 8                     # epsilon ... solver: every knob, once
+    assert main(["list", "algo", "median"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "  (no hyperparameters)"
+    assert main(["list", "algo", "fedmgda_pls"]) == 2
+    assert "did you mean fedmgda_plus" in capsys.readouterr().err
+
+
 def test_prepare_says_where_the_data_is(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     system = tmp_path / "system"                       # a stand-in for Debian's folder
