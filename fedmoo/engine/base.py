@@ -16,11 +16,10 @@ rate only as ``Cohort.local_lr``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from fedmoo.errors import UserError
-from fedmoo.schema import Client
+from fedmoo.schema import Client, check_knobs
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -37,11 +36,12 @@ class LocalSGD:
     with learning rate ``lr`` for ``epochs`` passes over the client's training samples, or
     exactly ``local_steps`` steps when set; minibatches of ``batch_size`` (None = the whole
     local set, one step per epoch); ``momentum`` and ``weight_decay`` as in
-    ``torch.optim.SGD``. The defaults are the schema's (fedmoo.schema.Client: plain SGD, one
-    epoch, no momentum, no decay); a run's values come from its config (``from_config``)."""
+    ``torch.optim.SGD``. The defaults are the schema's (fedmoo.schema.Client: lr 0.01, batch
+    10, one epoch, no momentum, no decay); a run's values come from its config
+    (``from_config``)."""
 
-    lr: float
-    batch_size: int | None
+    lr: float = _CLIENT.lr
+    batch_size: int | None = _CLIENT.batch_size
     epochs: int = _CLIENT.epochs
     local_steps: int | None = _CLIENT.local_steps
     momentum: float = _CLIENT.momentum
@@ -57,20 +57,11 @@ class LocalSGD:
 
     @classmethod
     def from_config(cls, client: Mapping[str, Any]) -> LocalSGD:
-        """The record of a run's ``client`` section (its values checked by
-        fedmoo.schema.check); a key that is no setting, or a missing ``lr`` / ``batch_size``,
-        is a UserError naming it. ``description`` (a config group's one-line help) is not a
-        setting and is skipped."""
-        keys = [f.name for f in fields(cls)]
+        """The record of a ``client`` section, checked as fedmoo.schema checks a run's (a key
+        that is no setting, a value out of range: a UserError naming it); a key it lacks has its
+        declared default. ``description`` (a config group's one-line help) is not a setting."""
         given = {k: v for k, v in client.items() if k != "description"}
-        unknown = sorted(set(given) - set(keys))
-        if unknown:
-            raise UserError(f"client.{unknown[0]} is not a setting of client; valid keys: "
-                            f"{', '.join(keys)}")
-        missing = [k for k in ("lr", "batch_size") if k not in given]
-        if missing:
-            raise UserError(f"client.{missing[0]} is missing; set it (e.g. client.lr=0.01, "
-                            "client.batch_size=10 or null for full batches)")
+        check_knobs({"client": given})
         return cls(**given)
 
 

@@ -129,17 +129,12 @@ def check_eval_split(cfg: dict[str, Any], federation) -> None:
 
 
 def resolve_device(name: str) -> torch.device:
-    """``device``: auto, cpu, cuda or cuda:N, checked before anything is built on it (``meta``
-    and the other devices torch knows hold no data or are not ones fedmoo trains on)."""
+    """``device``: auto, cpu, cuda or cuda:N (fedmoo.schema refuses any other text, ``meta``
+    too), checked against the GPUs this process sees before anything is built on it."""
     name = str(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        device = None
-    if device is None or device.type not in ("cpu", "cuda"):
-        raise UserError(f"device={name!r} is not valid; use auto, cpu, cuda or cuda:N")
+    device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"device={name} but CUDA is not available here; use device=cpu or device=auto")
     if device.type == "cuda" and device.index is not None \
@@ -149,20 +144,18 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def set_tf32(tf32: Any, device: torch.device) -> None:
+def set_tf32(tf32: bool, device: torch.device) -> None:
     """``tf32``: whether float32 matrix products and convolutions on CUDA may round their inputs
     to TensorFloat-32 (10-bit mantissa). Off by default, for matrix products and cuDNN's
     convolutions alike (torch leaves the latter on): the batched and sequential engines then
     agree to float32 rounding and a run gives the same numbers on any GPU generation.
     ``tf32=true`` trades that for speed on Ampere and later GPUs (docs/PERFORMANCE.md)."""
-    if not isinstance(tf32, bool):
-        raise UserError(f"tf32={tf32!r} must be true or false")
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
 
 
-def set_deterministic(flag: Any) -> None:
+def set_deterministic(flag: bool) -> None:
     """``deterministic``: torch's deterministic kernels only. On a CPU fedmoo's runs repeat bit
     for bit anyway; on CUDA some kernels sum with atomics (scatter/index additions, some cuBLAS
     and cuDNN algorithms), so two runs of one config, or a run and its resume, agree only to
@@ -171,8 +164,6 @@ def set_deterministic(flag: Any) -> None:
     cuBLAS is given the fixed workspace it needs (CUBLAS_WORKSPACE_CONFIG) unless set; cuBLAS
     reads it once per process, so a process that used it before (a sweep trained together whose
     first run is not deterministic) needs the variable set in its environment."""
-    if not isinstance(flag, bool):
-        raise UserError(f"deterministic={flag!r} must be true or false")
     if flag:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if flag or torch.are_deterministic_algorithms_enabled():
@@ -183,9 +174,8 @@ def set_deterministic(flag: Any) -> None:
 PRECISIONS = {"float32": torch.float32, "float64": torch.float64}
 
 
-def resolve_precision(name: Any) -> torch.dtype:
-    if name not in PRECISIONS:
-        raise UserError(f"precision={name!r} is not valid; use float32 or float64")
+def resolve_precision(name: str) -> torch.dtype:
+    """``precision`` (one of the schema's choices) as a torch dtype."""
     return PRECISIONS[name]
 
 
@@ -205,9 +195,7 @@ def set_threads(threads: Any, model_params: int) -> None:
         log.debug("threads=auto: %d intra-op thread(s), rows side by side on %d",
                   torch.get_num_threads(), count)
         return
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise UserError(f"threads={threads!r} must be a positive integer or auto")
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads)      # a positive integer (fedmoo.schema)
     set_row_threads(threads)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 import inspect
 from pathlib import Path
 
@@ -71,8 +72,8 @@ def test_the_protocol_module_imports_no_engine():
     found = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     found |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert {m for m in found if m.startswith(("fedmoo", "torch"))} == \
-        {"fedmoo.errors", "fedmoo.schema", "fedmoo.state", "torch"}   # the last two for type
-    # hints only; fedmoo.schema (torch-free) for the client knobs' declared defaults
+        {"fedmoo.schema", "fedmoo.state", "torch"}   # the last two for type hints only;
+    # fedmoo.schema (torch-free) for the client knobs' declared defaults and checks
     assert "TYPE_CHECKING" in Path(base.__file__).read_text()
 
 
@@ -90,11 +91,12 @@ def test_local_sgd_from_the_client_section():
 
 @pytest.mark.parametrize("client,message", [
     ({"lr": 0.1, "batch_size": 4, "nesterov": True},
-     "client.nesterov is not a setting of client; valid keys: lr, batch_size, epochs, "
-     "local_steps, momentum, weight_decay"),
-    ({"batch_size": 4}, "client.lr is missing"),
-    ({"lr": 0.1}, "client.batch_size is missing"),
+     "client.nesterov is not a setting of client; remove it (its settings: batch_size, epochs, "
+     "local_steps, lr, momentum, weight_decay)"),
+    ({"lr": 0.0}, "client.lr=0.0 must be a number in (0.0, inf)"),
+    ({"batch_size": 0}, "client.batch_size=0 must be a positive integer or null"),
 ])
-def test_local_sgd_refuses_unknown_and_missing_keys(client, message):
-    with pytest.raises(UserError, match=f"^{message}"):
+def test_local_sgd_refuses_what_the_schema_refuses(client, message):
+    with pytest.raises(UserError, match=f"^{re.escape(message)}"):
         LocalSGD.from_config(client)
+    assert LocalSGD.from_config({"batch_size": 4}) == LocalSGD(0.01, 4)   # declared defaults

@@ -10,6 +10,7 @@ import torch
 
 from fedmoo import budget, models
 from fedmoo.errors import UserError
+from fedmoo import schema
 from fedmoo.run.setup import resolve_device
 from tests.inprocess import cli_in
 from tests.reliability.helpers import ONE_THREAD, SMALL, assert_no_result
@@ -25,8 +26,8 @@ def _one_line(r, *needles):
 
 @pytest.mark.parametrize("name", ["meta", "mps", "xla:0", "nope"])
 def test_only_cpu_and_cuda_devices(name):
-    with pytest.raises(UserError, match=rf"^device='{name}' is not valid; use auto, cpu, cuda "):
-        resolve_device(name)
+    assert schema.refusal("device", name) == (f"device={name!r} must be auto, cpu, cuda or "
+                                              "cuda:N; e.g. device=auto")
 
 
 def test_cuda_index_must_be_visible():

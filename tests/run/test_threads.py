@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fedmoo.engine.cpu_layout import row_workers
-from fedmoo.errors import UserError
+from fedmoo import schema
 from fedmoo.run import setup
 
 
@@ -27,8 +27,8 @@ def test_auto_threads_follow_the_work_size(monkeypatch):
     assert torch.get_num_threads() == setup._TORCH_THREADS
     setup.set_threads(1, 10**9)
     assert torch.get_num_threads() == 1
-    with pytest.raises(UserError, match="threads=0 must be a positive integer or auto"):
-        setup.set_threads(0, 10)
+    assert schema.refusal("threads", 0) == ("threads=0 must be a positive integer or auto; "
+                                            "e.g. threads=auto")   # refused before a run starts
 
 
 def test_rows_side_by_side_use_the_default_count_under_auto(monkeypatch):
