@@ -17,18 +17,20 @@ from tests.reliability.helpers import SMALL, summary
 @pytest.mark.slow
 def test_sweep_goes_on_and_lists_failed_jobs(tmp_path):
     cli = cli_in(tmp_path)      # in-process: the CLI's main, its exit status and stderr
-    # algo.eta=0 is refused by the algorithm, once its job runs (the run knobs' values are
-    # checked for the whole sweep before any job starts: tests/test_schema.py)
-    args = ["run", "-m", *SMALL, "rounds=2", "algo.eta=1.0,1e12,0", "hydra.sweep.dir=sw"]
+    # eval_split=val fails once its job has built its federation (no validation split); a value
+    # a declaration refuses (algo.eta=0) refuses the whole sweep first: tests/test_schema.py
+    args = ["run", "-m", *SMALL, "rounds=2", "eval_split=test,val", "algo.eta=1.0,1e12",
+            "hydra.sweep.dir=sw"]
     r = cli(*args)
     assert r.returncode == 1, r.stderr
     sw = cli.cwd / "sw"
-    assert [summary(sw / j)["status"] for j in "012"] == ["completed", "diverged", "failed"]
-    assert summary(sw / "2")["message"].startswith("algo.eta=0.0 is out of range")
+    assert [summary(sw / j)["status"] for j in "0123"] == ["completed", "diverged", "failed",
+                                                            "failed"]
+    assert summary(sw / "2")["message"].startswith("eval_split=val needs a validation split")
     err = r.stderr
-    assert "sweep sw: 3 jobs: 1 completed, 1 diverged, 1 failed" in err
+    assert "sweep sw: 4 jobs: 1 completed, 1 diverged, 2 failed" in err
     assert "diverged job 1 (" in err and "algo.eta=1000000000000.0): training diverged" in err
-    assert "failed job 2 (" in err and "algo.eta=0): algo.eta=0.0 is out of range" in err
+    assert "failed job 2 (" in err and "eval_split=val algo.eta=1.0): eval_split=val needs" in err
 
     done = (sw / "0" / "rounds.csv").stat().st_mtime_ns
     r = cli(*args)  # the same sweep again: job 0 is not run a second time
