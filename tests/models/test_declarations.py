@@ -87,3 +87,11 @@ def test_a_class_made_from_python_gets_the_declared_defaults():
     assert MLP((4,), 2).hparams == {"hidden": [200, 200]}
     with pytest.raises(UserError, match="model.hidden="):
         MLP((4,), 2, hidden=[-1])
+
+
+def test_a_value_of_the_wrong_type_is_refused_while_composing():
+    with pytest.raises(UserError, match=r"^model.groups='abc' must divide the narrowest layer's "
+                                        r"64 channels"):
+        compose(["model=resnet18_gn", "model.groups=abc"])
+    with pytest.raises(UserError, match=r"^model.softmax_output='maybe' must be true or false"):
+        compose(["model=logreg", "model.softmax_output=maybe"])
