@@ -20,7 +20,9 @@ class Rule:
     """What a knob's value may be, beyond its annotated type. ``kind``: the type of a value
     that is not one of ``words`` (``threads``: an integer or ``auto``); ``lo``/``hi``: bounds
     (``*_open``: excluded); ``choices``: the allowed texts (``many``: a list of them too);
-    ``what``: how a message names the allowed values, when the rule's own words would not do."""
+    ``what``: how a message names the allowed values, when the rule's own words would not do;
+    ``test``: a function that judges every value itself (``attack.malicious``: ids, a fraction or
+    names) and says what is wrong with a refused one."""
 
     kind: type | None = None
     lo: float | None = None
@@ -33,6 +35,7 @@ class Rule:
     many: bool = False
     mapping: bool = False       # a section ``{name: <choice>, ...}`` is allowed too (engine)
     what: str = ""
+    test: Any = None            # value -> why it is refused, or None: a knob of several kinds
 
 
 def knob(default: Any, help: str, **rule: Any) -> Any:   # noqa: A002 - the field's help text
@@ -127,6 +130,8 @@ def example(k: Knob) -> str | None:
 def problem(k: Knob, v: Any) -> bool:
     """Whether ``v`` is not a value ``k`` allows."""
     r = k.rule
+    if r.test is not None:
+        return r.test(v) is not None
     if v is None:
         return not k.nullable
     if isinstance(v, str) and v in r.words:
@@ -155,6 +160,8 @@ def refusal(k: Knob, value: Any) -> str | None:
     """The one-line message for ``k.key=value`` if ``k`` refuses the value, else None."""
     if not problem(k, value):
         return None
+    if k.rule.test is not None:
+        return f"{k.key}={value!r} {k.rule.test(value)}"
     how = expected(k)
     ex = example(k)
     if (k.rule.kind or k.type) is not bool and ex is not None:

@@ -35,7 +35,7 @@ SECTIONS = ("data", "partition", "model", "client", "algo")   # every run needs 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 LOGGERS = ("none", "tensorboard", "mlflow", "wandb")
 ENGINES = ("auto", "sequential", "batched")
-DECLARED = ("algo",)     # the groups whose components declare their hyperparameters
+DECLARED = ("algo", "attack", "model")     # the groups whose components declare their hyperparameters
 
 
 @dataclass
@@ -249,11 +249,6 @@ def check_finite(node: Any, path: str = "") -> None:
         check_finite(value, where)
 
 
-# groups where a key with a numeric default may also take a name (attack.malicious=phd); their
-# components check those values themselves
-TEXT_OK = ("algo.", "attack.")
-
-
 @functools.lru_cache(maxsize=None)
 def _shipped(path: Path) -> dict:
     """A shipped YAML file of fedmoo's conf (read once per process: a sweep checks each job)."""
@@ -270,11 +265,12 @@ def check_types(cfg: dict) -> None:
     """A group's value must have the kind of its shipped default: where fedmoo's own YAML for
     the chosen option (conf/<group>/<name>.yaml) has a boolean, the value must be true or false
     (``maybe`` is not read as true); where it has a number, the value must not be text. (The
-    knobs' kinds are declared above; the groups' keys belong to their components.)"""
-    for group in (*SECTIONS, "attack"):
+    knobs' kinds are declared above, and so are the keys of the groups in ``DECLARED``.)"""
+    for group in SECTIONS:
         node = cfg.get(group)
         name = node.get("name") if isinstance(node, dict) else None
-        if group == "client" or not isinstance(name, str) or "/" in name or ".." in name:
+        if group == "client" or group in DECLARED or not isinstance(name, str) or "/" in name \
+                or ".." in name:
             continue
         default = _shipped(CONF_DIR / group / f"{name}.yaml")
         if isinstance(default.get(group), dict):   # a `@package _global_` file
@@ -287,7 +283,7 @@ def check_types(cfg: dict) -> None:
             if isinstance(ref, bool) and not isinstance(value, bool):
                 raise UserError(f"{prefix}{key}={value!r} must be true or false")
             if (isinstance(ref, (int, float)) and not isinstance(ref, bool)
-                    and isinstance(value, str) and prefix not in TEXT_OK):
+                    and isinstance(value, str)):
                 raise UserError(f"{prefix}{key}={value!r} must be a number; e.g. {prefix}{key}={ref}")
 
 

@@ -149,7 +149,7 @@ def multilenet(g: torch.Generator) -> None:
     torch.set_num_threads(1)
     x = torch.randn(334, 1, 28, 28, generator=g).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 10, (334,), generator=g)
-    net = fast_layout(MultiLeNet((1, 28, 28), 10), x)
+    net = fast_layout(MultiLeNet((1, 28, 28), 10, num_tasks=2), x)
     trunk = net.trunk
 
     def step():

@@ -7,41 +7,42 @@ attacker's data or objective), and ``apply(cohort, seed)`` after it (what the at
 
 from __future__ import annotations
 
-import inspect
-import math
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from fedmoo import hparams as declarations
 from fedmoo.errors import UserError
+from fedmoo.hparams.attack import COMMON
 from fedmoo.state import ClientSpec, Cohort
 
 
 class Attack:
     """Malicious clients chosen by ``malicious`` act on their own updates, losses or data.
 
-    Common keys (every ``conf/attack/*.yaml``):
-      malicious: who attacks. A list of client ids (``[0, 3]``), one id (``2``), a fraction of the
-        clients in (0, 1] (``0.2``: ``max(1, round(0.2 N))`` clients drawn with ``seed``), or a
-        client name / list of names (``phd``: the Adult PhD domain; see ``clients.csv``).
-      always_participate: the attackers join every round (the sampler puts them in the cohort in
-        place of random picks); default false (they are sampled like everyone else).
-      seed: seeds the fractional choice of attackers (separate from the training seed).
+    Every attack takes the common keys ``malicious`` (who attacks: client ids, one id, a
+    fraction of the clients drawn with ``seed``, or client names), ``always_participate`` (the
+    attackers join every round) and ``seed``, besides its own. They are declared, with their
+    defaults and help, in ``fedmoo.hparams.attack`` (a plugin's: ``<package>/hparams.py``) under
+    the attack's slug: the constructor takes them as keywords, checks them there, fills in the
+    declared defaults, and each becomes an attribute (``SignFlip(scale=2.0).scale``).
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
 
-    def __init__(self, malicious: Any = 0.1, always_participate: bool = False, seed: int = 0):
-        if not isinstance(always_participate, bool):
-            raise UserError(f"attack.always_participate={always_participate!r} must be true or false")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise UserError(f"attack.seed={seed!r} must be an integer")
-        self.malicious = malicious
-        self.always_participate = always_participate
-        self.seed = seed
+    def __init__(self, **hyperparameters: Any):
+        if declarations.declared("attack", self.name) is None:
+            raise UserError(f"attack={self.name} declares no hyperparameters (malicious, ...): "
+                            "its package must declare them in <package>/hparams.py "
+                            "(docs/plugins.md)")
+        values = declarations.resolve("attack", self.name, hyperparameters)
+        own = [k for k in values if k not in COMMON]
+        self._hparam_keys = (*own, *(k for k in values if k in COMMON))
+        for key, value in values.items():
+            setattr(self, key, value)
         self.attackers = torch.zeros(0, dtype=torch.long)
         self.mask = torch.zeros(0, dtype=torch.bool)
 
@@ -78,10 +79,7 @@ class Attack:
 
     def hparams(self) -> dict[str, Any]:
         """The attack's own keys, then ``malicious``, ``always_participate``, ``seed``."""
-        sig = inspect.signature(type(self).__init__)
-        keys = [k for k in sig.parameters if k != "self" and hasattr(self, k)]
-        keys += [k for k in ("malicious", "always_participate", "seed") if k not in keys]
-        return {k: getattr(self, k) for k in keys}
+        return {k: getattr(self, k) for k in self._hparam_keys}
 
     # -- the round hooks ----------------------------------------------------------------------
     def client_spec(self, spec: ClientSpec, client_ids: Tensor) -> ClientSpec:
@@ -102,29 +100,21 @@ class Attack:
 
 def resolve_malicious(value: Any, num_clients: int, client_names: list[str] | None,
                       seed: int) -> list[int]:
-    """Sorted attacker ids from ``attack.malicious`` (see ``Attack``)."""
+    """Sorted attacker ids from ``attack.malicious`` (see ``Attack``), a value its declaration
+    allows (``fedmoo.hparams.attack.malicious_problem``)."""
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
         return _by_name(list(value), client_names)
     if isinstance(value, str):
         return _by_name([value], client_names)
     if isinstance(value, float):
-        if not 0.0 < value <= 1.0 or math.isnan(value):
-            raise UserError(f"attack.malicious={value} as a fraction must be in (0, 1]; "
-                            "or give client ids, e.g. attack.malicious=[0,3]")
         count = max(1, round(value * num_clients))
         rng = np.random.default_rng([int(seed), 1009])
         return sorted(int(i) for i in rng.choice(num_clients, count, replace=False))
-    ids = [value] if isinstance(value, int) and not isinstance(value, bool) else value
-    if (not isinstance(ids, (list, tuple)) or not ids
-            or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)):
-        raise UserError(f"attack.malicious={value!r} is not valid; give client ids ([0,3]), a "
-                        "fraction in (0, 1] (0.2) or client names (phd)")
+    ids = list(value) if isinstance(value, (list, tuple)) else [value]
     bad = [i for i in ids if not 0 <= i < num_clients]
     if bad:
         raise UserError(f"attack.malicious contains client {bad[0]}, but client ids run from 0 to "
                         f"{num_clients - 1}; pick ids in that range")
-    if len(set(ids)) != len(ids):
-        raise UserError(f"attack.malicious={list(ids)} lists a client twice; list each once")
     return sorted(ids)
 
 
@@ -140,12 +130,3 @@ def _by_name(names: list[str], client_names: list[str] | None) -> list[int]:
                             f"choose among: {shown}")
         ids.append(client_names.index(n))
     return sorted(set(ids))
-
-
-def require_number(key: str, value: Any, lo: float | None = None, lo_open: bool = False) -> float:
-    """Validate a numeric attack parameter (one-line UserError naming ``attack.<key>``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise UserError(f"attack.{key}={value!r} must be a finite number")
-    if lo is not None and (value <= lo if lo_open else value < lo):
-        raise UserError(f"attack.{key}={value} must be {'>' if lo_open else '>='} {lo}")
-    return float(value)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fedmoo.attacks.base import Attack, require_number
+from fedmoo.attacks.base import Attack
 
 
 class Bias(Attack):
@@ -17,10 +17,6 @@ class Bias(Attack):
 
     name = "bias"
     description = "attackers report loss + b (updates honest): breaks AFL / q-FedAvg, not FedMGDA+"
-
-    def __init__(self, b: float = 10.0, **common):
-        super().__init__(**common)
-        self.b = require_number("b", b)
 
     def corrupt(self, cohort, rows, seed):
         changes = {}

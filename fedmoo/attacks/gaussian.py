@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedmoo.attacks.base import Attack, require_number
+from fedmoo.attacks.base import Attack
 
 
 class Gaussian(Attack):
@@ -20,10 +20,6 @@ class Gaussian(Attack):
 
     name = "gaussian"
     description = "attackers send a random update of a given norm (null: their honest norm)"
-
-    def __init__(self, norm: float | None = None, **common):
-        super().__init__(**common)
-        self.norm = None if norm is None else require_number("norm", norm, lo=0.0, lo_open=True)
 
     def corrupt(self, cohort, rows, seed):
         d = cohort.deltas

@@ -13,9 +13,6 @@ import torch
 from fedmoo.attacks.base import Attack
 from fedmoo.errors import UserError
 
-NAMED = ("reverse", "shift", "random")
-
-
 class LabelFlip(Attack):
     """The attacker's labels go through a permutation pi of the C classes before training.
 
@@ -23,19 +20,12 @@ class LabelFlip(Attack):
     it measures ``loss_before`` / ``acc_before`` (and ``loss_trained`` / ``acc_trained``), so the
     attacker's reported loss is the one on its poisoned data. Test metrics use the true labels.
 
-    Hyperparameters: permutation: ``reverse`` (y -> C-1-y, default), ``shift`` (y -> y+1 mod C),
+    Hyperparameters: permutation: ``reverse`` (y -> C-1-y), ``shift`` (y -> y+1 mod C),
     ``random`` (a permutation drawn with ``attack.seed``) or an explicit list of C class ids.
     """
 
     name = "label_flip"
-    description = "attackers train on labels permuted by pi (data poisoning; default y -> C-1-y)"
-
-    def __init__(self, permutation="reverse", **common):
-        super().__init__(**common)
-        if isinstance(permutation, str) and permutation not in NAMED:
-            raise UserError(f"attack.permutation={permutation!r} is not valid; choose "
-                            f"{', '.join(NAMED)} or a list of class ids")
-        self.permutation = permutation
+    description = "attackers train on labels permuted by pi (data poisoning)"
 
     def bind(self, num_clients, client_names=None, num_classes=None):
         super().bind(num_clients, client_names, num_classes)

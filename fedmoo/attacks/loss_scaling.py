@@ -6,7 +6,7 @@ import dataclasses
 
 import torch
 
-from fedmoo.attacks.base import Attack, require_number
+from fedmoo.attacks.base import Attack
 
 
 class LossScaling(Attack):
@@ -23,10 +23,6 @@ class LossScaling(Attack):
 
     name = "loss_scaling"
     description = "attackers train on and report c * loss, so their updates scale by ~c too"
-
-    def __init__(self, c: float = 10.0, **common):
-        super().__init__(**common)
-        self.c = require_number("c", c, lo=0.0, lo_open=True)
 
     def client_spec(self, spec, client_ids):
         rows = self.rows(client_ids)

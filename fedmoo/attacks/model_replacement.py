@@ -5,7 +5,7 @@ The attacker submits ``w_adv = w_t + m (w_k - w_t)``: its pseudo-gradient booste
 
 from __future__ import annotations
 
-from fedmoo.attacks.base import Attack, require_number
+from fedmoo.attacks.base import Attack
 from fedmoo.attacks.rows import scale_rows
 
 
@@ -22,10 +22,6 @@ class ModelReplacement(Attack):
 
     name = "model_replacement"
     description = "attackers send w + m (w_k - w): boosted update that replaces the global model"
-
-    def __init__(self, boost: float | None = None, **common):
-        super().__init__(**common)
-        self.boost = None if boost is None else require_number("boost", boost, lo=0.0, lo_open=True)
 
     def factor(self, cohort, rows) -> float:
         if self.boost is not None:

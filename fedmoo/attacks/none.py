@@ -18,9 +18,6 @@ class NoAttack(Attack):
     name = "none"
     description = "no attack: every client is honest"
 
-    def __init__(self, malicious=None, always_participate: bool = False, seed: int = 0):
-        super().__init__(malicious, always_participate, seed)
-
     def bind(self, num_clients, client_names=None, num_classes=None):
         if self.malicious is not None:
             return super().bind(num_clients, client_names, num_classes)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fedmoo.attacks.base import Attack, require_number
+from fedmoo.attacks.base import Attack
 from fedmoo.attacks.rows import scale_rows
 
 
@@ -14,10 +14,6 @@ class UpdateScaling(Attack):
 
     name = "update_scaling"
     description = "attackers send factor * their update (losses honest)"
-
-    def __init__(self, factor: float = 10.0, **common):
-        super().__init__(**common)
-        self.factor = require_number("factor", factor)
 
     def corrupt(self, cohort, rows, seed):
         return cohort.replace(deltas=scale_rows(cohort.deltas, rows, self.factor))

@@ -1,22 +1,25 @@
 """The papers' networks. ``build(model_cfg, input_shape, num_classes)`` -> nn.Module.
 
-Models are written so a batched engine can vectorise them over clients: no ``nn.LSTM``, no
+A network's ``model.*`` keys are declared in ``fedmoo.hparams.model`` (a plugin's in
+``<package>/hparams.py``); the data gives its input shape, classes and, for a multi-task network,
+tasks. Models are written so a batched engine can vectorise them over clients: no ``nn.LSTM``, no
 BatchNorm running statistics in the paper models, no data-dependent Python control flow.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 from typing import Any
 
 import torch
 from torch import nn
 
 from fedmoo import budget
+from fedmoo import hparams as declarations
 from fedmoo.errors import UserError
 
-# model slug -> "module:class"; the class takes input_shape, num_classes and the model config keys.
+# model slug -> "module:class"; the class takes input_shape, num_classes (and num_tasks when its
+# ``multitask`` is true) and the model's declared keys as keywords.
 MODELS: dict[str, Any] = {
     "logreg": "fedmoo.models.linear:LogReg",
     "mlp": "fedmoo.models.linear:MLP",
@@ -33,8 +36,9 @@ MODELS: dict[str, Any] = {
 
 
 def register(name: str, cls: type[nn.Module]) -> type[nn.Module]:
-    """Add a model class (a plugin's): it takes ``input_shape``, ``num_classes`` and the model
-    config's keys as keywords."""
+    """Add a model class (a plugin's): it takes ``input_shape``, ``num_classes`` (then
+    ``num_tasks`` when it sets ``multitask = True``) and every key its declaration
+    (``<package>/hparams.py``) names, as keywords."""
     if name in MODELS:
         raise RuntimeError(f"model name {name!r} is registered twice")
     MODELS[name] = cls
@@ -53,11 +57,10 @@ def names() -> list[str]:
 
 def build(model_cfg: dict[str, Any], input_shape, num_classes: int,
           num_tasks: int | None = None) -> nn.Module:
-    """``num_tasks``: S of multi-task data, 0 for single-task data, None = not known (a
-    multi-task model then keeps its default number of heads)."""
-    cfg = dict(model_cfg)
-    name = cfg.pop("name", None)
-    cfg.pop("description", None)
+    """The network ``model_cfg`` names, with its declared keys (the defaults filled in) for
+    inputs of ``input_shape``. ``num_tasks``: S of multi-task data, 0 for single-task data,
+    None = not known (a multi-task network then has its ``paper_tasks`` heads)."""
+    name = model_cfg.get("name")
     if name not in MODELS:
         names()                               # a plugin's model registers on import
     if name not in MODELS:
@@ -74,20 +77,13 @@ def build(model_cfg: dict[str, Any], input_shape, num_classes: int,
             + ("a single-task model (e.g. cnn_mnist, mlp)" if multitask else
                "a multi-task model: multi_lenet (images), mtl_mlp (vectors) or mtl_resnet18")
         )
-    if num_tasks:
-        cfg["num_tasks"] = int(num_tasks)
-    valid = [p for p in inspect.signature(cls.__init__).parameters
-             if p not in ("self", "input_shape", "num_classes", "num_tasks")]
-    unknown = [k for k in cfg if k not in valid and k != "num_tasks"]
-    if unknown:
-        raise UserError(f"model.{unknown[0]} is not a setting of model={name}; valid keys: "
-                        f"{', '.join(valid) or '(none)'}")
-    shape = tuple(int(s) for s in input_shape)
-    try:
-        _check_memory(name, lambda: cls(shape, int(num_classes), **cfg))
-        return cls(shape, int(num_classes), **cfg)
-    except TypeError as e:
-        raise UserError(f"model={name}: {e}") from None
+    given = {k: v for k, v in model_cfg.items() if k not in ("name", "description")}
+    values = declarations.resolve("model", name, given)
+    args: tuple = (tuple(int(s) for s in input_shape), int(num_classes))
+    if multitask:
+        args += (int(num_tasks) if num_tasks else cls.paper_tasks,)
+    _check_memory(name, lambda: cls(*args, **values))
+    return cls(*args, **values)
 
 
 def _check_memory(name: str, make) -> None:

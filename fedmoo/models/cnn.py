@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedmoo.errors import UserError
+from fedmoo.models.base import Model
 
 
 def image_shape(input_shape: tuple[int, ...], model: str) -> tuple[int, int, int]:
@@ -31,13 +32,15 @@ class ConvPoolReLU(nn.Conv2d):
         return F.relu(F.max_pool2d(super().forward(x), 2))
 
 
-class CNNCifar(nn.Module):
+class CNNCifar(Model):
     """FedMGDA+ Table 2 (797,962 parameters on CIFAR-10): conv5x5(64)-ReLU, maxpool 2, LRN(2),
     conv5x5(64)-ReLU, LRN(2), maxpool 2, dense 384-ReLU, dense 192-ReLU, dense classes."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int):
-        super().__init__()
-        c, h, w = image_shape(input_shape, "cnn_cifar")
+    name = "cnn_cifar"
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, **hyperparameters):
+        super().__init__(hyperparameters)
+        c, h, w = image_shape(input_shape, self.name)
         self.conv1 = nn.Conv2d(c, 64, 5)
         self.conv2 = nn.Conv2d(64, 64, 5)
         self.lrn = nn.LocalResponseNorm(2)
@@ -53,13 +56,15 @@ class CNNCifar(nn.Module):
         return self.fc3(F.relu(self.fc2(x)))
 
 
-class CNNFmnist(nn.Module):
+class CNNFmnist(Model):
     """FedMGDA+ Table 3 (21,840 parameters on FMNIST): conv5x5(10)-ReLU, maxpool 2,
     conv5x5(20)-ReLU, maxpool 2, Dropout2d(0.5), dense 50-ReLU, Dropout(0.5), dense classes."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int):
-        super().__init__()
-        c, h, w = image_shape(input_shape, "cnn_fmnist")
+    name = "cnn_fmnist"
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, **hyperparameters):
+        super().__init__(hyperparameters)
+        c, h, w = image_shape(input_shape, self.name)
         self.conv1 = nn.Conv2d(c, 10, 5)
         self.conv2 = nn.Conv2d(10, 20, 5)
         self.drop2d = nn.Dropout2d(0.5)
@@ -74,14 +79,16 @@ class CNNFmnist(nn.Module):
         return self.fc2(self.drop(F.relu(self.fc1(x.flatten(1)))))
 
 
-class CNNFemnist(nn.Module):
+class CNNFemnist(Model):
     """FedMGDA+ Table 4 = Reddi et al.'s EMNIST CNN (1,206,590 parameters, 62 classes):
     conv3x3(32)-ReLU, conv3x3(64)-ReLU, maxpool 2, Dropout(0.25), dense 128-ReLU, Dropout(0.5),
     dense classes."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int):
-        super().__init__()
-        c, h, w = image_shape(input_shape, "cnn_femnist")
+    name = "cnn_femnist"
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, **hyperparameters):
+        super().__init__(hyperparameters)
+        c, h, w = image_shape(input_shape, self.name)
         self.conv1 = nn.Conv2d(c, 32, 3)
         self.conv2 = nn.Conv2d(32, 64, 3)
         self.drop1 = nn.Dropout(0.25)
@@ -96,13 +103,15 @@ class CNNFemnist(nn.Module):
         return self.fc2(self.drop2(F.relu(self.fc1(x.flatten(1)))))
 
 
-class CNNMnist(nn.Module):
+class CNNMnist(Model):
     """FedFV's MNIST CNN: conv5x5(32, pad 2)-ReLU, maxpool 2, conv5x5(64, pad 2)-ReLU, maxpool 2,
     dense 512-ReLU (3136 inputs on 28x28), dense classes."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int):
-        super().__init__()
-        c, h, w = image_shape(input_shape, "cnn_mnist")
+    name = "cnn_mnist"
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, **hyperparameters):
+        super().__init__(hyperparameters)
+        c, h, w = image_shape(input_shape, self.name)
         self.conv1 = nn.Conv2d(c, 32, 5, padding=2)
         self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
         hh, ww = _after(_after(h, 5, 2, 2), 5, 2, 2), _after(_after(w, 5, 2, 2), 5, 2, 2)

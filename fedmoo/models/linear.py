@@ -7,8 +7,10 @@ import math
 import torch
 from torch import nn
 
+from fedmoo.models.base import Model
 
-class LogReg(nn.Module):
+
+class LogReg(Model):
     """Multinomial logistic regression ``x -> W x + b``.
 
     ``softmax_output=True`` makes the forward return ``softmax(W x + b)``; the engine's
@@ -17,23 +19,27 @@ class LogReg(nn.Module):
     The bias starts at zero, as in that code.
     """
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, softmax_output: bool = False):
-        super().__init__()
+    name = "logreg"
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, **hyperparameters):
+        super().__init__(hyperparameters)
         self.linear = nn.Linear(math.prod(input_shape), num_classes)
         nn.init.zeros_(self.linear.bias)
-        self.softmax_output = bool(softmax_output)
+        self.softmax_output = self.hparams["softmax_output"]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.linear(x.flatten(1))
         return torch.softmax(out, dim=1) if self.softmax_output else out
 
 
-class MLP(nn.Module):
+class MLP(Model):
     """Fully connected ReLU network ``in -> hidden[0] -> ... -> num_classes``."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, hidden=(200, 200)):
-        super().__init__()
-        sizes = [math.prod(input_shape), *[int(h) for h in hidden]]
+    name = "mlp"
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, **hyperparameters):
+        super().__init__(hyperparameters)
+        sizes = [math.prod(input_shape), *self.hparams["hidden"]]
         layers: list[nn.Module] = []
         for a, b in zip(sizes[:-1], sizes[1:]):
             layers += [nn.Linear(a, b), nn.ReLU()]

@@ -8,6 +8,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from fedmoo.models.base import Model
+
 
 def _scan(xw: Tensor, w_hh_t: Tensor, hidden: int) -> Tensor:
     """The recurrence over ``xw [..., B, T, 4H]`` (input projection plus bias) with the
@@ -52,13 +54,16 @@ class LSTMLayer(nn.Module):
         return _scan(xw.view(r, b, t, -1), w_hh_t, self.hidden_size)
 
 
-class LSTMShakespeare(nn.Module):
-    """Embedding(vocab, 8) -> ``layers`` stacked LSTMs of ``hidden`` units -> dense classes on the
-    last step (LEAF / q-FFL / FedMGDA+: 8, 2 x 256, 80). Input: token indices (any dtype)."""
+class LSTMShakespeare(Model):
+    """Embedding(vocab, ``embed_dim``) -> ``layers`` stacked LSTMs of ``hidden`` units -> dense
+    classes on the last step (LEAF / q-FFL / FedMGDA+: 8, 2 x 256, 80). Input: token indices
+    (any dtype)."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, embed_dim: int = 8,
-                 hidden: int = 256, layers: int = 2):
-        super().__init__()
+    name = "lstm_shakespeare"
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, **hyperparameters):
+        super().__init__(hyperparameters)
+        embed_dim, hidden, layers = (self.hparams[k] for k in ("embed_dim", "hidden", "layers"))
         self.embed = nn.Embedding(num_classes, embed_dim)
         sizes = [embed_dim] + [hidden] * layers
         self.cells = nn.ModuleList(LSTMLayer(a, hidden) for a in sizes[:-1])

@@ -9,36 +9,47 @@ flat parameter vector, which the engines use to keep other heads' deltas exactly
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fedmoo.models.base import Model
 from fedmoo.models.cnn import ConvPoolReLU, image_shape
 from fedmoo.models.resnet import FEATURES, stem_and_blocks
 
 HEADS = "heads."
 
 
-class MultiTaskNet(nn.Module):
-    """Trunk ``x -> z`` and heads ``z -> logits`` (one per task), stacked to ``[B, S, C]``."""
+class MultiTaskNet(Model):
+    """Trunk ``x -> z`` (``trunk``, of the subclass) and heads ``z -> logits`` (one per task,
+    linear or with ``head_hidden`` ReLU units), stacked to ``[B, S, C]``. ``num_tasks`` comes
+    from the data; ``paper_tasks`` is the number of heads when the data is not known
+    (``fedmoo describe --model-only``): the tasks of the paper's data for this network."""
 
     multitask = True
+    paper_tasks: ClassVar[int]
 
-    def __init__(self, trunk: nn.Module, width: int, num_tasks: int, num_classes: int,
-                 head_hidden: int | None = None):
-        super().__init__()
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, num_tasks: int,
+                 **hyperparameters):
+        super().__init__(hyperparameters)
         if isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1:
             raise ValueError(f"num_tasks={num_tasks!r} must be a positive integer")
-        self.trunk = trunk
+        self.trunk, width = self.make_trunk(tuple(input_shape))
+        head_hidden = self.hparams["head_hidden"]
 
         def head() -> nn.Module:
             if head_hidden is None:
                 return nn.Linear(width, num_classes)
-            return nn.Sequential(nn.Linear(width, int(head_hidden)), nn.ReLU(),
-                                 nn.Linear(int(head_hidden), num_classes))
+            return nn.Sequential(nn.Linear(width, head_hidden), nn.ReLU(),
+                                 nn.Linear(head_hidden, num_classes))
 
         self.heads = nn.ModuleList([head() for _ in range(num_tasks)])
+
+    def make_trunk(self, input_shape: tuple[int, ...]) -> tuple[nn.Module, int]:
+        """The shared trunk for inputs of ``input_shape`` and the width of its output."""
+        raise NotImplementedError
 
     def forward(self, x: Tensor) -> Tensor:
         z = self.trunk(x)
@@ -59,26 +70,33 @@ class _LeNetTrunk(nn.Module):
 
 class MultiLeNet(MultiTaskNet):
     """MultiLeNet (Sener & Koltun 2018, as in the MOO/FMOL literature): conv5x5(10), maxpool 2,
-    ReLU, conv5x5(20), maxpool 2, ReLU, dense 50-ReLU (320 inputs on 28x28) as the trunk; each
-    head is dense classes (``head_hidden: 50`` gives Sener & Koltun's dense 50-ReLU-classes)."""
+    ReLU, conv5x5(20), maxpool 2, ReLU, dense ``width``-ReLU (320 inputs on 28x28) as the trunk;
+    each head is dense classes (``head_hidden: 50`` gives Sener & Koltun's dense
+    50-ReLU-classes). Two tasks (MultiMNIST's L and R) when the data is not known."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, num_tasks: int = 2,
-                 width: int = 50, head_hidden: int | None = None):
-        c, h, w = image_shape(input_shape, "multi_lenet")
-        super().__init__(_LeNetTrunk(c, h, w, width), width, num_tasks, num_classes, head_hidden)
+    name = "multi_lenet"
+    paper_tasks = 2
+
+    def make_trunk(self, input_shape):
+        c, h, w = image_shape(input_shape, self.name)
+        width = self.hparams["width"]
+        return _LeNetTrunk(c, h, w, width), width
 
 
 class MTLMLP(MultiTaskNet):
     """River Flow's multi-task MLP: ReLU layers ``hidden`` on the flattened input as the trunk,
-    one linear head per task (num_classes outputs; 1 for regression)."""
+    one linear head per task (num_classes outputs; 1 for regression). Eight tasks (River Flow's
+    sites) when the data is not known."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, num_tasks: int = 8,
-                 hidden=(256, 128), head_hidden: int | None = None):
-        sizes = [math.prod(input_shape), *[int(h) for h in hidden]]
+    name = "mtl_mlp"
+    paper_tasks = 8
+
+    def make_trunk(self, input_shape):
+        sizes = [math.prod(input_shape), *self.hparams["hidden"]]
         layers: list[nn.Module] = [nn.Flatten()]
         for a, b in zip(sizes[:-1], sizes[1:]):
             layers += [nn.Linear(a, b), nn.ReLU()]
-        super().__init__(nn.Sequential(*layers), sizes[-1], num_tasks, num_classes, head_hidden)
+        return nn.Sequential(*layers), sizes[-1]
 
 
 class _ResNetTrunk(nn.Module):
@@ -92,12 +110,14 @@ class _ResNetTrunk(nn.Module):
 
 class MTLResNet18(MultiTaskNet):
     """ResNet-18 (GroupNorm, as ``resnet18_gn``) without its last layer as the trunk, one linear
-    head per task (CelebA's 40 attributes in the FMGDA paper)."""
+    head per task (CelebA's 40 attributes in the FMGDA paper, also when the data is not known)."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, num_tasks: int = 40,
-                 groups: int = 2, head_hidden: int | None = None):
-        c = image_shape(input_shape, "mtl_resnet18")[0]
-        super().__init__(_ResNetTrunk(c, groups), FEATURES, num_tasks, num_classes, head_hidden)
+    name = "mtl_resnet18"
+    paper_tasks = 40
+
+    def make_trunk(self, input_shape):
+        c = image_shape(input_shape, self.name)[0]
+        return _ResNetTrunk(c, self.hparams["groups"]), FEATURES
 
 
 def param_tasks(model: nn.Module) -> Tensor:

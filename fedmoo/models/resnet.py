@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedmoo.models.base import Model
 from fedmoo.models.cnn import image_shape
 
 
@@ -46,11 +47,15 @@ def stem_and_blocks(channels: int, groups: int) -> tuple[nn.Module, nn.Module]:
     return stem, nn.Sequential(*blocks)
 
 
-class ResNet18GN(nn.Module):
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, groups: int = 2):
-        super().__init__()
-        c = image_shape(input_shape, "resnet18_gn")[0]
-        self.stem, self.blocks = stem_and_blocks(c, groups)
+class ResNet18GN(Model):
+    """ResNet-18 with GroupNorm (``groups`` per layer) in place of BatchNorm."""
+
+    name = "resnet18_gn"
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, **hyperparameters):
+        super().__init__(hyperparameters)
+        c = image_shape(input_shape, self.name)[0]
+        self.stem, self.blocks = stem_and_blocks(c, self.hparams["groups"])
         self.fc = nn.Linear(FEATURES, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

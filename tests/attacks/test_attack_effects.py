@@ -126,8 +126,12 @@ def test_label_permutations():
     assert sorted(r.tolist()) == list(range(10)) and r.tolist() == label_permutation("random", 10, 5).tolist()
     with pytest.raises(UserError, match="attack.permutation"):
         label_permutation([0, 0, 1], 3, 0)
-    with pytest.raises(UserError, match="attack.permutation"):
-        attacks.create({"name": "label_flip", "permutation": "sideways"})
+    for bad in ("sideways", [0, 0, 1], [1, 2], [True, False], 3):   # refused by the declaration
+        with pytest.raises(UserError, match=r"attack.permutation=.* is not valid"):
+            attacks.create({"name": "label_flip", "permutation": bad})
+    two = attacks.create({"name": "label_flip", "permutation": [1, 0], "malicious": [0]})
+    with pytest.raises(UserError, match=r"permutation of 0..2 \(3 classes\)"):
+        two.bind(4, num_classes=3)                                   # the data has 3 classes
     with pytest.raises(UserError, match="classification"):
         attacks.create({"name": "label_flip"}).bind(4, num_classes=None)
 
@@ -158,20 +162,33 @@ def test_malicious_by_ids_fraction_and_name():
 
 @pytest.mark.parametrize("value, names, match", [
     ([0, 7], None, "client ids run from 0 to 4"),
-    ([1, 1], None, "twice"),
-    (1.5, None, r"\(0, 1\]"),
     ("phd", None, "have no names"),
     ("nobody", ["phd", "non-phd"], "choose among: phd, non-phd"),
-    ([], None, "not valid"),
-    (True, None, "not valid"),
 ])
-def test_bad_malicious_values_are_user_errors(value, names, match):
+def test_malicious_values_the_federation_refuses_are_user_errors(value, names, match):
+    a = attacks.create({"name": "bias", "malicious": value})   # allowed until it meets the data
     with pytest.raises(UserError, match=match):
-        attacks.create({"name": "bias", "malicious": value}).bind(5, names)
+        a.bind(5, names)
+
+
+@pytest.mark.parametrize("value, match", [
+    ([1, 1], "twice"),
+    (1.5, r"\(0, 1\]"),
+    (0.0, r"\(0, 1\]"),
+    (-2, "ids run from 0"),
+    ([3, -1], "contains client -1"),
+    ([], "not valid"),
+    (True, "not valid"),
+    ([0, "phd"], "not valid"),
+    (None, "not valid"),
+])
+def test_malicious_values_no_federation_takes_are_refused_when_the_attack_is_made(value, match):
+    with pytest.raises(UserError, match=match):
+        attacks.create({"name": "bias", "malicious": value})
 
 
 def test_unknown_keys_and_values_are_user_errors():
-    with pytest.raises(UserError, match="attack.c is not a key of attack=bias"):
+    with pytest.raises(UserError, match="attack.c is not a hyperparameter of attack=bias"):
         attacks.create({"name": "bias", "c": 2})
     with pytest.raises(UserError, match="unknown attack"):
         attacks.create({"name": "poison"})

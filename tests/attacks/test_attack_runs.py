@@ -101,15 +101,13 @@ def test_every_attack_composes_with_every_algorithm(tmp_path, algo, attack):
 def test_always_participate_puts_the_attacker_in_every_cohort(tmp_path, monkeypatch):
     seen = []
 
-    class Spy(Bias):
-        name = "spy"
-
+    class Spy(Bias):     # bias, watched: a subclass keeps its parent's slug and declaration
         def apply(self, cohort, seed):
             seen.append(cohort.client_ids.tolist())
             return super().apply(cohort, seed)
 
-    monkeypatch.setitem(attacks.ATTACKS, "spy", Spy)
-    spy = {"name": "spy", "malicious": [4], "always_participate": True}
+    monkeypatch.setitem(attacks.ATTACKS, "bias", Spy)
+    spy = {"name": "bias", "malicious": [4], "always_participate": True}
     result(tmp_path, "forced", "fedavg", spy, rounds=8, clients_per_round=2)
     assert len(seen) == 8 and all(4 in ids and len(ids) == 2 for ids in seen)
     seen.clear()
@@ -154,12 +152,10 @@ def test_bad_attack_config_is_a_one_line_cli_error(tmp_path):
 def test_non_finite_reported_losses_end_the_run_as_diverged_before_the_rule_reads_them(tmp_path,
                                                                                        monkeypatch):
     class Inf(Bias):
-        name = "inf"
-
         def corrupt(self, cohort, rows, seed):
             return cohort.replace(loss_before=cohort.loss_before + rows * float("inf"))
 
-    monkeypatch.setitem(attacks.ATTACKS, "inf", Inf)
+    monkeypatch.setitem(attacks.ATTACKS, "bias", Inf)
     with pytest.raises(DivergenceError, match="loss is not finite"):
-        result(tmp_path, "afl", "afl", {"name": "inf", "malicious": [1]})
+        result(tmp_path, "afl", "afl", {"name": "bias", "malicious": [1]})
     assert json.loads((tmp_path / "afl" / "summary.json").read_text())["status"] == "diverged"

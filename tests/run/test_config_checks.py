@@ -85,6 +85,6 @@ def test_a_value_with_an_unquoted_space():
 def test_unknown_model_key_lists_the_valid_ones():
     from fedmoo import models
 
-    with pytest.raises(UserError, match=r"^model.foo is not a setting of model=mlp; valid keys: "
-                                        r"hidden$"):
+    with pytest.raises(UserError, match=r"^model.foo is not a hyperparameter of model=mlp; "
+                                        r"valid keys: hidden$"):
         models.build({"name": "mlp", "foo": 1}, (60,), 10)

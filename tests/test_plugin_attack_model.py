@@ -1,0 +1,103 @@
+"""A plugin's attack and model declare their keys in ``<package>/hparams.py`` like fedmoo's own:
+the run takes them with their declared defaults, and a bad value or key is refused before
+anything is made."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import ROOT
+
+SMALL = ["progress=false", "num_clients=6", "clients_per_round=3", "data.max_samples=100",
+         "rounds=1"]
+
+HPARAMS = '''
+from dataclasses import dataclass
+
+from fedmoo.hparams import declare
+from fedmoo.hparams.attack import Common
+from fedmoo.knobs import knob
+
+
+@dataclass
+class Shrink(Common):
+    factor: float = knob(0.5, "the attackers send factor * their update", lo=0.0)
+
+
+@dataclass
+class Tiny:
+    width: int = knob(4, "hidden units", lo=1)
+
+
+declare("attack", "shrink", Shrink)
+declare("model", "tiny", Tiny)
+'''
+
+INIT = '''
+import math
+
+from torch import nn
+
+from fedmoo import attacks, models
+from fedmoo.attacks.base import Attack
+from fedmoo.attacks.rows import scale_rows
+
+
+@attacks.register
+class Shrink(Attack):
+    name = "shrink"
+    description = "attackers send factor * their update"
+
+    def corrupt(self, cohort, rows, seed):
+        return cohort.replace(deltas=scale_rows(cohort.deltas, rows, self.factor))
+
+
+class Tiny(nn.Module):
+    def __init__(self, input_shape, num_classes, width):   # no default: the declaration's
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), width),
+                                 nn.ReLU(), nn.Linear(width, num_classes))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+models.register("tiny", Tiny)
+'''
+
+
+def _plugin(root):
+    pkg = root / "shrinkproj"
+    for group in ("attack", "model"):
+        (pkg / "conf" / group).mkdir(parents=True)
+    (pkg / "fedmoo-plugin").write_text("")
+    (pkg / "hparams.py").write_text(HPARAMS)
+    (pkg / "__init__.py").write_text(INIT)
+    (pkg / "conf" / "attack" / "shrink.yaml").write_text(
+        "# Shrink: attackers send factor * their update\n"
+        "defaults:\n  - /hparams/attack/shrink@_here_\n  - _self_\n")
+    (pkg / "conf" / "model" / "tiny.yaml").write_text(
+        "# Tiny: one hidden layer\ndefaults:\n  - /hparams/model/tiny@_here_\n  - _self_\n")
+
+
+def test_a_plugin_attack_and_model_take_their_declared_keys(cli):
+    _plugin(cli.cwd)
+    env = {"FEDMOO_PLUGINS": "shrinkproj", "PYTHONPATH": f"{ROOT}:{cli.cwd}"}
+    r = cli("run", *SMALL, "attack=shrink", "attack.malicious=[2]", "model=tiny",
+            "model.width=3", "hydra.run.dir=a", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((cli.cwd / "a" / "attack.json").read_text()) == {
+        "name": "shrink", "attackers": [2], "factor": 0.5, "malicious": [2],
+        "always_participate": False, "seed": 0}
+    summary = json.loads((cli.cwd / "a" / "summary.json").read_text())
+    assert summary["num_params"] == 60 * 3 + 3 + 3 * 10 + 10      # width 3, synthetic 60 -> 10
+    for bad, line in ((["attack.factor=-1"], "attack.factor=-1.0 must be a number in [0.0, inf)"),
+                      (["attack.malicious=2.5"], "attack.malicious=2.5 as a fraction must be in"),
+                      (["model.width=0"], "model.width=0 must be a positive integer"),
+                      (["+model.depth=2"], "model.depth is not a hyperparameter of model=tiny; "
+                                           "valid keys: width")):
+        r = cli("run", *SMALL, "attack=shrink", "model=tiny", *bad, "hydra.run.dir=b", env=env)
+        lines = r.stderr.splitlines()
+        assert r.returncode == 2 and len(lines) == 1, r.stderr
+        assert lines[0].startswith(f"fedmoo: error: {line}"), r.stderr
+        assert not (cli.cwd / "b").exists()
