@@ -60,6 +60,7 @@ def declare(group: str, slug: str, params: type, **defaults: Any) -> type:
             new = dataclasses.field(default=f.default, metadata=f.metadata)
         fields.append((f.name, hints[f.name], new))
     node = dataclasses.make_dataclass(f"{params.__name__}_{slug}", fields)
+    node.refuse = getattr(params, "refuse", None)   # what the knobs' rules cannot say
     node.__doc__ = params.__doc__
     node.__module__ = params.__module__
     _DECLARED[(group, slug)] = node
@@ -143,6 +144,10 @@ def check(group: str, section: dict[str, Any]) -> None:
             msg = refusal(ks[key], value)
             if msg:
                 raise UserError(msg + f" (for {group}={slug})")
+    whole = getattr(declared(group, slug), "refuse", None)   # keys checked together
+    msg = whole and whole({**{key: k.default for key, k in ks.items()}, **section})
+    if msg:
+        raise UserError(msg + f" (for {group}={slug})")
 
 
 def resolve(group: str, slug: str, given: dict[str, Any]) -> dict[str, Any]:
