@@ -16,10 +16,6 @@ SPLITS = ("train", "val", "test")
 SEED_LIMIT = 2**63
 
 
-def _classes(help: str) -> Any:   # noqa: A002 - the knob's help text
-    return knob(None, help, kind=int, lo=0, many=True, what="a list of class indices")
-
-
 @dataclass
 class Partition:
     """The keys of every partition."""
@@ -39,7 +35,7 @@ class Partition:
                      "split only", choices=("all", "train"))
     compact_labels: bool = knob(False, "renumber the labels the clients use to 0..C'-1 (drops "
                                 "unused samples)")
-    tasks: Any = knob("all", "multi-task data: all (every client holds every task) or one list "
+    tasks: Optional[Any] = knob("all", "multi-task data: all (every client holds every task) or one list "
                       "of task indices or names per client")
     tasks_per_client: Optional[int] = knob(None, "multi-task data: n = each client holds n "
                                            "random tasks (partition seed)", lo=1)
@@ -66,11 +62,15 @@ class Partition:
         if values["tasks_per_client"] is not None and tasks not in ("all", None):
             return ("partition.tasks and partition.tasks_per_client are both set; keep one "
                     "(tasks=all with tasks_per_client=n, or explicit lists)")
-        classes = values.get("classes")
-        if classes is not None and not isinstance(classes, (list, tuple)):
-            return (f"partition.classes={classes!r} must be a list of class indices or null; "
-                    "e.g. partition.classes=[0,2,6]")
         return None
+
+
+def _bad_classes(classes: Any) -> str | None:
+    if classes is not None and (not isinstance(classes, (list, tuple)) or any(
+            isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in classes)):
+        return (f"partition.classes={classes!r} must be a list of class indices (non-negative "
+                "integers) or null; e.g. partition.classes=[0,2,6]")
+    return None
 
 
 @dataclass
@@ -91,24 +91,30 @@ class Dirichlet(Partition):
 
 @dataclass
 class OneClassPerClient(Partition):
-    classes: Optional[Any] = _classes("client k holds every sample of classes[k]; null = class "
-                                      "k for client k")
+    classes: Optional[Any] = knob(None, "client k holds every sample of classes[k] (a list of "
+                                  "class indices); null = class k for client k")
+
+    @staticmethod
+    def refuse(values: dict[str, Any]) -> str | None:
+        return Partition.refuse(values) or _bad_classes(values["classes"])
 
 
 @dataclass
 class FemnistSkewed(Partition):
-    classes: Optional[Any] = _classes("the classes dealt out; null = 36..45, the letters a..j "
-                                      "of the 62 FEMNIST / EMNIST classes")
+    classes: Optional[Any] = knob(None, "the classes dealt out (a list of class indices); null = "
+                                  "36..45, the letters a..j of the 62 FEMNIST / EMNIST classes")
     classes_per_client: int = knob(5, "classes each client holds (consecutive, wrapping)", lo=1)
 
     @staticmethod
     def refuse(values: dict[str, Any]) -> str | None:
-        msg = Partition.refuse(values)
+        msg = Partition.refuse(values) or _bad_classes(values["classes"])
+        if msg:
+            return msg
         n = 10 if values["classes"] is None else len(values["classes"])
-        if msg is None and values["classes_per_client"] > n:
-            msg = (f"partition.classes_per_client={values['classes_per_client']} must be "
-                   f"between 1 and the {n} classes")
-        return msg
+        if values["classes_per_client"] > n:
+            return (f"partition.classes_per_client={values['classes_per_client']} must be "
+                    f"between 1 and the {n} classes")
+        return None
 
 
 declare("partition", "iid", Partition)

@@ -81,7 +81,8 @@ def test_a_setup_changes_only_what_it_sets():
                                "valid keys: seed, split, fractions, order, pool"),
     ("shards", {"shards_per_client": 0}, "partition.shards_per_client=0 must be a positive"),
     ("one_class_per_client", {"classes": 3}, "partition.classes=3 must be a list of class "
-                                             "indices or null"),
+                                             "indices (non-negative integers) or null"),
+    ("femnist_skewed", {"classes": 3}, "partition.classes=3 must be a list of class indices"),
     ("one_class_per_client", {"classes": [0, -2]}, "partition.classes=[0, -2] must be a list "
                                                    "of class indices"),
     ("femnist_skewed", {"classes_per_client": 11}, "partition.classes_per_client=11 must be "
