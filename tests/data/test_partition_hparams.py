@@ -151,3 +151,11 @@ def test_a_checkpoint_from_before_the_declaration_compares_as_the_defaults():
     assert checkpoint.config_diff(old, new) == ""
     capped = {**old, "partition": {**new["partition"], "max_per_client": 256}}
     assert checkpoint.config_diff(old, capped) == "partition.max_per_client: None -> 256"
+
+
+def test_old_results_get_the_declared_defaults():
+    from fedmoo.report.defaults import default
+
+    assert default("partition.beta", {"partition.name": "dirichlet"}) == 0.5
+    assert default("partition.tasks", {"partition.name": "iid"}) == "all"
+    assert default("partition.compact_labels", {"partition.name": "one_class_per_client"}) is True
