@@ -110,7 +110,9 @@ def expected(k: Knob) -> str:
 
 
 def show(value: Any) -> str:
-    """A value as a command line writes it (true, null, 1e+06)."""
+    """A value as a command line writes it (true, null, 1e+06, [train,val,test])."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(show(v) for v in value) + "]"
     if isinstance(value, bool) or value is None:
         return "null" if value is None else str(value).lower()
     if isinstance(value, float) and "e" in f"{value:g}":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import inspect
 import json
@@ -13,10 +14,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedmoo import hparams
 from fedmoo.data import partition as _partition
 from fedmoo.data.checks import check_finite_samples, check_labels
 from fedmoo.data.federated import MULTITASK, ClientSplit, FederatedData, Source
 from fedmoo.errors import UserError
+from fedmoo.hparams.partition import Partition
 
 # data slug -> "module:function" returning a Source; the function takes data_dir and the
 # data config's loader keys.
@@ -39,6 +42,9 @@ SOURCES: dict[str, Any] = {
     "multifashion_mnist": "fedmoo.data.multimnist:load_multifashion_mnist",
     "riverflow": "fedmoo.data.riverflow:load",
 }
+
+# The keys every partition takes (fedmoo.data.federate reads them; the rest go to the partitioner)
+COMMON = tuple(f.name for f in dataclasses.fields(Partition))
 
 # Keys of a data config that describe the dataset rather than configure its loader.
 META_KEYS = {"name", "input_shape", "num_classes", "task", "description"}
@@ -136,26 +142,24 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
     """Partition a source into ``num_clients`` clients with train / val / test index sets.
 
     ``num_clients=None`` (``num_clients: null``) means the dataset's own clients: with
-    ``partition=natural`` as many as the source has owners; other partitions need a number."""
-    cfg = dict(part_cfg)
-    name = cfg.pop("name")
-    seed = int(cfg.pop("seed", 0))
-    split = cfg.pop("split", "dataset")
-    fractions = tuple(cfg.pop("fractions", (0.8, 0.1, 0.1)))
-    order = tuple(cfg.pop("order", _partition.SPLITS))
-    compact = bool(cfg.pop("compact_labels", False))
-    pool = cfg.pop("pool", "all")
-    tasks, tasks_per_client = cfg.pop("tasks", "all"), cfg.pop("tasks_per_client", None)
-    max_per_client = cfg.pop("max_per_client", None)
-    rng = np.random.default_rng(seed)
+    ``partition=natural`` as many as the source has owners; other partitions need a number.
+    ``part_cfg``'s keys are those the partition declares (fedmoo.hparams.partition), a missing
+    one at its declared default."""
+    name = part_cfg.get("name")
+    fn = None if name == "natural" else _partition.get(name)   # loads a plugin's partitioner
+    if hparams.declared("partition", name) is None:
+        raise UserError(f"partition={name} declares no hyperparameters; declare them in its "
+                        "package's hparams.py, extending fedmoo.hparams.partition.Partition "
+                        "(docs/plugins.md)")
+    hp = hparams.resolve("partition", name, {k: v for k, v in part_cfg.items() if k != "name"})
+    own = {k: v for k, v in hp.items() if k not in COMMON}   # the partitioner's keywords
+    split, pool, tasks, tasks_per_client = (hp["split"], hp["pool"], hp["tasks"],
+                                            hp["tasks_per_client"])
+    rng = np.random.default_rng(hp["seed"])
     y = source.y.numpy() if source.y.dim() == 1 else source.y[:, 0].numpy()
     is_test = source.is_test.numpy()
 
     if name == "natural":
-        if cfg:
-            raise UserError(f"partition=natural has no option partition.{next(iter(cfg))}; its "
-                            "options are: seed, split, fractions, order, compact_labels, pool, "
-                            "tasks, tasks_per_client, max_per_client")
         if source.owner is None:
             raise UserError("partition=natural needs a naturally federated dataset "
                             "(synthetic, femnist, shakespeare, adult); use partition=iid/shards/dirichlet")
@@ -178,9 +182,7 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
             raise UserError(f"num_clients=null (the dataset's own clients) needs "
                             f"partition=natural; partition={name} needs a number of clients, "
                             "e.g. num_clients=100")
-        fn = _partition.get(name)
-        _check_keys(f"partition={name}", fn, cfg, "partition")
-        assign = lambda idx: [idx[p] for p in fn(y[idx], num_clients, rng, **cfg)]  # noqa: E731
+        assign = lambda idx: [idx[p] for p in fn(y[idx], num_clients, rng, **own)]  # noqa: E731
 
     if split == "dataset":
         train_idx = np.flatnonzero(~is_test)
@@ -189,23 +191,13 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
         test = assign(test_idx) if name == "natural" or len(test_idx) == 0 else \
             _test_like_train(train, y, test_idx, rng, train_idx)
         val = None
-    elif split == "pooled":
-        if len(fractions) != 3 or abs(sum(fractions) - 1) > 1e-6 or min(fractions) < 0:
-            raise UserError(f"partition.fractions={list(fractions)} must be three non-negative "
-                            "numbers (train, val, test) summing to 1")
-        if sorted(order) != sorted(_partition.SPLITS):
-            raise UserError(f"partition.order={list(order)} must list train, val and test once "
-                            "each (the order in which each client's shuffled samples are cut)")
-        if pool not in ("all", "train"):
-            raise UserError(f"partition.pool={pool!r} is not valid: choose all (pool the "
-                            "dataset's train and test samples) or train (its train split only)")
+    else:                                    # pooled (the declaration allows no other)
         parts = assign(np.arange(len(y)) if pool == "all" else np.flatnonzero(~is_test))
-        train, val, test = _partition.split_fractions(parts, fractions, rng, order)
-    else:
-        raise UserError(f"partition.split={split!r} is not valid: choose dataset or pooled")
+        train, val, test = _partition.split_fractions(parts, tuple(hp["fractions"]), rng,
+                                                      tuple(hp["order"]))
 
-    if max_per_client is not None:
-        train = _cap(train, max_per_client, rng)
+    if hp["max_per_client"] is not None:
+        train = _cap(train, hp["max_per_client"], rng)
     empty = [k for k, p in enumerate(train) if len(p) == 0]
     if empty:
         raise UserError(
@@ -221,7 +213,7 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
         raise UserError(f"partition.tasks / partition.tasks_per_client need multi-task data; "
                         f"data={source.task} has one objective, so leave them at all / null")
     x, y_all, num_classes = source.x, source.y, source.num_classes
-    if compact:
+    if hp["compact_labels"]:
         x, y_all, num_classes, (train, val, test) = _compact(x, y_all, (train, val, test))
     return FederatedData(
         x=x, y=y_all,
@@ -236,8 +228,6 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
 
 def _cap(train: list[np.ndarray], n, rng: np.random.Generator) -> list[np.ndarray]:
     """Keep a random ``n`` of each client's training samples (FMGDA's 256 per client)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise UserError(f"partition.max_per_client={n!r} must be a positive integer or null")
     return [np.sort(rng.choice(p, n, replace=False)) if len(p) > n else p for p in train]
 
 

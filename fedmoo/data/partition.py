@@ -1,7 +1,10 @@
 """Client partitions of a dataset.
 
 A partitioner maps the labels of a sample pool to one index array per client. Partitions are
-seeded by ``partition.seed`` (separate from the training seed) and saved with the run.
+seeded by ``partition.seed`` (separate from the training seed) and saved with the run. A
+partitioner's own keys are keyword-only, with no defaults: their defaults, types and ranges are
+declared once in fedmoo.hparams.partition (``fedmoo.data.federate`` resolves them), so the checks
+here are only those that need the labels or the number of clients.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from fedmoo.errors import UserError
+from fedmoo.hparams.partition import SPLITS
 
 Partitioner = Callable[..., list[np.ndarray]]
 _PARTITIONERS: dict[str, Partitioner] = {}
@@ -53,16 +57,16 @@ def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[
 
 
 @partitioner("shards")
-def shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator,
-           shards_per_client: int = 2, num_shards: int | None = None) -> list[np.ndarray]:
+def shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
+           shards_per_client: int, num_shards: int | None) -> list[np.ndarray]:
     """McMahan et al.'s pathological split: sort by label, cut ``num_shards`` equal contiguous
     shards (default ``num_clients * shards_per_client``), give each client ``shards_per_client``
     distinct random shards. Samples beyond ``num_shards * shard_size`` are left out. A shard
     holds one label when class sizes are multiples of the shard size (CIFAR-10, FMNIST)."""
-    spc = int(shards_per_client)
+    spc = shards_per_client
     need = num_clients * spc
-    total = need if num_shards is None else int(num_shards)
-    if spc < 1 or total < need:
+    total = need if num_shards is None else num_shards
+    if total < need:
         raise UserError(
             f"partition.num_shards={total} is fewer than num_clients x shards_per_client = "
             f"{num_clients} x {spc}; raise num_shards or lower shards_per_client"
@@ -78,8 +82,8 @@ def shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator,
 
 
 @partitioner("dirichlet")
-def dirichlet(labels: np.ndarray, num_clients: int, rng: np.random.Generator, beta: float = 0.5,
-              min_size: int = 10, max_tries: int = 1000) -> list[np.ndarray]:
+def dirichlet(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, beta: float,
+              min_size: int, max_tries: int) -> list[np.ndarray]:
     """Label skew by Dirichlet(beta) proportions per class (NIID-Bench's ``noniid-labeldir``).
 
     For each class, its shuffled samples are cut among the clients with proportions drawn from
@@ -88,19 +92,17 @@ def dirichlet(labels: np.ndarray, num_clients: int, rng: np.random.Generator, be
     Smaller ``beta`` = stronger label skew.
     """
     n = len(labels)
-    if not 0 < beta < float("inf"):       # NaN too
-        raise UserError(f"partition.beta={beta} must be a positive number (e.g. 0.5 or 0.05)")
     if min_size * num_clients > n:
         raise UserError(f"partition.min_size={min_size} x num_clients={num_clients} exceeds the "
                         f"{n} samples; lower min_size or num_clients")
     classes = np.unique(labels)
-    for _ in range(int(max_tries)):
+    for _ in range(max_tries):
         parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
         sizes = np.zeros(num_clients, dtype=np.int64)
         for c in classes:
             idx = rng.permutation(np.flatnonzero(labels == c))
             open_ = sizes < n / num_clients
-            p = rng.dirichlet(np.full(num_clients, float(beta))) * open_
+            p = rng.dirichlet(np.full(num_clients, beta)) * open_
             p = p / p.sum() if p.sum() > 0 else open_ / open_.sum()
             cuts = (np.cumsum(p) * len(idx)).astype(int)[:-1]
             for k, chunk in enumerate(np.split(idx, cuts)):
@@ -114,11 +116,11 @@ def dirichlet(labels: np.ndarray, num_clients: int, rng: np.random.Generator, be
 
 
 @partitioner("one_class_per_client")
-def one_class_per_client(labels: np.ndarray, num_clients: int, rng: np.random.Generator,
-                         classes: list[int] | None = None) -> list[np.ndarray]:
+def one_class_per_client(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
+                         classes: list[int] | None) -> list[np.ndarray]:
     """Client k holds every sample of ``classes[k]`` (default: class k); other classes are unused.
     FedFV Table 3 / AdaFed Table 7: classes [0, 2, 6] of Fashion-MNIST (T-shirt, pullover, shirt)."""
-    cls = list(range(num_clients)) if classes is None else [int(c) for c in classes]
+    cls = list(range(num_clients)) if classes is None else list(classes)
     if len(cls) != num_clients:
         raise UserError(f"partition.classes has {len(cls)} classes but num_clients={num_clients}; "
                         f"set num_clients={len(cls)}")
@@ -126,17 +128,13 @@ def one_class_per_client(labels: np.ndarray, num_clients: int, rng: np.random.Ge
 
 
 @partitioner("femnist_skewed")
-def femnist_skewed(labels: np.ndarray, num_clients: int, rng: np.random.Generator,
-                   classes: list[int] | None = None,
-                   classes_per_client: int = 5) -> list[np.ndarray]:
+def femnist_skewed(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
+                   classes: list[int] | None, classes_per_client: int) -> list[np.ndarray]:
     """FedProx-style skew: client k holds classes ``classes[(k + j) % C]`` for
     ``j < classes_per_client``; each class's shuffled samples are split evenly among its clients.
     Default classes 36..45 = lower-case a..j of the 62 FEMNIST / EMNIST-byclass classes."""
-    cls = list(range(36, 46)) if classes is None else [int(c) for c in classes]
-    per = int(classes_per_client)
-    if not 1 <= per <= len(cls):
-        raise UserError(f"partition.classes_per_client={per} must be between 1 and the "
-                        f"{len(cls)} classes")
+    cls = list(range(36, 46)) if classes is None else list(classes)
+    per = classes_per_client             # 1..len(cls): fedmoo.hparams.partition checks it
     owners: dict[int, list[int]] = {c: [] for c in range(len(cls))}
     for k in range(num_clients):
         for j in range(per):
@@ -149,12 +147,9 @@ def femnist_skewed(labels: np.ndarray, num_clients: int, rng: np.random.Generato
     return [np.sort(np.concatenate(q)) for q in parts]
 
 
-SPLITS = ("train", "val", "test")
-
-
 def split_fractions(parts: list[np.ndarray], fractions: tuple[float, float, float],
                     rng: np.random.Generator,
-                    order: tuple[str, ...] = SPLITS) -> tuple[list[np.ndarray], ...]:
+                    order: tuple[str, ...]) -> tuple[list[np.ndarray], ...]:
     """Shuffle each client's samples and cut them into train / val / test by fractions.
 
     ``fractions`` are the (train, val, test) shares; ``order`` is the order in which the pieces
@@ -181,14 +176,12 @@ def objective_indicator(tasks, tasks_per_client, num_clients: int, task_names: l
     ``tasks``: ``all`` (every client holds every task) or one list per client of task indices or
     task names. ``tasks_per_client``: n draws n distinct tasks per client uniformly with the
     partition generator (after the samples are assigned, so it does not change the partition).
+    The declaration (fedmoo.hparams.partition) refuses both set, and a count below 1.
     """
     s = len(task_names)
     if tasks_per_client is not None:
         n = tasks_per_client
-        if tasks != "all":
-            raise UserError("partition.tasks and partition.tasks_per_client are both set; keep "
-                            "one (tasks=all with tasks_per_client=n, or explicit lists)")
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= s:
+        if n > s:
             raise UserError(f"partition.tasks_per_client={n!r} must be an integer in [1, {s}] "
                             f"(this data has {s} tasks)")
         a = np.zeros((num_clients, s), dtype=bool)

@@ -8,7 +8,8 @@ against them before torch is imported and before any directory is made. ``declar
 as ``hparams/<group>/<slug>``, the schema an option's YAML file starts from (its defaults list
 names it, ``- /hparams/algo/fedmgda@_here_``), so the YAML holds only what differs and Hydra
 refuses a value of the wrong type or a key the component does not have while composing.
-``check`` refuses the rest (ranges, choices); ``resolve`` gives a component built from Python
+``check`` refuses the rest (ranges, choices, and what a declaration's ``refuse(values)``
+static method says of its keys together: partition.fractions summing to 1); ``resolve`` gives a component built from Python
 its declared defaults, checked the same way.
 
 A plugin declares its components' hyperparameters the same way in ``<package>/hparams.py``,
@@ -60,6 +61,7 @@ def declare(group: str, slug: str, params: type, **defaults: Any) -> type:
             new = dataclasses.field(default=f.default, metadata=f.metadata)
         fields.append((f.name, hints[f.name], new))
     node = dataclasses.make_dataclass(f"{params.__name__}_{slug}", fields)
+    node.refuse = getattr(params, "refuse", None)   # what the knobs' rules cannot say
     node.__doc__ = params.__doc__
     node.__module__ = params.__module__
     _DECLARED[(group, slug)] = node
@@ -128,7 +130,9 @@ def knob_of(node: Any, key: str) -> Knob | None:
 def check(group: str, section: dict[str, Any]) -> None:
     """Refuse (UserError, one line) a section ``{name: slug, <knob>: value, ...}`` that its
     component's declaration does not allow: a key it does not declare, or a value outside a
-    knob's type, range or choices. A component that declares nothing takes no keys."""
+    knob's type, range or choices, or keys that do not go together (the line the declaration's
+    ``refuse(values)`` returns, given every key). A component that declares nothing takes no
+    keys."""
     slug = section.get("name")
     if not isinstance(slug, str):
         return
@@ -143,6 +147,10 @@ def check(group: str, section: dict[str, Any]) -> None:
             msg = refusal(ks[key], value)
             if msg:
                 raise UserError(msg + f" (for {group}={slug})")
+    whole = getattr(declared(group, slug), "refuse", None)   # keys checked together
+    msg = whole and whole({**{key: k.default for key, k in ks.items()}, **section})
+    if msg:
+        raise UserError(msg + f" (for {group}={slug})")
 
 
 def resolve(group: str, slug: str, given: dict[str, Any]) -> dict[str, Any]:

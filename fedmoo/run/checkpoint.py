@@ -31,9 +31,11 @@ FILENAME = "checkpoint.pt"
 # resume (a preempted job may come back on another node, with another data path).
 VOLATILE_KEYS = ("progress", "traceback", "resume", "checkpoint_every", "device", "data_dir", "threads",
                  "logger", "deterministic")
-# Keys added to the config after runs were checkpointed without them, with the value such a run
-# ran with: a checkpoint that lacks one is compared as if it held that value.
-ADDED_KEYS = {"tf32": False}
+# Keys (dotted) added to the config after runs were checkpointed without them, with the value such
+# a run ran with: a checkpoint that lacks one is compared as if it held that value. The partition
+# keys came with their declaration (fedmoo.hparams.partition), which every partition's config holds.
+ADDED_KEYS = {"tf32": False, "partition.tasks": "all", "partition.tasks_per_client": None,
+              "partition.max_per_client": None}
 
 
 def run_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +45,7 @@ def run_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def config_diff(old: dict[str, Any], new: dict[str, Any], limit: int = 3) -> str:
     """``key: old -> new`` for the first ``limit`` dotted keys that differ (empty if none)."""
-    a, b = flatten({**ADDED_KEYS, **old}), flatten({**ADDED_KEYS, **new})
+    a, b = {**ADDED_KEYS, **flatten(old)}, {**ADDED_KEYS, **flatten(new)}
     keys = [k for k in sorted(set(a) | set(b)) if a.get(k, "<unset>") != b.get(k, "<unset>")]
     parts = [f"{k}: {a.get(k, '<unset>')!r} -> {b.get(k, '<unset>')!r}" for k in keys[:limit]]
     if len(keys) > limit:

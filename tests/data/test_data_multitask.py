@@ -120,8 +120,7 @@ def test_objective_indicator_modes():
     for tasks, per, needle in [([[0]], None, "one list of tasks per client"),
                                ([[0], []], None, r"partition.tasks\[1\] is empty"),
                                ([[0], ["X"]], None, "names task 'X'"),
-                               ("all", 4, "tasks_per_client=4"),
-                               ([[0], [1]], 1, "both set")]:
+                               ("all", 4, "tasks_per_client=4")]:
         with pytest.raises(UserError, match=needle):
             objective_indicator(tasks, per, 2, names, rng)
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from fedmoo.data import federate, partition
+from fedmoo import hparams
+from fedmoo.data import COMMON, federate, partition
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 
@@ -19,9 +20,15 @@ def _rng(seed=0):
     return np.random.default_rng(seed)
 
 
+def _part(name, labels, num_clients, rng, **given):
+    """The partitioner called as federate calls it: its own keys at their declared defaults."""
+    own = {k: v for k, v in hparams.resolve("partition", name, given).items() if k not in COMMON}
+    return partition.get(name)(labels, num_clients, rng, **own)
+
+
 def test_shards_equal_sizes_few_labels_disjoint():
     y = _labels(500)                                   # 5000 samples, like a tiny CIFAR-10
-    parts = partition.get("shards")(y, 100, _rng(), shards_per_client=5, num_shards=500)
+    parts = _part("shards", y, 100, _rng(), shards_per_client=5, num_shards=500)
     assert {len(p) for p in parts} == {50}             # 500 shards of 10, 5 each
     assert max(len(np.unique(y[p])) for p in parts) <= 5
     allidx = np.concatenate(parts)
@@ -30,19 +37,19 @@ def test_shards_equal_sizes_few_labels_disjoint():
 
 def test_shards_straddle_only_with_uneven_classes_and_more_shards_than_needed():
     y = np.repeat(np.arange(3), [7, 11, 13])
-    parts = partition.get("shards")(y, 4, _rng(), shards_per_client=2, num_shards=10)
+    parts = _part("shards", y, 4, _rng(), shards_per_client=2, num_shards=10)
     assert {len(p) for p in parts} == {6}              # 2 shards of 31 // 10 = 3; 8 of 10 used
     assert max(len(np.unique(y[p])) for p in parts) <= 4
 
 
 def test_shards_errors():
     with pytest.raises(UserError, match="num_shards=10 is fewer"):
-        partition.get("shards")(_labels(), 10, _rng(), shards_per_client=2, num_shards=10)
+        _part("shards", _labels(), 10, _rng(), shards_per_client=2, num_shards=10)
 
 
 def test_dirichlet_seeded_min_size_and_skew_grows_as_beta_falls():
     y = _labels(200)
-    d = partition.get("dirichlet")
+    d = lambda *a, **kw: _part("dirichlet", *a, **kw)  # noqa: E731
     a = d(y, 20, _rng(3), beta=0.5, min_size=10)
     b = d(y, 20, _rng(3), beta=0.5, min_size=10)
     assert all(np.array_equal(p, q) for p, q in zip(a, b))
@@ -63,21 +70,21 @@ def test_dirichlet_seeded_min_size_and_skew_grows_as_beta_falls():
 
 def test_dirichlet_impossible_minimum_is_a_user_error():
     with pytest.raises(UserError, match="min_size=50"):
-        partition.get("dirichlet")(_labels(10), 5, _rng(), min_size=50)
+        _part("dirichlet", _labels(10), 5, _rng(), min_size=50)
 
 
 def test_one_class_per_client_one_label_each():
     y = _labels(7)
-    parts = partition.get("one_class_per_client")(y, 3, _rng(), classes=[0, 2, 6])
+    parts = _part("one_class_per_client", y, 3, _rng(), classes=[0, 2, 6])
     assert [np.unique(y[p]).tolist() for p in parts] == [[0], [2], [6]]
     assert [len(p) for p in parts] == [7, 7, 7]
     with pytest.raises(UserError, match="set num_clients=3"):
-        partition.get("one_class_per_client")(y, 4, _rng(), classes=[0, 2, 6])
+        _part("one_class_per_client", y, 4, _rng(), classes=[0, 2, 6])
 
 
 def test_femnist_skewed_five_letters_per_device():
     y = np.repeat(np.arange(62), 100)
-    parts = partition.get("femnist_skewed")(y, 100, _rng(), classes_per_client=5)
+    parts = _part("femnist_skewed", y, 100, _rng(), classes_per_client=5)
     for k, p in enumerate(parts):
         assert np.unique(y[p]).tolist() == sorted(36 + (k + j) % 10 for j in range(5))
     allidx = np.concatenate(parts)
@@ -113,7 +120,8 @@ def test_fedfv_fmnist_recipe_pooled_compact_train_test_val():
 def test_dataset_split_drops_test_classes_nobody_trains_on():
     y = np.concatenate([np.repeat(np.arange(4), 3), np.repeat(np.arange(4), 2)])
     is_test = np.arange(len(y)) >= 12
-    cfg = {"name": "one_class_per_client", "classes": [1, 3], "split": "dataset"}
+    cfg = {"name": "one_class_per_client", "classes": [1, 3], "split": "dataset",
+           "compact_labels": False}   # its declared default is true
     fed = federate(_source(y, is_test), cfg, 2)
     assert [fed.y[fed.test.of(k)].tolist() for k in range(2)] == [[1, 1], [3, 3]]
 
@@ -130,6 +138,7 @@ def test_pool_train_leaves_the_dataset_test_split_out():
 
 
 def test_unknown_partition_option_names_the_allowed_ones():
-    with pytest.raises(UserError, match="no option partition.shards_per_clent.*shards_per_client"):
+    with pytest.raises(UserError, match=r"^partition.shards_per_clent is not a hyperparameter of "
+                       r"partition=shards; valid keys: .*shards_per_client"):
         federate(_source(_labels(2), np.zeros(20, bool)),
                  {"name": "shards", "shards_per_clent": 2}, 2)

@@ -83,7 +83,7 @@ def test_natural_partition_rejects_unknown_keys():
     from fedmoo.errors import UserError
 
     src = data.load_source({"name": "synthetic", "num_users": 4, "max_samples": 60}, ".")
-    with pytest.raises(UserError, match=r"^partition=natural has no option partition.foo; "):
+    with pytest.raises(UserError, match=r"^partition.foo is not a hyperparameter of partition=natural; "):
         data.federate(src, {"name": "natural", "foo": 1}, 4)
 
 

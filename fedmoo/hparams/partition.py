@@ -1,0 +1,125 @@
+"""The partitions' hyperparameters (``partition.*``): the keys every partition takes
+(``Partition``: the partition seed, the train / val / test split, the labels, the multi-task
+indicator, a cap per client), and each partitioner's own in a dataclass that extends it. The
+partitioners' docstrings (fedmoo.data.partition) say what each knob does; ``fedmoo.data.federate``
+reads the common keys. A plugin's partition declares a dataclass that extends ``Partition``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from fedmoo.hparams import declare
+from fedmoo.knobs import knob
+
+SPLITS = ("train", "val", "test")
+SEED_LIMIT = 2**63
+
+
+@dataclass
+class Partition:
+    """The keys of every partition."""
+
+    seed: int = knob(0, "partition seed (separate from the training seed)", lo=0,
+                     hi=SEED_LIMIT, hi_open=True, what="a non-negative integer below 2**63")
+    split: str = knob("dataset", "dataset = keep the dataset's own test split (natural: each "
+                      "client's own train/test) | pooled = re-split by fractions",
+                      choices=("dataset", "pooled"))
+    fractions: Any = knob([0.8, 0.1, 0.1], "train / val / test shares when split=pooled",
+                          kind=float, lo=0.0, many=True,
+                          what="three non-negative numbers (train, val, test) summing to 1")
+    order: Any = knob(list(SPLITS), "order in which each client's shuffled samples are cut "
+                      "(split=pooled)", kind=str, choices=SPLITS, many=True,
+                      what="a list of train, val and test, each once")
+    pool: str = knob("all", "split=pooled: all = dataset's train+test samples | train = train "
+                     "split only", choices=("all", "train"))
+    compact_labels: bool = knob(False, "renumber the labels the clients use to 0..C'-1 (drops "
+                                "unused samples)")
+    tasks: Optional[Any] = knob("all", "multi-task data: all (every client holds every task) or one list "
+                      "of task indices or names per client")
+    tasks_per_client: Optional[int] = knob(None, "multi-task data: n = each client holds n "
+                                           "random tasks (partition seed)", lo=1)
+    max_per_client: Optional[int] = knob(None, "keep at most this many training samples per "
+                                         "client (FMGDA Fig. 1: 256)", lo=1)
+
+    @staticmethod
+    def refuse(values: dict[str, Any]) -> str | None:
+        """What the knobs' rules cannot say about a section: the line that refuses it, or None.
+        ``values``: every key of the section (defaults filled in)."""
+        fractions, order = values["fractions"], values["order"]
+        if not isinstance(fractions, (list, tuple)) or len(fractions) != 3 \
+                or abs(sum(fractions) - 1) > 1e-6:
+            return (f"partition.fractions={fractions!r} must be three non-negative numbers "
+                    "(train, val, test) summing to 1; e.g. partition.fractions=[0.8,0.1,0.1]")
+        if not isinstance(order, (list, tuple)) or sorted(order) != sorted(SPLITS):
+            return (f"partition.order={order!r} must list train, val and test once each (the "
+                    "order in which each client's shuffled samples are cut); e.g. "
+                    "partition.order=[train,val,test]")
+        tasks = values["tasks"]
+        if tasks is not None and tasks != "all" and not isinstance(tasks, (list, tuple)):
+            return (f"partition.tasks={tasks!r} must be all or one list of tasks per client; "
+                    "e.g. partition.tasks=all")
+        if values["tasks_per_client"] is not None and tasks not in ("all", None):
+            return ("partition.tasks and partition.tasks_per_client are both set; keep one "
+                    "(tasks=all with tasks_per_client=n, or explicit lists)")
+        return None
+
+
+def _bad_classes(classes: Any) -> str | None:
+    if classes is not None and (not isinstance(classes, (list, tuple)) or any(
+            isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in classes)):
+        return (f"partition.classes={classes!r} must be a list of class indices (non-negative "
+                "integers) or null; e.g. partition.classes=[0,2,6]")
+    return None
+
+
+@dataclass
+class Shards(Partition):
+    shards_per_client: int = knob(2, "label shards each client gets", lo=1)
+    num_shards: Optional[int] = knob(None, "equal shards the label-sorted pool is cut into; "
+                                     "null = num_clients x shards_per_client", lo=1)
+
+
+@dataclass
+class Dirichlet(Partition):
+    beta: float = knob(0.5, "Dirichlet concentration: smaller = more skewed (AdaFed: 0.5 and "
+                       "0.05)", lo=0.0, lo_open=True)
+    min_size: int = knob(10, "redraw until every client holds at least this many samples",
+                         lo=0)
+    max_tries: int = knob(1000, "draws before giving up on min_size", lo=1)
+
+
+@dataclass
+class OneClassPerClient(Partition):
+    classes: Optional[Any] = knob(None, "client k holds every sample of classes[k] (a list of "
+                                  "class indices); null = class k for client k")
+
+    @staticmethod
+    def refuse(values: dict[str, Any]) -> str | None:
+        return Partition.refuse(values) or _bad_classes(values["classes"])
+
+
+@dataclass
+class FemnistSkewed(Partition):
+    classes: Optional[Any] = knob(None, "the classes dealt out (a list of class indices); null = "
+                                  "36..45, the letters a..j of the 62 FEMNIST / EMNIST classes")
+    classes_per_client: int = knob(5, "classes each client holds (consecutive, wrapping)", lo=1)
+
+    @staticmethod
+    def refuse(values: dict[str, Any]) -> str | None:
+        msg = Partition.refuse(values) or _bad_classes(values["classes"])
+        if msg:
+            return msg
+        n = 10 if values["classes"] is None else len(values["classes"])
+        if values["classes_per_client"] > n:
+            return (f"partition.classes_per_client={values['classes_per_client']} must be "
+                    f"between 1 and the {n} classes")
+        return None
+
+
+declare("partition", "iid", Partition)
+declare("partition", "natural", Partition)
+declare("partition", "shards", Shards)
+declare("partition", "dirichlet", Dirichlet)
+declare("partition", "one_class_per_client", OneClassPerClient, compact_labels=True)
+declare("partition", "femnist_skewed", FemnistSkewed, compact_labels=True)
