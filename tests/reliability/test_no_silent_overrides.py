@@ -25,7 +25,7 @@ CASES = [
     pytest.param(["partition.split=pooled", "partition.fractions=[0.8,nan,0.1]"],
                  ["partition.fractions=[0.8, nan, 0.1] must be three non-negative numbers"],
                  id="list-nan"),
-    pytest.param(["algo=qfedavg", "algo.q=inf"], ["algo.q=inf is not a finite number"],
+    pytest.param(["algo=qfedavg", "algo.q=inf"], ["algo.q=inf must be a number in [0.0, inf)"],
                  id="hparam-inf"),
     pytest.param(["data.alpha=-inf"], ["data.alpha=-inf is not a finite number"], id="data-inf"),
 ]
