@@ -35,7 +35,7 @@ SECTIONS = ("data", "partition", "model", "client", "algo")   # every run needs 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 LOGGERS = ("none", "tensorboard", "mlflow", "wandb")
 ENGINES = ("auto", "sequential", "batched")
-DECLARED = ("algo",)     # the groups whose components declare their hyperparameters
+DECLARED = ("algo", "data")   # the groups whose components declare their hyperparameters
 
 
 @dataclass

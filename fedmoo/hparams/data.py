@@ -7,7 +7,7 @@ the override checks show; docs/datasets.md says more."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import List, Optional
 
 from fedmoo.hparams import declare
@@ -26,6 +26,9 @@ class Dataset:
 
     input_shape: List[int] = knob([], "shape of one sample; fixed by the dataset")
     num_classes: int = knob(1, "classes (outputs per task); fixed by the dataset", lo=1)
+
+
+DESCRIBED = tuple(f.name for f in fields(Dataset))    # not the loader's settings
 
 
 @dataclass
