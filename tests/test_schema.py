@@ -120,6 +120,7 @@ def test_the_check_imports_neither_torch_nor_the_run():
     (["algo=fedmgda_plus", "algo.eta=abc"], "algo.eta='abc' must be a number in (0.0, inf)"),
     (["algo=fedfv", "algo.order=lost"], "algo.order='lost' must be one of: loss, random"),
     (["-m", "algo=fedprox", "algo.mu=0.1,-1"], "algo.mu=-1.0 must be a number in [0.0, inf)"),
+    (["data=cifar10", "data.normalize=z"], "data.normalize='z' must be one of: unit, standard, pixel_zscore"), (["+data.bogus=1"], "data.bogus is not a hyperparameter of data=synthetic; valid keys: input_shape, num_classes, num_users"),
 ])
 def test_a_bad_value_is_one_line_and_leaves_nothing(tmp_path, args, needle):
     r = run_cli(["run", *args], tmp_path)
