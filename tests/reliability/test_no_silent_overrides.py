@@ -26,7 +26,8 @@ CASES = [
                  ["partition.fractions[1]=nan is not a finite number"], id="list-nan"),
     pytest.param(["algo=qfedavg", "algo.q=inf"], ["algo.q=inf is not a finite number"],
                  id="hparam-inf"),
-    pytest.param(["data.alpha=-inf"], ["data.alpha=-inf is not a finite number"], id="data-inf"),
+    pytest.param(["data.alpha=-inf"], ["data.alpha=-inf must be a number in [0.0, inf)"],
+                 id="data-inf"),
 ]
 
 
