@@ -274,11 +274,10 @@ def check_types(cfg: dict) -> None:
     for group in (*SECTIONS, "attack"):
         node = cfg.get(group)
         name = node.get("name") if isinstance(node, dict) else None
-        if group == "client" or not isinstance(name, str) or "/" in name or ".." in name:
+        if group == "client" or group in DECLARED or not isinstance(name, str) or "/" in name \
+                or ".." in name:          # a declared group's values are checked by hparams.check
             continue
         default = _shipped(CONF_DIR / group / f"{name}.yaml")
-        if isinstance(default.get(group), dict):   # a `@package _global_` file
-            default = default[group]
         prefix = f"{group}."
         for key, ref in default.items():
             if key not in node or key == "defaults":

@@ -93,3 +93,11 @@ def test_emnist_splits_are_the_loaders():
     from fedmoo.data.mnist import EMNIST_NUM_CLASSES
 
     assert set(EMNIST_SPLITS) == set(EMNIST_NUM_CLASSES)
+
+
+def test_old_results_get_the_declared_defaults():
+    from fedmoo.report.defaults import MISSING, default
+
+    assert default("data.normalize", {"data.name": "fmnist"}) == "pixel_zscore"
+    assert default("data.verify", {"data.name": "cifar100"}) is False
+    assert default("data.num_users", {"data.name": "synthetic"}) is MISSING   # ${num_clients}
