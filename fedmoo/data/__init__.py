@@ -43,7 +43,6 @@ SOURCES: dict[str, Any] = {
 }
 
 
-
 def register_source(name: str, loader) -> None:
     """Add a data source (a plugin's): ``loader(data_dir, **settings) -> Source``, its settings
     declared under ``name`` in the plugin's ``hparams.py`` (docs/plugins.md); a source that
