@@ -18,7 +18,6 @@ Hydra when it is called).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,6 @@ SECTIONS = ("data", "partition", "model", "client", "algo")   # every run needs 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 LOGGERS = ("none", "tensorboard", "mlflow", "wandb")
 ENGINES = ("auto", "sequential", "batched")
-DECLARED = ("algo", "attack", "model", "partition")   # the groups whose components declare their hyperparameters
 
 
 @dataclass
@@ -174,10 +172,9 @@ def refusal(key: str, value: Any) -> str | None:
 def check(cfg: dict[str, Any]) -> None:
     """Refuse (``UserError``, one line naming the key) a config a run cannot use: a missing
     section, a knob outside what the schema allows, more clients per round than clients,
-    a seed outside [0, 2**63) or a number that is not finite at any depth, and a value of
-    another kind than the shipped default of the chosen group option. Keys the schema does not
-    declare are left to the component that reads them. Partial configs are checked as far as
-    they go (a missing knob has its default)."""
+    a seed outside [0, 2**63) or a number that is not finite at any depth, and a component's
+    key or value that its declaration (fedmoo.hparams) does not allow. Partial configs are
+    checked as far as they go (a missing knob has its default)."""
     missing = [s for s in SECTIONS if not isinstance(cfg.get(s), dict) or not cfg[s]]
     if missing:
         raise UserError(f"the config has no {missing[0]} section (removed with ~{missing[0]}?); "
@@ -187,11 +184,10 @@ def check(cfg: dict[str, Any]) -> None:
     n, per_round = cfg.get("num_clients"), cfg.get("clients_per_round")
     if isinstance(n, int) and isinstance(per_round, int):
         cohort_size(n, per_round)
-    for group in DECLARED:
+    for group in hparams.GROUPS:     # each component's own keys, by its declaration
         if isinstance(cfg.get(group), dict):
             hparams.check(group, cfg[group])
     check_finite(cfg)   # after the knobs, whose messages say more
-    check_types(cfg)
 
 
 def check_knobs(cfg: dict[str, Any]) -> None:
@@ -247,44 +243,6 @@ def check_finite(node: Any, path: str = "") -> None:
             raise UserError(f"{where}={value} is not a finite number; give it a number "
                             "(`fedmoo run --cfg job` shows the defaults)")
         check_finite(value, where)
-
-
-@functools.lru_cache(maxsize=None)
-def _shipped(path: Path) -> dict:
-    """A shipped YAML file of fedmoo's conf (read once per process: a sweep checks each job)."""
-    import yaml
-
-    try:
-        out = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return {}
-    return out if isinstance(out, dict) else {}
-
-
-def check_types(cfg: dict) -> None:
-    """A group's value must have the kind of its shipped default: where fedmoo's own YAML for
-    the chosen option (conf/<group>/<name>.yaml) has a boolean, the value must be true or false
-    (``maybe`` is not read as true); where it has a number, the value must not be text. (The
-    knobs' kinds are declared above, and so are the keys of the groups in ``DECLARED``.)"""
-    for group in SECTIONS:
-        node = cfg.get(group)
-        name = node.get("name") if isinstance(node, dict) else None
-        if group == "client" or group in DECLARED or not isinstance(name, str) or "/" in name \
-                or ".." in name:
-            continue
-        default = _shipped(CONF_DIR / group / f"{name}.yaml")
-        if isinstance(default.get(group), dict):   # a `@package _global_` file
-            default = default[group]
-        prefix = f"{group}."
-        for key, ref in default.items():
-            if key not in node or key == "defaults":
-                continue
-            value = node[key]
-            if isinstance(ref, bool) and not isinstance(value, bool):
-                raise UserError(f"{prefix}{key}={value!r} must be true or false")
-            if (isinstance(ref, (int, float)) and not isinstance(ref, bool)
-                    and isinstance(value, str)):
-                raise UserError(f"{prefix}{key}={value!r} must be a number; e.g. {prefix}{key}={ref}")
 
 
 def cohort(cfg: dict[str, Any]) -> tuple[int | None, int | None]:

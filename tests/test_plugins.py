@@ -136,3 +136,20 @@ def test_a_plugin_imported_in_python_counts_for_fedmoo_api_run(tmp_path):
     assert r.stdout.strip().splitlines()[-1] == "completed"
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["algo"] == "lossavg" and summary["hparams"] == {"power": 2, "eta": 1.0}
+
+
+def test_a_plugin_data_source_declares_its_settings(with_plugin):
+    r = with_plugin("run", "data=blobs", "data.spread=0.5", "rounds=1", "progress=false",
+                    "hydra.run.dir=b")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((with_plugin.cwd / "b" / "summary.json").read_text())
+    assert summary["config"]["data"] == {"name": "blobs", "input_shape": [2], "num_classes": 3,
+                                         "samples": 100, "spread": 0.5, "seed": 0}
+    for bad, needle in (("data.spread=0", "data.spread=0.0 must be a number in (0.0, inf)"),
+                        ("+data.bogus=1", "data.bogus is not a hyperparameter of data=blobs; "
+                                          "valid keys: input_shape, num_classes, samples")):
+        r = with_plugin("run", "data=blobs", bad, "hydra.run.dir=bad")
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1, r.stderr
+        assert lines[0].startswith(f"fedmoo: error: {needle}"), r.stderr
+        assert not (with_plugin.cwd / "bad").exists()

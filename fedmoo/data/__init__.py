@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
-import inspect
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +19,10 @@ from fedmoo.data.checks import check_finite_samples, check_labels
 from fedmoo.data.federated import MULTITASK, ClientSplit, FederatedData, Source
 from fedmoo.errors import UserError
 from fedmoo.hparams.partition import Partition
+from fedmoo.hparams.data import DESCRIBED
 
-# data slug -> "module:function" returning a Source; the function takes data_dir and the
-# data config's loader keys.
+# data slug -> "module:function" returning a Source; the function takes data_dir and, as
+# keywords, the loader's settings declared under the same slug (fedmoo/hparams/data.py), resolved.
 SOURCES: dict[str, Any] = {
     "synthetic": "fedmoo.data.synthetic:load",
     "digits": "fedmoo.data.digits:load",
@@ -46,12 +46,11 @@ SOURCES: dict[str, Any] = {
 # The keys every partition takes (fedmoo.data.federate reads them; the rest go to the partitioner)
 COMMON = tuple(f.name for f in dataclasses.fields(Partition))
 
-# Keys of a data config that describe the dataset rather than configure its loader.
-META_KEYS = {"name", "input_shape", "num_classes", "task", "description"}
-
 
 def register_source(name: str, loader) -> None:
-    """Add a data source (a plugin's): ``loader(data_dir, **data config keys) -> Source``."""
+    """Add a data source (a plugin's): ``loader(data_dir, **settings) -> Source``, its settings
+    declared under ``name`` in the plugin's ``hparams.py`` (docs/plugins.md); a source that
+    declares nothing takes no keys."""
     if name in SOURCES:
         raise RuntimeError(f"data source {name!r} is registered twice")
     SOURCES[name] = loader
@@ -98,9 +97,9 @@ def _load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
     if isinstance(loader, str):
         module, fn = loader.split(":")
         loader = getattr(importlib.import_module(module), fn)
-    kwargs = {k: v for k, v in data_cfg.items() if k not in META_KEYS}
-    _check_keys(f"data={name}", loader, kwargs, "data")
-    src = loader(Path(data_dir), **kwargs)
+    given = {k: v for k, v in data_cfg.items() if k not in hparams.NOTES}
+    settings = hparams.resolve("data", name, given)
+    src = loader(Path(data_dir), **{k: v for k, v in settings.items() if k not in DESCRIBED})
     check_described(name, data_cfg, src)
     check_finite_samples(src.x, src.y, f"data={name}",
                          "its files are damaged or hold missing values; re-download or "
@@ -112,11 +111,10 @@ def _load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
 
 
 def check_described(name: str, data_cfg: dict[str, Any], src: Source) -> None:
-    """The keys that describe a dataset (``input_shape``, ``num_classes``, ``task``) must say
-    what its samples are: the loader fixes them, so another value would change nothing but the
-    record of the run (summary.json would claim a run that never happened)."""
-    actual = {"input_shape": list(src.input_shape), "num_classes": src.num_classes,
-              "task": src.task}
+    """The keys that describe a dataset (``input_shape``, ``num_classes``) must say what its
+    samples are: the loader fixes them, so another value would change nothing but the record of
+    the run (summary.json would claim a run that never happened)."""
+    actual = {"input_shape": list(src.input_shape), "num_classes": src.num_classes}
     for key, value in actual.items():
         given = data_cfg.get(key)
         if given is None:
@@ -125,17 +123,6 @@ def check_described(name: str, data_cfg: dict[str, Any], src: Source) -> None:
             raise UserError(f"data.{key}={given!r} does not describe data={name}, whose samples "
                             f"have {key} {value!r}; the dataset fixes it, so remove the override "
                             f"(or set data.{key}={value})".replace("'", ""))
-
-
-def _check_keys(what: str, fn, kwargs: dict[str, Any], prefix: str) -> None:
-    """Reject config keys that ``fn`` does not take, naming the keys it does take."""
-    params = inspect.signature(fn).parameters
-    allowed = [p for p in params if params[p].kind == inspect.Parameter.KEYWORD_ONLY
-               or params[p].default is not inspect.Parameter.empty]
-    unknown = [k for k in kwargs if k not in allowed]
-    if unknown:
-        raise UserError(f"{what} has no option {prefix}.{unknown[0]}; its options are: "
-                        f"{', '.join(allowed) or '(none)'}")
 
 
 def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) -> FederatedData:

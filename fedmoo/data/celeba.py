@@ -96,7 +96,7 @@ def _build(root: Path, target: str, size: int, keep_valid: bool) -> Source:
                   task=task, task_names=names_attr if target == "all" else None)
 
 
-def load(data_dir: Path, target: str = "Smiling", size: int = 64, keep_valid: bool = False) -> Source:
+def load(data_dir: Path, *, target: str, size: int, keep_valid: bool) -> Source:
     root = data_dir / "celeba"
     need = [root / "list_attr_celeba.txt", root / "list_eval_partition.txt"]
     if not all(p.is_file() for p in need) or not (root / "img_align_celeba").is_dir():

@@ -158,8 +158,7 @@ def _batch(path: Path, spec: dict, md5: str | None) -> tuple[np.ndarray, np.ndar
     return data.reshape(-1, 3, 32, 32), y
 
 
-def load(data_dir: Path, name: str, normalize: str = "standard", download: bool = True,
-         verify: bool = False) -> Source:
+def load(data_dir: Path, name: str, normalize: str, download: bool, verify: bool) -> Source:
     spec = DATASETS[name]
     root = data_dir / spec["folder"]
     files = spec["files"]
@@ -191,11 +190,9 @@ def load(data_dir: Path, name: str, normalize: str = "standard", download: bool 
     )
 
 
-def load_cifar10(data_dir: Path, normalize: str = "standard", download: bool = True,
-                 verify: bool = False) -> Source:
+def load_cifar10(data_dir: Path, *, normalize: str, download: bool, verify: bool) -> Source:
     return load(data_dir, "cifar10", normalize, download, verify)
 
 
-def load_cifar100(data_dir: Path, normalize: str = "standard", download: bool = True,
-                  verify: bool = False) -> Source:
+def load_cifar100(data_dir: Path, *, normalize: str, download: bool, verify: bool) -> Source:
     return load(data_dir, "cifar100", normalize, download, verify)

@@ -12,14 +12,11 @@ import numpy as np
 import torch
 
 from fedmoo.data.federated import Source
-from fedmoo.errors import UserError
 
 
-def load(data_dir: Path, test_fraction: float = 0.25, split_seed: int = 0) -> Source:
+def load(data_dir: Path, *, test_fraction: float, split_seed: int) -> Source:
     from sklearn.datasets import load_digits
 
-    if not 0 <= test_fraction < 1:
-        raise UserError(f"data.test_fraction={test_fraction} must be in [0, 1)")
     d = load_digits()
     x = (d.images.astype(np.float32) / 16.0)[:, None]           # [1797, 1, 8, 8]
     y = d.target.astype(np.int64)

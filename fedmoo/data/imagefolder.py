@@ -59,8 +59,7 @@ def _source(items: list[tuple[Path, int, bool]], classes: list[str], normalize: 
                   input_shape=tuple(x.shape[1:]), class_names=classes)
 
 
-def load_cinic10(data_dir: Path, normalize: str = "standard", use_valid: bool = False,
-                 download: bool = True) -> Source:
+def load_cinic10(data_dir: Path, *, normalize: str, use_valid: bool, download: bool) -> Source:
     root = data_dir / "cinic10"
     ensure("cinic10", root, [CINIC_URL], root, download,
            lambda: (root / "train").is_dir() and (root / "test").is_dir())
@@ -73,7 +72,7 @@ def load_cinic10(data_dir: Path, normalize: str = "standard", use_valid: bool = 
                   lambda: _source(items, classes, normalize, SIZES["cinic10"]))
 
 
-def load_tinyimagenet(data_dir: Path, normalize: str = "standard", download: bool = True) -> Source:
+def load_tinyimagenet(data_dir: Path, *, normalize: str, download: bool) -> Source:
     root = data_dir / "tiny-imagenet-200"
     ann = root / "val" / "val_annotations.txt"
     ensure("tinyimagenet", root, [TINY_URL], data_dir, download,

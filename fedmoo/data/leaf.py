@@ -156,15 +156,14 @@ def _encode_shakespeare(x: list[str], y: list[str]) -> tuple[np.ndarray, np.ndar
     return xa, ya
 
 
-def load_femnist(data_dir: Path, root: str = "femnist", users: list[str] | None = None) -> Source:
+def load_femnist(data_dir: Path, *, root: str, users: list[str] | None) -> Source:
     path = data_dir / root
     files = _check("femnist", path)
     return cached(data_dir, "femnist", {"root": root, "users": users}, files,
                   lambda: _federate("femnist", path, users, _encode_femnist))
 
 
-def load_shakespeare(data_dir: Path, root: str = "shakespeare",
-                     users: list[str] | None = None) -> Source:
+def load_shakespeare(data_dir: Path, *, root: str, users: list[str] | None) -> Source:
     path = data_dir / root
     files = _check("shakespeare", path)
     return cached(data_dir, "shakespeare", {"root": root, "users": users}, files,

@@ -27,6 +27,7 @@ from fedmoo.data.checks import check_labels, reason
 from fedmoo.data.download import CHUNK, Resource, ensure
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
+from fedmoo.hparams.data import FMNIST_SYSTEM_DIR
 
 IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 MAX_IDX_BYTES = 1 << 30   # data of one IDX file (EMNIST byclass train images: 547 MB)
@@ -43,7 +44,6 @@ FMNIST_MD5 = {"train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
               "train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
               "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
               "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310"}
-FMNIST_SYSTEM_DIR = "/usr/share/datasets/fashion-mnist"
 EMNIST_ZIP = Resource("https://biometrics.nist.gov/cs_links/EMNIST/gzip.zip",
                       "58c8d27c78d21e728a6bc7b3cc06412e", extract=True)
 
@@ -182,13 +182,13 @@ def _load_family(dataset: str, dirs: list[Path], url: str, md5: dict[str, str],
     return _load_idx_pair(_ensure_idx(dataset, dirs, url, md5, download), 10)
 
 
-def load_mnist_arrays(data_dir: Path, download: bool = True) -> tuple[np.ndarray, ...]:
+def load_mnist_arrays(data_dir: Path, download: bool) -> tuple[np.ndarray, ...]:
     """MNIST as uint8 images ``[70000, 28, 28]``, labels and the test flag."""
     return _load_family("mnist", [data_dir / "MNIST" / "raw"], MNIST_URL, MNIST_MD5, download)
 
 
-def load_fmnist_arrays(data_dir: Path, download: bool = True,
-                       system_dir: str | None = FMNIST_SYSTEM_DIR) -> tuple[np.ndarray, ...]:
+def load_fmnist_arrays(data_dir: Path, download: bool,
+                       system_dir: str | None) -> tuple[np.ndarray, ...]:
     """Fashion-MNIST as uint8 images, labels and the test flag (``data_dir`` or ``system_dir``)."""
     dirs = [data_dir / "FashionMNIST" / "raw"] + ([Path(system_dir)] if system_dir else [])
     return _load_family("fmnist", dirs, FMNIST_URL, FMNIST_MD5, download)
@@ -210,31 +210,30 @@ def _cached_source(dataset: str, data_dir: Path, dirs: list[Path], url: str,
     return src
 
 
-def idx_folder(data_dir: Path, dataset: str,
-               system_dir: str | None = FMNIST_SYSTEM_DIR) -> str | None:
-    """The folder ``load_mnist_arrays`` / ``load_fmnist_arrays`` read (None: files missing)."""
+def idx_folder(data_dir: Path, dataset: str, system_dir: str | None = None) -> str | None:
+    """The folder ``load_mnist_arrays`` / ``load_fmnist_arrays`` read (None: files missing);
+    ``system_dir``: the Fashion-MNIST folder ``data.system_dir`` names."""
     dirs = [data_dir / "MNIST" / "raw"] if dataset == "mnist" else \
         [data_dir / "FashionMNIST" / "raw"] + ([Path(system_dir)] if system_dir else [])
     files = _complete(dirs, _names())
     return str(files[0].parent) if files else None
 
 
-def load_mnist(data_dir: Path, normalize: str = "standard", download: bool = True) -> Source:
+def load_mnist(data_dir: Path, *, normalize: str, download: bool) -> Source:
     """MNIST (60,000 train / 10,000 test), ``standard`` = (x/255 - 0.1307) / 0.3081."""
     return _cached_source("mnist", data_dir, [data_dir / "MNIST" / "raw"], MNIST_URL, MNIST_MD5,
                           download, normalize, [str(i) for i in range(10)], [0.1307], [0.3081])
 
 
-def load_fmnist(data_dir: Path, normalize: str = "pixel_zscore", download: bool = True,
-                system_dir: str | None = FMNIST_SYSTEM_DIR) -> Source:
+def load_fmnist(data_dir: Path, *, normalize: str, download: bool,
+                system_dir: str | None) -> Source:
     """Fashion-MNIST from ``data_dir/FashionMNIST/raw`` or ``system_dir`` (Debian's package)."""
     dirs = [data_dir / "FashionMNIST" / "raw"] + ([Path(system_dir)] if system_dir else [])
     return _cached_source("fmnist", data_dir, dirs, FMNIST_URL, FMNIST_MD5, download, normalize,
                           FMNIST_CLASSES, [0.2860], [0.3530])
 
 
-def load_emnist(data_dir: Path, split: str = "byclass", normalize: str = "unit",
-                download: bool = True) -> Source:
+def load_emnist(data_dir: Path, *, split: str, normalize: str, download: bool) -> Source:
     """EMNIST ``split`` (byclass: 62 classes, digits, upper case, lower case in LEAF's order)."""
     raw = data_dir / "EMNIST" / "raw"
     names = [f"emnist-{split}-{n.replace('t10k', 'test')}" for n in _names()]

@@ -24,9 +24,7 @@ import torch
 
 from fedmoo.data import pixels
 from fedmoo.data.federated import Source
-from fedmoo.data.mnist import (FMNIST_SYSTEM_DIR, idx_folder, load_fmnist_arrays,
-                               load_mnist_arrays)
-from fedmoo.errors import UserError
+from fedmoo.data.mnist import idx_folder, load_fmnist_arrays, load_mnist_arrays
 
 CANVAS, SIDE, OFFSET = 36, 28, 6
 TASKS = ["L", "R"]
@@ -62,9 +60,6 @@ def _pairs(x_left, y_left, x_right, y_right, count: int | None, rng: np.random.G
 def build(left, right, seed: int, train_samples: int | None, test_samples: int | None,
           normalize: str) -> Source:
     """``left`` / ``right``: (x, y, is_test) arrays of the two image families."""
-    for name, v in (("train_samples", train_samples), ("test_samples", test_samples)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise UserError(f"data.{name}={v!r} must be a positive integer or null (all)")
     rng = np.random.default_rng(seed)
     xs, ys, flags = [], [], []
     for test, count in ((False, train_samples), (True, test_samples)):
@@ -80,26 +75,24 @@ def build(left, right, seed: int, train_samples: int | None, test_samples: int |
                   num_classes=10, input_shape=(1, SIDE, SIDE), task="multitask", task_names=TASKS)
 
 
-def load_multimnist(data_dir: Path, seed: int = 0, train_samples: int | None = None,
-                    test_samples: int | None = None, normalize: str = "standard",
-                    download: bool = True) -> Source:
+def load_multimnist(data_dir: Path, *, seed: int, train_samples: int | None,
+                    test_samples: int | None, normalize: str, download: bool) -> Source:
     mnist = load_mnist_arrays(data_dir, download)
     return build(mnist, mnist, seed, train_samples, test_samples, normalize)
 
 
-def load_multifashion(data_dir: Path, seed: int = 0, train_samples: int | None = None,
-                      test_samples: int | None = None, normalize: str = "standard",
-                      download: bool = True, system_dir: str | None = FMNIST_SYSTEM_DIR) -> Source:
+def load_multifashion(data_dir: Path, *, seed: int, train_samples: int | None,
+                      test_samples: int | None, normalize: str, download: bool,
+                      system_dir: str | None) -> Source:
     fashion = load_fmnist_arrays(data_dir, download, system_dir)
     src = build(fashion, fashion, seed, train_samples, test_samples, normalize)
     src.location = idx_folder(data_dir, "fmnist", system_dir)
     return src
 
 
-def load_multifashion_mnist(data_dir: Path, seed: int = 0, train_samples: int | None = None,
-                            test_samples: int | None = None, normalize: str = "standard",
-                            download: bool = True,
-                            system_dir: str | None = FMNIST_SYSTEM_DIR) -> Source:
+def load_multifashion_mnist(data_dir: Path, *, seed: int, train_samples: int | None,
+                            test_samples: int | None, normalize: str, download: bool,
+                            system_dir: str | None) -> Source:
     mnist = load_mnist_arrays(data_dir, download)
     fashion = load_fmnist_arrays(data_dir, download, system_dir)
     src = build(mnist, fashion, seed, train_samples, test_samples, normalize)

@@ -34,16 +34,12 @@ def read_arff(path: Path) -> tuple[np.ndarray, list[str]]:
     return np.stack([np.asarray(data[n], dtype=np.float64) for n in names], axis=1), names
 
 
-def load(data_dir: Path, missing: str = "drop", test_fraction: float = 0.3, seed: int = 0,
-         standardize: bool = True) -> Source:
+def load(data_dir: Path, *, missing: str, test_fraction: float, seed: int,
+         standardize: bool) -> Source:
     path = data_dir / "riverflow" / "rf1.arff"
     if not path.is_file():
         raise UserError(f"data=riverflow: {path} not found; download rf1 from {URL} and put "
                         "rf1.arff there (see docs/fmol.md)")
-    if missing not in ("drop", "zero"):
-        raise UserError(f"data.missing={missing!r} is not valid; choose drop or zero")
-    if not 0.0 < float(test_fraction) < 1.0:
-        raise UserError(f"data.test_fraction={test_fraction} must be in (0, 1), e.g. 0.3")
     values, names = read_arff(path)
     if values.shape[1] != NUM_INPUTS + NUM_TARGETS:
         raise UserError(f"{path} has {values.shape[1]} attributes; rf1 has "

@@ -77,22 +77,11 @@ def generate(num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: i
     )
 
 
-def load(data_dir, num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: int = 0,
-         iid: bool = False, max_samples: int | None = None) -> Source:
+def load(data_dir, *, num_users: int | None, alpha: float, beta: float, seed: int, iid: bool,
+         max_samples: int | None) -> Source:
     """Data-config entry point: the generator needs no files, ``data_dir`` is unused."""
-    for key, value, lo in (("alpha", alpha, 0.0), ("beta", beta, 0.0)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= lo \
-                or value == float("inf"):
-            raise UserError(f"data.{key}={value!r} must be a finite number >= 0 (the variance "
-                            f"of FedProx's Synthetic); e.g. data.{key}=1")
     if num_users is None:     # num_users: ${num_clients} with num_clients: null
         raise UserError("data=synthetic generates its users, so it has no own number of "
                         "clients: set num_clients (e.g. num_clients=30) or data.num_users")
-    for key, value in (("num_users", num_users), ("max_samples", max_samples)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise UserError(f"data.{key}={value!r} must be a positive integer"
-                            + (" or null (no cap)" if key == "max_samples" else "")
-                            + f"; e.g. data.{key}=30")
     return generate(num_users=num_users, alpha=alpha, beta=beta, seed=seed, iid=iid,
                     max_samples=max_samples)

@@ -11,6 +11,7 @@ from fedmoo.cli.groups import GROUPS, group_options
 from fedmoo.cli.main import main
 from fedmoo.errors import UserError
 from tests.data.conftest import write_mnist_family
+from tests.data.sources import source
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])
@@ -93,17 +94,17 @@ def test_missing_fashion_mnist_names_debians_package(tmp_path, monkeypatch):
     monkeypatch.setattr(mnist, "FMNIST_SYSTEM_DIR", str(system))
     monkeypatch.setattr(mnist.shutil, "which", lambda name: f"/usr/bin/{name}")
     with pytest.raises(UserError) as e:
-        mnist.load_fmnist(tmp_path / "data", download=False, system_dir=str(system))
+        source("fmnist", tmp_path / "data", download=False, system_dir=str(system))
     msg = str(e.value)
     assert msg.startswith(f"data=fmnist: files not found at {tmp_path / 'data'}/FashionMNIST/raw")
     assert msg.endswith(f"; or install Debian's copy into {system}: "
                         "sudo apt-get install dataset-fashion-mnist")
     monkeypatch.setattr(mnist.shutil, "which", lambda name: None)      # no apt-get here
     with pytest.raises(UserError) as e:
-        mnist.load_fmnist(tmp_path / "data", download=False, system_dir=str(system))
+        source("fmnist", tmp_path / "data", download=False, system_dir=str(system))
     assert "apt-get" not in str(e.value)
     with pytest.raises(UserError) as e:                               # another folder: no hint
-        mnist.load_fmnist(tmp_path / "data", download=False, system_dir=str(tmp_path))
+        source("fmnist", tmp_path / "data", download=False, system_dir=str(tmp_path))
     assert "apt-get" not in str(e.value)
 
 

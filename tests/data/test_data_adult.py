@@ -7,6 +7,7 @@ import pytest
 
 from fedmoo.data import adult
 from fedmoo.errors import UserError
+from tests.data.sources import source
 
 TRAIN = (
     "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K\n"
@@ -25,7 +26,7 @@ def test_adult_99_one_hot_features_labels_and_domains(tmp_path):
     (tmp_path / "adult").mkdir()
     (tmp_path / "adult" / "adult.data").write_text(TRAIN)
     (tmp_path / "adult" / "adult.test").write_text(TEST)
-    src = adult.load(tmp_path, download=False)
+    src = source("adult", tmp_path, download=False)
     assert tuple(src.x.shape) == (5, 99) and src.input_shape == (99,)
     assert src.y.tolist() == [0, 1, 0, 0, 1]
     assert src.is_test.tolist() == [False, False, False, True, True]
@@ -49,7 +50,7 @@ def test_damaged_adult_lines_are_one_line_errors(tmp_path, test_text, needle):
     (tmp_path / "adult" / "adult.data").write_text(TRAIN)
     (tmp_path / "adult" / "adult.test").write_bytes(test_text.encode("latin1"))
     with pytest.raises(UserError) as e:
-        adult.load(tmp_path, download=False)
+        source("adult", tmp_path, download=False)
     msg = str(e.value)
     assert "\n" not in msg and needle in msg and msg.endswith("re-download the file")
 
@@ -79,8 +80,8 @@ def test_unknown_train_rows_is_one_line(tmp_path):
     (tmp_path / "adult").mkdir()
     (tmp_path / "adult" / "adult.data").write_text(TRAIN)
     (tmp_path / "adult" / "adult.test").write_text(TEST)
-    with pytest.raises(UserError, match="data.train_rows='paper' is not one of domains, authors_code"):
-        adult.load(tmp_path, download=False, train_rows="paper")
+    with pytest.raises(UserError, match="data.train_rows='paper' must be domains or authors_code"):
+        source("adult", tmp_path, download=False, train_rows="paper")
 
 
 def test_authors_code_rows_federate_without_the_unused_records(tmp_path):
@@ -91,7 +92,7 @@ def test_authors_code_rows_federate_without_the_unused_records(tmp_path):
     (tmp_path / "adult").mkdir()
     (tmp_path / "adult" / "adult.data").write_text("".join(records))
     (tmp_path / "adult" / "adult.test").write_text(TEST)
-    src = adult.load(tmp_path, download=False, train_rows="authors_code")
+    src = source("adult", tmp_path, download=False, train_rows="authors_code")
     # as in the hand-computed case above: phd trains record 3; non-phd 1, 2, 4, 5, 6, 8;
     # records 0, 7 and 9 train nobody (owner -1) and the natural partition leaves them out
     fed = federate(src, {"name": "natural"}, None)

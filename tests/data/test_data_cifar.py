@@ -10,21 +10,21 @@ import struct
 import numpy as np
 import pytest
 
-from fedmoo.data import cifar
 from fedmoo.errors import UserError
+from tests.data.sources import source
 
 
 def test_cifar10_planes_labels_and_split(tmp_path, fmt):
     folder = fmt.write_cifar10(tmp_path, rows=2)
     with open(folder / "data_batch_1", "rb") as f:
         raw = pickle.load(f, encoding="latin1")["data"]
-    src = cifar.load_cifar10(tmp_path, normalize="unit", download=False)
+    src = source("cifar10", tmp_path, normalize="unit", download=False)
     assert tuple(src.x.shape) == (12, 3, 32, 32)
     # row = 1024 red, 1024 green, 1024 blue values, each 32x32 row-major
     assert float(src.x[0, 1, 2, 3]) == pytest.approx(raw[0, 1024 + 2 * 32 + 3] / 255.0)
     assert src.y[:4].tolist() == [0, 1, 1, 2] and src.is_test.tolist() == [False] * 10 + [True] * 2
     assert src.class_names[9] == "truck"
-    std = cifar.load_cifar10(tmp_path, download=False)
+    std = source("cifar10", tmp_path, download=False)
     want = (raw[0, 2048] / 255.0 - 0.4465) / 0.2010
     assert float(std.x[0, 2, 0, 0]) == pytest.approx(want, rel=1e-5)
 
@@ -32,12 +32,12 @@ def test_cifar10_planes_labels_and_split(tmp_path, fmt):
 def test_cifar10_verify_checks_official_md5(tmp_path, fmt):
     fmt.write_cifar10(tmp_path)
     with pytest.raises(UserError, match="data_batch_1 has the wrong md5"):
-        cifar.load_cifar10(tmp_path, download=False, verify=True)
+        source("cifar10", tmp_path, download=False, verify=True)
 
 
 def test_cifar100_fine_labels(tmp_path, fmt):
     fmt.write_cifar100(tmp_path)
-    src = cifar.load_cifar100(tmp_path, download=False)
+    src = source("cifar100", tmp_path, download=False)
     assert src.y.tolist() == [97, 98, 99, 97, 98] and src.num_classes == 100
     assert src.class_names[99] == "c99"
     train = src.x[~src.is_test].numpy()
@@ -48,7 +48,7 @@ def test_corrupt_pickle_is_a_user_error(tmp_path, fmt):
     folder = fmt.write_cifar10(tmp_path)
     (folder / "test_batch").write_bytes(b"not a pickle")
     with pytest.raises(UserError, match="test_batch is not a CIFAR pickle"):
-        cifar.load_cifar10(tmp_path, download=False)
+        source("cifar10", tmp_path, download=False)
 
 
 # --- restricted unpickling: CIFAR files can hold data only -----------------------------------
@@ -84,7 +84,7 @@ def test_python2_layout_and_numpy1_module_names_are_read(tmp_path, fmt):
     (folder / "data_batch_3").write_bytes(py2_pickle(
         {"batch_label": "training batch 3 of 5", "labels": [6, 9], "data": data,
          "filenames": ["a.png", "b.png"]}))
-    src = cifar.load_cifar10(tmp_path, normalize="unit", download=False)
+    src = source("cifar10", tmp_path, normalize="unit", download=False)
     assert src.y[4:6].tolist() == [6, 9]
     assert float(src.x[5, 2, 31, 31]) == pytest.approx(data[1, 3071] / 255.0)
 
@@ -108,7 +108,7 @@ def test_malicious_pickle_runs_nothing_and_is_a_user_error(tmp_path, fmt, protoc
     marker = tmp_path / "MARKER"
     (folder / "data_batch_2").write_bytes(pickle.dumps({"data": _Shell(marker)}, protocol=protocol))
     with pytest.raises(UserError) as e:
-        cifar.load_cifar10(tmp_path, download=False)
+        source("cifar10", tmp_path, download=False)
     assert not marker.exists()
     msg = str(e.value)
     assert "\n" not in msg and f"{folder / 'data_batch_2'} is not a CIFAR pickle batch file" in msg
@@ -116,7 +116,7 @@ def test_malicious_pickle_runs_nothing_and_is_a_user_error(tmp_path, fmt, protoc
     monkeypatch.chdir(tmp_path)
     (folder / "data_batch_2").write_bytes(pickle.dumps([_Exec()], protocol=protocol))
     with pytest.raises(UserError, match=r"\.exec, which CIFAR batches never do"):
-        cifar.load_cifar10(tmp_path, download=False)
+        source("cifar10", tmp_path, download=False)
     assert not (tmp_path / "MARKER2").exists()
     pickle.loads((folder / "data_batch_2").read_bytes())      # the payload is live: plain
     assert (tmp_path / "MARKER2").exists()                     # pickle would have run it
@@ -127,18 +127,18 @@ def test_allowed_globals_cannot_be_abused(tmp_path, fmt):
     obj_array = np.array([{"a": 1}], dtype=object)            # dtype('O') is refused
     (folder / "test_batch").write_bytes(pickle.dumps({"data": obj_array}, protocol=2))
     with pytest.raises(UserError, match="an array of Python objects"):
-        cifar.load_cifar10(tmp_path, download=False)
+        source("cifar10", tmp_path, download=False)
     codec = b"\x80\x02c_codecs\nencode\nX\x01\x00\x00\x00aX\x04\x00\x00\x00zlib\x86R."
     (folder / "test_batch").write_bytes(codec)
     with pytest.raises(UserError, match="codec call other than latin1"):
-        cifar.load_cifar10(tmp_path, download=False)
+        source("cifar10", tmp_path, download=False)
 
 
 def test_unreadable_file_with_published_md5_names_its_md5(tmp_path, fmt, monkeypatch):
     folder = fmt.write_cifar10(tmp_path)
     (folder / "data_batch_4").write_bytes(b"\x80\x02}q\x00(X")      # truncated pickle
     with pytest.raises(UserError) as e:
-        cifar.load_cifar10(tmp_path, download=False)
+        source("cifar10", tmp_path, download=False)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"{folder / 'data_batch_4'} is not a CIFAR pickle")
     assert "is not the published c58f" not in msg
@@ -160,7 +160,7 @@ def test_damaged_batches_name_the_file(tmp_path, fmt, batch, needle):
     folder = fmt.write_cifar10(tmp_path)
     (folder / "data_batch_5").write_bytes(pickle.dumps(batch, protocol=2))
     with pytest.raises(UserError) as e:
-        cifar.load_cifar10(tmp_path, download=False)
+        source("cifar10", tmp_path, download=False)
     msg = str(e.value)
     assert "\n" not in msg and str(folder / "data_batch_5") in msg and needle in msg
 
@@ -170,14 +170,14 @@ def test_cifar100_label_outside_100_classes(tmp_path, fmt):
     d = {"fine_labels": [5, 100], "data": np.zeros((2, 3072), np.uint8)}
     (folder / "test").write_bytes(pickle.dumps(d, protocol=2))
     with pytest.raises(UserError, match=r"test: label 100 at row 1 is outside 0..99"):
-        cifar.load_cifar100(tmp_path, download=False)
+        source("cifar100", tmp_path, download=False)
 
 
 def test_bytes_keys_are_read(tmp_path, fmt):
     folder = fmt.write_cifar10(tmp_path, rows=2)
     d = {b"labels": [4, 2], b"data": np.zeros((2, 3072), np.uint8)}
     (folder / "data_batch_1").write_bytes(pickle.dumps(d, protocol=2))
-    assert cifar.load_cifar10(tmp_path, download=False).y[:2].tolist() == [4, 2]
+    assert source("cifar10", tmp_path, download=False).y[:2].tolist() == [4, 2]
 
 
 def test_ndarray_cannot_be_called_to_allocate(tmp_path, fmt):
@@ -185,4 +185,4 @@ def test_ndarray_cannot_be_called_to_allocate(tmp_path, fmt):
     call = b"\x80\x02cnumpy\nndarray\nJ\x00\xe1\xf5\x05\x85R."     # ndarray((100_000_000,))
     (folder / "test_batch").write_bytes(call)
     with pytest.raises(UserError, match="not callable"):
-        cifar.load_cifar10(tmp_path, download=False)
+        source("cifar10", tmp_path, download=False)

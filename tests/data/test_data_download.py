@@ -14,6 +14,7 @@ import pytest
 from fedmoo.data import adult, cifar, download, imagefolder, mnist
 from fedmoo.data.download import Resource
 from fedmoo.errors import UserError
+from tests.data.sources import source
 
 
 def _md5(b: bytes) -> str:
@@ -42,7 +43,7 @@ def test_no_network_gives_one_line_with_dataset_path_and_url(tmp_path, monkeypat
 
     monkeypatch.setattr(download, "urlopen", offline)
     with pytest.raises(UserError) as e:
-        cifar.load_cifar10(tmp_path)
+        source("cifar10", tmp_path)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("data=cifar10:")
     assert str(tmp_path / "cifar-10-batches-py") in msg
@@ -68,12 +69,12 @@ def test_cifar10_from_local_archive_with_injected_md5(tmp_path, fmt, monkeypatch
     spec = dict(cifar.DATASETS["cifar10"])
     spec["archive"] = Resource(archive.as_uri(), download.md5sum(archive), extract=True)
     monkeypatch.setitem(cifar.DATASETS, "cifar10", spec)
-    src = cifar.load_cifar10(tmp_path / "data")
+    src = source("cifar10", tmp_path / "data")
     assert len(src.y) == 12 and int(src.is_test.sum()) == 2
     assert (tmp_path / "data" / "cifar-10-python.tar.gz").is_file()
     spec["archive"] = Resource(archive.as_uri(), "f" * 32, extract=True)   # wrong checksum
     with pytest.raises(UserError, match="md5"):
-        cifar.load_cifar10(tmp_path / "other")
+        source("cifar10", tmp_path / "other")
 
 
 def test_mnist_gz_files_downloaded_and_read(tmp_path, fmt, monkeypatch):
@@ -82,7 +83,7 @@ def test_mnist_gz_files_downloaded_and_read(tmp_path, fmt, monkeypatch):
     md5 = {p.name: download.md5sum(p) for p in staging.iterdir()}
     monkeypatch.setattr(mnist, "MNIST_URL", staging.as_uri() + "/")
     monkeypatch.setattr(mnist, "MNIST_MD5", md5)
-    src = mnist.load_mnist(tmp_path / "data")
+    src = source("mnist", tmp_path / "data")
     assert len(src.y) == 13
     assert sorted(p.name for p in (tmp_path / "data" / "MNIST" / "raw").iterdir()) == sorted(md5)
 
@@ -96,7 +97,7 @@ def test_emnist_zip_extracted_into_raw(tmp_path, fmt, monkeypatch):
             zf.write(p, f"gzip/{p.name}")
     monkeypatch.setattr(mnist, "EMNIST_ZIP", Resource(archive.as_uri(), download.md5sum(archive),
                                                       extract=True))
-    src = mnist.load_emnist(tmp_path / "data")
+    src = source("emnist", tmp_path / "data")
     assert len(src.y) == 13 and src.num_classes == 62
 
 
@@ -111,7 +112,7 @@ def test_adult_plain_files_downloaded(tmp_path, monkeypatch):
         "Prof-specialty, Own-child, Black, Female, 0, 0, 40, ?, >50K.\n")
     monkeypatch.setattr(adult, "URL", mirror.as_uri() + "/")
     monkeypatch.setattr(adult, "MD5", {p.name: download.md5sum(p) for p in mirror.iterdir()})
-    src = adult.load(tmp_path / "data")
+    src = source("adult", tmp_path / "data")
     assert src.y.tolist() == [0, 1] and src.owner.tolist() == [1, 0]
 
 
@@ -177,7 +178,7 @@ def test_adult_download_with_wrong_md5_is_deleted(tmp_path, monkeypatch):
         (mirror / n).write_text("not the UCI file\n")
     monkeypatch.setattr(adult, "URL", mirror.as_uri() + "/")
     with pytest.raises(UserError) as e:
-        adult.load(tmp_path / "data")
+        source("adult", tmp_path / "data")
     msg = str(e.value)
     assert "\n" not in msg and "is not the published 5d7c39d7b8804f071cdd1f2a7c460872" in msg
     assert "the download was deleted" in msg

@@ -11,6 +11,7 @@ import pytest
 
 from fedmoo.data import mnist
 from fedmoo.errors import UserError
+from tests.data.sources import source
 
 DEBIAN_FMNIST = Path("/usr/share/datasets/fashion-mnist")
 
@@ -40,20 +41,20 @@ def test_read_idx_rejects_bad_files(tmp_path, raw, needle):
 
 def test_mnist_torchvision_layout_uncompressed(tmp_path, fmt):
     arrs = fmt.write_mnist_family(tmp_path / "MNIST" / "raw")
-    src = mnist.load_mnist(tmp_path, normalize="unit", download=False)
+    src = source("mnist", tmp_path, normalize="unit", download=False)
     assert tuple(src.x.shape) == (13, 1, 28, 28) and src.input_shape == (1, 28, 28)
     assert src.y.tolist() == [0, 0, 1, 1, 1, 2, 2, 2, 2, 0, 1, 2, 2]
     assert src.is_test.tolist() == [False] * 9 + [True] * 4
     x0 = arrs["train"][0][0]
     assert float(src.x[0, 0, 3, 5]) == pytest.approx(x0[3, 5] / 255.0)
-    std = mnist.load_mnist(tmp_path, download=False)          # (x/255 - 0.1307) / 0.3081
+    std = source("mnist", tmp_path, download=False)          # (x/255 - 0.1307) / 0.3081
     assert float(std.x[0, 0, 3, 5]) == pytest.approx((x0[3, 5] / 255.0 - 0.1307) / 0.3081, rel=1e-5)
 
 
 def test_fmnist_gzip_in_system_dir_and_pixel_zscore(tmp_path, fmt):
     system = tmp_path / "usr_share_datasets_fashion-mnist"
     arrs = fmt.write_mnist_family(system, gz=True)
-    src = mnist.load_fmnist(tmp_path / "data", download=False, system_dir=str(system))
+    src = source("fmnist", tmp_path / "data", download=False, system_dir=str(system))
     xtr = arrs["train"][0].astype(np.float64)
     mu, sigma = xtr.mean(0), xtr.std(0)
     xte = arrs["test"][0].astype(np.float64)
@@ -65,13 +66,13 @@ def test_fmnist_gzip_in_system_dir_and_pixel_zscore(tmp_path, fmt):
 def test_fmnist_prefers_data_dir_copy(tmp_path, fmt):
     fmt.write_mnist_family(tmp_path / "FashionMNIST" / "raw", n_train=(1, 1, 1))
     fmt.write_mnist_family(tmp_path / "system", gz=True)
-    src = mnist.load_fmnist(tmp_path, download=False, system_dir=str(tmp_path / "system"))
+    src = source("fmnist", tmp_path, download=False, system_dir=str(tmp_path / "system"))
     assert len(src.y) == 3 + 4
 
 
 def test_emnist_images_are_transposed(tmp_path, fmt):
     arrs = fmt.write_mnist_family(tmp_path / "EMNIST" / "raw", prefix="emnist-byclass-")
-    src = mnist.load_emnist(tmp_path, download=False)
+    src = source("emnist", tmp_path, download=False)
     x0 = arrs["train"][0][0]
     assert float(src.x[0, 0, 3, 5]) == pytest.approx(x0[5, 3] / 255.0)
     assert src.num_classes == 62 and src.class_names[36] == "a"
@@ -79,7 +80,7 @@ def test_emnist_images_are_transposed(tmp_path, fmt):
 
 def test_missing_files_without_download_is_one_line(tmp_path):
     with pytest.raises(UserError) as e:
-        mnist.load_mnist(tmp_path, download=False)
+        source("mnist", tmp_path, download=False)
     msg = str(e.value)
     assert "\n" not in msg and "data=mnist" in msg and str(tmp_path / "MNIST" / "raw") in msg
     assert "https://ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz" in msg
@@ -90,7 +91,7 @@ def test_missing_files_without_download_is_one_line(tmp_path):
                            "(apt-get install dataset-fashion-mnist)")
 @pytest.mark.slow
 def test_real_fmnist_from_debian_package(tmp_path):
-    src = mnist.load_fmnist(tmp_path, download=False)
+    src = source("fmnist", tmp_path, download=False)
     assert tuple(src.x.shape) == (70000, 1, 28, 28)
     assert int((~src.is_test).sum()) == 60000
     counts = np.bincount(src.y[~src.is_test].numpy())
@@ -137,7 +138,7 @@ def test_labels_outside_the_classes_fail_at_load_naming_the_file(tmp_path, fmt):
     fmt.write_mnist_family(raw)
     fmt.write_idx(raw / "t10k-labels-idx1-ubyte", np.array([1, 2, 10, 0], np.uint8))
     with pytest.raises(UserError) as e:
-        mnist.load_mnist(tmp_path, download=False)
+        source("mnist", tmp_path, download=False)
     assert str(e.value) == (f"{raw / 't10k-labels-idx1-ubyte'}: label 10 at row 2 is outside "
                             "0..9; re-download it")
 
@@ -145,16 +146,16 @@ def test_labels_outside_the_classes_fail_at_load_naming_the_file(tmp_path, fmt):
 def test_emnist_labels_checked_against_the_split(tmp_path, fmt):
     raw = tmp_path / "EMNIST" / "raw"
     fmt.write_mnist_family(raw, prefix="emnist-digits-")
-    src = mnist.load_emnist(tmp_path, split="digits", download=False)
+    src = source("emnist", tmp_path, split="digits", download=False)
     assert src.num_classes == 10
     fmt.write_idx(raw / "emnist-digits-train-labels-idx1-ubyte", np.array([0] * 8 + [12], np.uint8))
     with pytest.raises(UserError, match="label 12 at row 8 is outside 0..9"):
-        mnist.load_emnist(tmp_path, split="digits", download=False)
+        source("emnist", tmp_path, split="digits", download=False)
 
 
 def test_normalised_mnist_is_cached_and_rebuilt_when_a_file_changes(tmp_path, fmt, monkeypatch):
     fmt.write_mnist_family(tmp_path / "MNIST" / "raw")
-    first = mnist.load_mnist(tmp_path, download=False)
+    first = source("mnist", tmp_path, download=False)
     entries = list((tmp_path / ".fedmoo_cache").glob("mnist-*.pt"))
     assert len(entries) == 1
 
@@ -162,11 +163,11 @@ def test_normalised_mnist_is_cached_and_rebuilt_when_a_file_changes(tmp_path, fm
         raise AssertionError("decoded although cached")
 
     monkeypatch.setattr(mnist, "_load_idx_pair", no_decoding)
-    again = mnist.load_mnist(tmp_path, download=False)            # from the cache
+    again = source("mnist", tmp_path, download=False)            # from the cache
     assert torch.equal(again.x, first.x) and torch.equal(again.y, first.y)
     assert again.class_names == first.class_names and again.input_shape == (1, 28, 28)
     with pytest.raises(AssertionError, match="decoded although cached"):
-        mnist.load_mnist(tmp_path, normalize="unit", download=False)   # other options: rebuilt
+        source("mnist", tmp_path, normalize="unit", download=False)   # other options: rebuilt
     monkeypatch.undo()
     fmt.write_mnist_family(tmp_path / "MNIST" / "raw", n_train=(1, 1, 1))   # new files
-    assert len(mnist.load_mnist(tmp_path, download=False).y) == 3 + 4
+    assert len(source("mnist", tmp_path, download=False).y) == 3 + 4

@@ -8,10 +8,10 @@ import torch
 from PIL import Image
 
 from fedmoo import data as fdata
-from fedmoo.data import celeba, digits, imagefolder
 from fedmoo.data.celeba import read_table
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
+from tests.data.sources import source
 
 ATTRS = ["5_o_Clock_Shadow", "Arched_Eyebrows"] + [f"A{i}" for i in range(37)] + ["Young"]
 ATTRS[31] = "Smiling"
@@ -42,23 +42,23 @@ def test_celeba_attribute_target_split_and_identity(tmp_path):
     _celeba(tmp_path)
     cols, files, _ = read_table(tmp_path / "celeba" / "list_attr_celeba.txt", header=True)
     assert len(cols) == 40 and files[0] == "000001.jpg"
-    src = celeba.load(tmp_path, size=16)
+    src = source("celeba", tmp_path, size=16)
     assert tuple(src.x.shape) == (3, 3, 16, 16)               # the valid image is dropped
     assert src.y.tolist() == [1, 1, 0]                         # Smiling = column 31
     assert src.is_test.tolist() == [False, True, False]
     assert src.owner.tolist() == [1, 0, 1] and src.client_names == ["7", "2880"]
     assert float(src.x[1].mean()) == pytest.approx(100 / 255, abs=0.02)
-    multi = celeba.load(tmp_path, target="all", size=8, keep_valid=True)
+    multi = source("celeba", tmp_path, target="all", size=8, keep_valid=True)
     assert tuple(multi.y.shape) == (4, 40) and multi.task == "multitask"
     assert multi.y[0, :2].tolist() == [0, 1]
 
 
 def test_celeba_errors(tmp_path):
     with pytest.raises(UserError, match="data=celeba: files not found"):
-        celeba.load(tmp_path)
+        source("celeba", tmp_path)
     _celeba(tmp_path)
     with pytest.raises(UserError, match="data.target='Grumpy'"):
-        celeba.load(tmp_path, target="Grumpy")
+        source("celeba", tmp_path, target="Grumpy")
 
 
 def test_cinic10_class_folders(tmp_path):
@@ -67,11 +67,11 @@ def test_cinic10_class_folders(tmp_path):
         for c, name in enumerate(["airplane", "automobile"]):
             for i in range(k):
                 _png(root / split / name / f"{split}-{i}.png", 10 * c + i)
-    src = imagefolder.load_cinic10(tmp_path, normalize="unit", download=False)
+    src = source("cinic10", tmp_path, normalize="unit", download=False)
     assert tuple(src.x.shape) == (6, 3, 32, 32) and src.class_names == ["airplane", "automobile"]
     assert src.y.tolist() == [0, 0, 1, 1, 0, 1] and src.is_test.tolist() == [False] * 4 + [True] * 2
     assert float(src.x[3, 0, 0, 0]) == pytest.approx(11 / 255)
-    assert len(imagefolder.load_cinic10(tmp_path, use_valid=True, download=False).y) == 8
+    assert len(source("cinic10", tmp_path, use_valid=True, download=False).y) == 8
 
 
 def test_tinyimagenet_layout_with_val_annotations(tmp_path):
@@ -83,13 +83,13 @@ def test_tinyimagenet_layout_with_val_annotations(tmp_path):
         _png(root / "train" / w / "images" / f"{w}_0.JPEG", 20 * c, (64, 64), "JPEG")
     _png(root / "val" / "images" / "val_0.JPEG", 5, (64, 64), "JPEG")
     (root / "val" / "val_annotations.txt").write_text("val_0.JPEG\tn01629819\t0\t10\t62\t60\n")
-    src = imagefolder.load_tinyimagenet(tmp_path, download=False)
+    src = source("tinyimagenet", tmp_path, download=False)
     assert tuple(src.x.shape) == (3, 3, 64, 64) and src.num_classes == 2
     assert src.y.tolist() == [0, 1, 1] and src.is_test.tolist() == [False, False, True]
 
 
 def test_digits_real_offline_with_stratified_test_split():
-    src = digits.load(None, test_fraction=0.25)
+    src = source("digits", None, test_fraction=0.25)
     assert tuple(src.x.shape) == (1797, 1, 8, 8) and float(src.x.max()) == 1.0
     y, t = src.y.numpy(), src.is_test.numpy()
     per_class = np.bincount(y[t], minlength=10) / np.bincount(y, minlength=10)
@@ -108,10 +108,10 @@ def test_damaged_or_wrongly_sized_images_name_the_file(tmp_path):
     bad = root / "train" / "airplane" / "train-1.png"
     bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)
     with pytest.raises(UserError, match=f"{bad} is not a readable image .*; re-download"):
-        imagefolder.load_cinic10(tmp_path, download=False)
+        source("cinic10", tmp_path, download=False)
     _png(bad, 3, size=(16, 16))
     with pytest.raises(UserError, match=r"train-1.png is 16x16 pixels, expected 32x32"):
-        imagefolder.load_cinic10(tmp_path, download=False)
+        source("cinic10", tmp_path, download=False)
 
 
 def _tiny(tmp_path, annotations: str):
@@ -129,7 +129,7 @@ def _tiny(tmp_path, annotations: str):
 def test_tinyimagenet_bad_annotation_line(tmp_path, line):
     root = _tiny(tmp_path, "val_0.JPEG\tn01443537\t0\t1\t2\t3\n" + line + "\n")
     with pytest.raises(UserError) as e:
-        imagefolder.load_tinyimagenet(tmp_path, download=False)
+        source("tinyimagenet", tmp_path, download=False)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"{root / 'val' / 'val_annotations.txt'}:2: ")
 
@@ -138,7 +138,7 @@ def test_tinyimagenet_wnids_not_utf8(tmp_path):
     root = _tiny(tmp_path, "val_0.JPEG\tn01443537\n")
     (root / "wnids.txt").write_bytes(b"n0144\xff3537\n")
     with pytest.raises(UserError, match="wnids.txt:1: byte 5 .0xff. is not UTF-8 text"):
-        imagefolder.load_tinyimagenet(tmp_path, download=False)
+        source("tinyimagenet", tmp_path, download=False)
 
 
 @pytest.mark.parametrize("old,new,needle", [
@@ -152,7 +152,7 @@ def test_celeba_damaged_attribute_table(tmp_path, old, new, needle):
     lines[2] = lines[2].replace(old, new, 1)
     (d / "list_attr_celeba.txt").write_text("\n".join(lines) + "\n")
     with pytest.raises(UserError) as e:
-        celeba.load(tmp_path, size=8)
+        source("celeba", tmp_path, size=8)
     assert "\n" not in str(e.value) and needle in str(e.value)
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from fedmoo.data import leaf
 from fedmoo.errors import UserError
+from tests.data.sources import source
 
 
 def _img(v):
@@ -26,16 +26,16 @@ def _femnist(root, fmt):
 
 def test_femnist_merges_files_sorted_users(tmp_path, fmt):
     _femnist(tmp_path, fmt)
-    src = leaf.load_femnist(tmp_path)
+    src = source("femnist", tmp_path)
     assert src.client_names == ["f0000_14", "f0001_02"]
     assert src.owner.tolist() == [0, 0, 1, 1, 1]
     assert src.y.tolist() == [10, 10, 3, 61, 36]
     assert src.is_test.tolist() == [False, True, False, False, True]
     assert tuple(src.x.shape) == (5, 1, 28, 28) and float(src.x[1, 0, 27, 27]) == pytest.approx(0.4)
     assert src.class_names[36] == "a"
-    again = leaf.load_femnist(tmp_path)                         # from the cache
+    again = source("femnist", tmp_path)                         # from the cache
     assert again.y.tolist() == src.y.tolist() and again.input_shape == (1, 28, 28)
-    sub = leaf.load_femnist(tmp_path, users=["f0001_02"])
+    sub = source("femnist", tmp_path, users=["f0001_02"])
     assert sub.client_names == ["f0001_02"] and len(sub.y) == 3
 
 
@@ -46,7 +46,7 @@ def test_shakespeare_vocabulary_encoding_and_oov_dropped(tmp_path, fmt):
     fmt.write_leaf(tmp_path / "shakespeare" / "train",
                    [{"HAMLET_X": ([a, bad], ["u", "f"])}])
     fmt.write_leaf(tmp_path / "shakespeare" / "test", [{"HAMLET_X": ([a], ["}"])}])
-    src = leaf.load_shakespeare(tmp_path)
+    src = source("shakespeare", tmp_path)
     assert tuple(src.x.shape) == (2, 80) and src.num_classes == 80
     assert src.x[0, :3].tolist() == [44.0, 67.0, 1.0]       # 'T' = 25 + 19, 'o' = 53 + 14, ' '
     assert src.y.tolist() == [73, 79]                         # 'u' = 53 + 20, '}' = 79
@@ -55,7 +55,7 @@ def test_shakespeare_vocabulary_encoding_and_oov_dropped(tmp_path, fmt):
 
 def test_missing_leaf_files_name_the_recipe(tmp_path):
     with pytest.raises(UserError) as e:
-        leaf.load_femnist(tmp_path)
+        source("femnist", tmp_path)
     msg = str(e.value)
     assert "\n" not in msg and str(tmp_path / "femnist" / "train") in msg
     assert "https://github.com/TalwalkarLab/leaf" in msg and "preprocess.sh" in msg
@@ -64,7 +64,7 @@ def test_missing_leaf_files_name_the_recipe(tmp_path):
 def test_unknown_user_is_a_user_error(tmp_path, fmt):
     _femnist(tmp_path, fmt)
     with pytest.raises(UserError, match="'nobody' is not a user"):
-        leaf.load_femnist(tmp_path, users=["nobody"])
+        source("femnist", tmp_path, users=["nobody"])
 
 
 # --- damaged LEAF JSON: one line naming the file and the user ---------------------------------
@@ -96,7 +96,7 @@ def test_damaged_femnist_files_name_file_and_user(tmp_path, raw, needle):
     path.parent.mkdir(parents=True)
     path.write_bytes(raw)
     with pytest.raises(UserError) as e:
-        leaf.load_femnist(tmp_path)
+        source("femnist", tmp_path)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"{path}: ") and needle in msg
     assert msg.endswith("regenerate it with LEAF (https://github.com/TalwalkarLab/leaf)")
@@ -106,12 +106,12 @@ def test_shakespeare_wrong_types_and_empty_test_user(tmp_path, fmt):
     a = "x" * 80
     fmt.write_leaf(tmp_path / "shakespeare" / "train", [{"R1": ([a], ["y"]), "R2": ([a], ["z"])}])
     fmt.write_leaf(tmp_path / "shakespeare" / "test", [{"R1": ([], []), "R2": ([a], ["q"])}])
-    src = leaf.load_shakespeare(tmp_path)            # a user without test samples is fine
+    src = source("shakespeare", tmp_path)            # a user without test samples is fine
     assert src.owner.tolist() == [0, 1, 1] and src.is_test.tolist() == [False, False, True]
     fmt.write_leaf(tmp_path / "shakespeare" / "test", [{"R1": ([7], ["y"])}])
     with pytest.raises(UserError, match="user R1: ValueError: Shakespeare inputs and targets "
                                         "must be strings"):
-        leaf.load_shakespeare(tmp_path)
+        source("shakespeare", tmp_path)
 
 
 def test_natural_partition_takes_the_writers_in_the_files(tmp_path, fmt):
@@ -120,8 +120,8 @@ def test_natural_partition_takes_the_writers_in_the_files(tmp_path, fmt):
     from fedmoo.data import federate
 
     _femnist(tmp_path, fmt)
-    fed = federate(leaf.load_femnist(tmp_path), {"name": "natural", "seed": 0}, None)
+    fed = federate(source("femnist", tmp_path), {"name": "natural", "seed": 0}, None)
     assert fed.num_clients == 2 and fed.client_names == ["f0000_14", "f0001_02"]
     assert fed.train.sizes.tolist() == [1, 2] and fed.test.sizes.tolist() == [1, 1]
     with pytest.raises(UserError, match="num_clients=3 but this dataset has 2 natural clients"):
-        federate(leaf.load_femnist(tmp_path), {"name": "natural", "seed": 0}, 3)
+        federate(source("femnist", tmp_path), {"name": "natural", "seed": 0}, 3)

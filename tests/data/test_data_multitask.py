@@ -9,10 +9,11 @@ import torch
 import torch.nn.functional as F
 
 from fedmoo.data import federate
-from fedmoo.data import multimnist, riverflow
+from fedmoo.data import multimnist
 from fedmoo.data.partition import objective_indicator
 from fedmoo.errors import UserError
 from tests.data.conftest import write_mnist_family
+from tests.data.sources import source
 
 # floor((i + 0.5) * 36 / 28), i = 0..27, worked out by hand
 NEAREST_36_TO_28 = [0, 1, 3, 4, 5, 7, 8, 9, 10, 12, 13, 14, 16, 17, 18, 19, 21, 22, 23, 25, 26,
@@ -72,14 +73,14 @@ def _fixture(tmp_path):
 
 
 @pytest.mark.parametrize("loader,left,right", [
-    ("load_multimnist", "mn", "mn"),
-    ("load_multifashion", "fm", "fm"),
-    ("load_multifashion_mnist", "mn", "fm"),
+    ("multimnist", "mn", "mn"),
+    ("multifashion", "fm", "fm"),
+    ("multifashion_mnist", "mn", "fm"),
 ])
 def test_loaders_pair_every_left_image_with_a_partner_of_the_same_split(tmp_path, loader, left, right):
     arrays = dict(zip(("mn", "fm"), _fixture(tmp_path)))
-    kw = {} if loader == "load_multimnist" else {"system_dir": None}
-    src = getattr(multimnist, loader)(tmp_path, seed=3, download=False, **kw)
+    kw = {} if loader == "multimnist" else {"system_dir": None}
+    src = source(loader, tmp_path, seed=3, download=False, **kw)
     assert src.task == "multitask" and src.task_names == ["L", "R"] and src.num_classes == 10
     assert tuple(src.y.shape) == (len(src.x), 2) and src.input_shape == (1, 28, 28)
     pos = 0
@@ -96,16 +97,16 @@ def test_loaders_pair_every_left_image_with_a_partner_of_the_same_split(tmp_path
                 multimnist.compose(lx[i:i + 1], rx[j:j + 1])[0], want, atol=1e-3)]
             assert matches and int(src.y[pos + i, 1]) in {int(ry[j]) for j in matches}
         pos += n
-    again = getattr(multimnist, loader)(tmp_path, seed=3, download=False, **kw)
+    again = source(loader, tmp_path, seed=3, download=False, **kw)
     assert torch.equal(again.x, src.x) and torch.equal(again.y, src.y)
 
 
 def test_subset_and_bad_counts(tmp_path):
     _fixture(tmp_path)
-    src = multimnist.load_multimnist(tmp_path, train_samples=5, test_samples=2, download=False)
+    src = source("multimnist", tmp_path, train_samples=5, test_samples=2, download=False)
     assert int((~src.is_test).sum()) == 5 and int(src.is_test.sum()) == 2
     with pytest.raises(UserError, match="data.train_samples=0"):
-        multimnist.load_multimnist(tmp_path, train_samples=0, download=False)
+        source("multimnist", tmp_path, train_samples=0, download=False)
 
 
 def test_objective_indicator_modes():
@@ -127,7 +128,7 @@ def test_objective_indicator_modes():
 
 def test_federation_of_multitask_data_partitions_on_the_left_label(tmp_path):
     _fixture(tmp_path)
-    src = multimnist.load_multimnist(tmp_path, download=False)
+    src = source("multimnist", tmp_path, download=False)
     fed = federate(src, {"name": "shards", "seed": 0, "shards_per_client": 1, "tasks_per_client": 1},
                    num_clients=2)
     assert fed.num_tasks == 2 and fed.task_names == ["L", "R"]
@@ -154,15 +155,15 @@ def test_riverflow_arff(tmp_path):
     rows = [[str(float(i * 72 + j)) for j in range(72)] for i in range(10)]
     rows[0][3] = "?"                                   # one missing input
     write_rf1(tmp_path / "riverflow" / "rf1.arff", rows)
-    src = riverflow.load(tmp_path, test_fraction=0.3, standardize=False)
+    src = source("riverflow", tmp_path, test_fraction=0.3, standardize=False)
     assert src.task == "multitask_regression" and tuple(src.x.shape) == (9, 64)
     assert tuple(src.y.shape) == (9, 8) and src.task_names[0] == "T0_48H__0"
     assert src.x[0, 0].item() == 72.0 and src.y[0, 0].item() == 72.0 + 64   # row 0 dropped
     assert int(src.is_test.sum()) == 3
-    zero = riverflow.load(tmp_path, missing="zero", standardize=False)
+    zero = source("riverflow", tmp_path, missing="zero", standardize=False)
     assert tuple(zero.x.shape) == (10, 64) and zero.x[0, 3].item() == 0.0
-    std = riverflow.load(tmp_path)
+    std = source("riverflow", tmp_path)
     train = ~std.is_test
     torch.testing.assert_close(std.y[train].mean(0), torch.zeros(8), atol=1e-5, rtol=0)
     with pytest.raises(UserError, match="rf1.arff not found"):
-        riverflow.load(tmp_path / "nowhere")
+        source("riverflow", tmp_path / "nowhere")

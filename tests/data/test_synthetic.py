@@ -10,6 +10,7 @@ import torch
 
 from fedmoo.data import federate
 from fedmoo.data.synthetic import generate
+from tests.data.sources import source
 
 
 def test_shapes_classes_and_user_sizes():
@@ -65,17 +66,16 @@ def test_natural_federation_keeps_users_train_test():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({"alpha": -1}, "data.alpha=-1 must be a finite number >= 0"),
-    ({"beta": float("inf")}, "data.beta=inf must be a finite number >= 0"),
+    ({"alpha": -1}, "data.alpha=-1 must be a number in [0.0, inf)"),
+    ({"beta": float("inf")}, "data.beta=inf must be a number in [0.0, inf)"),
     ({"max_samples": 0}, "data.max_samples=0 must be a positive integer or null"),
     ({"num_users": 0}, "data.num_users=0 must be a positive integer"),
 ])
 def test_bad_options_are_one_line(kwargs, message):
-    from fedmoo.data import synthetic
     from fedmoo.errors import UserError
 
     with pytest.raises(UserError, match=f"^{re.escape(message)}"):
-        synthetic.load(None, **kwargs)
+        source("synthetic", None, **kwargs)
 
 
 def test_natural_partition_rejects_unknown_keys():

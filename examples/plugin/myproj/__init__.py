@@ -1,4 +1,5 @@
 """An example fedmoo plugin. Importing the package registers its components with fedmoo; its
-``conf/`` folder (algo/lossavg.yaml, experiment/myproj/compare.yaml) joins fedmoo's configs."""
+``conf/`` folder (algo/lossavg.yaml, data/blobs.yaml, experiment/myproj/compare.yaml) joins
+fedmoo's configs."""
 
-from myproj import lossavg  # noqa: F401  (registers algo=lossavg)
+from myproj import blobs, lossavg  # noqa: F401  (register data=blobs, algo=lossavg)

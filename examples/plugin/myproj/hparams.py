@@ -1,9 +1,11 @@
-"""LossAvg's hyperparameters, declared for fedmoo (``fedmoo.hparams``). fedmoo reads this file
-before it imports torch or this package, to check a run's ``algo.*`` values: keep torch out."""
+"""LossAvg's hyperparameters and the Blobs data source's settings, declared for fedmoo
+(``fedmoo.hparams``). fedmoo reads this file before it imports torch or this package, to check a
+run's ``algo.*`` and ``data.*`` values: keep torch out."""
 
 from dataclasses import dataclass
 
 from fedmoo.hparams import declare
+from fedmoo.hparams.data import Dataset
 from fedmoo.knobs import knob
 
 
@@ -15,3 +17,13 @@ class LossAvg:
 
 
 declare("algo", "lossavg", LossAvg)
+
+
+@dataclass
+class Blobs(Dataset):          # Dataset: input_shape and num_classes, which the data fixes
+    samples: int = knob(100, "points per class", lo=1)
+    spread: float = knob(1.0, "standard deviation of each cluster", lo=0.0, lo_open=True)
+    seed: int = knob(0, "draws the centres and the points", lo=0)
+
+
+declare("data", "blobs", Blobs, input_shape=(2,), num_classes=3)
