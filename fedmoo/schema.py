@@ -261,8 +261,6 @@ def type_refusal(error: BaseException | None) -> str | None:
     while error is not None and seen < 8:
         key = getattr(error, "full_key", None)
         if isinstance(key, str) and key:
-            value = getattr(error, "value", None)
-            k = hparams.knob_of(getattr(error, "object_type", None), key)   # algo.eta=abc
-            return knobs_refusal(k, value) if k is not None else refusal(key, value)
+            return refusal(key, getattr(error, "value", None))
         error, seen = error.__cause__ or error.__context__, seen + 1
     return None
