@@ -91,7 +91,7 @@ def test_a_plugin_attack_and_model_take_their_declared_keys(cli):
         "always_participate": False, "seed": 0}
     summary = json.loads((cli.cwd / "a" / "summary.json").read_text())
     assert summary["num_params"] == 60 * 3 + 3 + 3 * 10 + 10      # width 3, synthetic 60 -> 10
-    for bad, line in ((["attack.factor=-1"], "attack.factor=-1.0 must be a number in [0.0, inf)"),
+    for bad, line in ((["attack.factor=-1"], "attack.factor=-1 must be a number in [0.0, inf)"),
                       (["attack.malicious=2.5"], "attack.malicious=2.5 as a fraction must be in"),
                       (["model.width=0"], "model.width=0 must be a positive integer"),
                       (["+model.depth=2"], "model.depth is not a hyperparameter of model=tiny; "

@@ -13,7 +13,8 @@ import sys
 import traceback
 
 from fedmoo import logs
-from fedmoo.cli.groups import GROUPS, group_options, option_text, with_plugins
+from fedmoo.cli.groups import GROUPS, group_options, with_plugins
+from fedmoo.cli.option_help import option_text
 from fedmoo.errors import Refused, UserError
 
 # OpenMP threads that wait for work sleep instead of spinning (read once, when torch loads its

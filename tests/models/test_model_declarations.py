@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedmoo import hparams, models
+from fedmoo import hparams, models, schema
 from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
 from fedmoo.hparams.model import groups_problem, widths_problem
@@ -89,9 +89,10 @@ def test_a_class_made_from_python_gets_the_declared_defaults():
         MLP((4,), 2, hidden=[-1])
 
 
-def test_a_value_of_the_wrong_type_is_refused_while_composing():
+def test_a_value_of_the_wrong_type_is_refused_by_the_check():
+    cfg = compose(["model=resnet18_gn", "model.groups=abc"])   # Hydra keeps the text
     with pytest.raises(UserError, match=r"^model.groups='abc' must divide the narrowest layer's "
                                         r"64 channels"):
-        compose(["model=resnet18_gn", "model.groups=abc"])
+        schema.check(cfg)
     with pytest.raises(UserError, match=r"^model.softmax_output='maybe' must be true or false"):
-        compose(["model=logreg", "model.softmax_output=maybe"])
+        schema.check(compose(["model=logreg", "model.softmax_output=maybe"]))
