@@ -7,6 +7,7 @@ declared this way. Torch-free: this module imports only the standard library.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -42,7 +43,7 @@ def knob(default: Any, help: str, **rule: Any) -> Any:   # noqa: A002 - the fiel
     """A schema field: its default, its one-line help and its ``Rule``."""
     meta = {"help": help, "rule": Rule(**rule)}
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: default, metadata=meta)
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 

@@ -20,18 +20,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict, Optional
 
 from fedmoo import hparams
 from fedmoo.errors import UserError
-from fedmoo.knobs import Knob, knob, of, show  # noqa: F401 - show: schema.show for callers
+from fedmoo.knobs import Knob, knob, of
 from fedmoo.knobs import refusal as knobs_refusal
 
 SCHEMA_NAME = "fedmoo_schema"
 SEED_LIMIT = 2**63   # seeds go to numpy and torch as signed 64-bit integers
 SECTIONS = ("data", "partition", "model", "client", "algo")   # every run needs these
-CONF_DIR = Path(__file__).resolve().parent / "conf"
 LOGGERS = ("none", "tensorboard", "mlflow", "wandb")
 ENGINES = ("auto", "sequential", "batched")
 
@@ -105,7 +103,7 @@ class Config:
                        kind=str, choices=LOGGERS, many=True)
     traceback: bool = knob(False, "print full tracebacks for user errors (debug=true sets it)")
     # the groups' sections, in the order of config.yaml's defaults list; but for client, their
-    # keys belong to the component each names (the option's YAML file)
+    # keys belong to the component each names (declared in fedmoo.hparams)
     model: Dict[str, Any] = field(default_factory=dict)
     partition: Dict[str, Any] = field(default_factory=dict)
     client: Client = field(default_factory=Client)

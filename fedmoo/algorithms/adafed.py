@@ -28,16 +28,16 @@ class AdaFed(Algorithm):
     Computed from the K x K Gram matrix and one weighted sum of the updates.
 
     Hyperparameters:
-      gamma: fairness exponent >= 0 (grid {0, 0.01, 0.1, 1, 5, 10}; default 1).
-      eta: server step > 0 (default 1).
-      loss: which f_k: ``local_last`` (default; the mean minibatch loss of the last local
+      gamma: fairness exponent >= 0 (grid {0, 0.01, 0.1, 1, 5, 10}).
+      eta: server step > 0.
+      loss: which f_k: ``local_last`` (the mean minibatch loss of the last local
         epoch, measured during training: Remark 5.2's "loss from the last iteration" as the
         third-party implementations compute it), ``trained`` (the loss of the trained local
         model on the client's whole training set: Algorithm 1 line 9's ``f_k(theta)`` read
         literally; the engine measures it through ``ClientSpec.eval_trained``) or ``global``
         (loss of w_t before local training).
-      normalize: divide every update by its norm first (default false: the paper divides only
-        by f^gamma).
+      normalize: divide every update by its norm first (the paper divides only by f^gamma:
+        false).
 
     Never exactly FedAvg: at gamma = 0 with orthogonal, equal-norm updates d is the uniform mean.
     """

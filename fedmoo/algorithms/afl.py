@@ -34,9 +34,9 @@ class AFL(Algorithm):
     iterates w_1..w_t (as in the paper and fair_flearn) unless ``average_iterates`` is false.
 
     Hyperparameters:
-      gamma_lambda: step of the ascent on lambda >= 0 (grid {0.01, 0.1, 0.2, 0.5, 1}; default 0.1).
-      eta: server step > 0 (default 1).
-      average_iterates: evaluate the averaged iterate (default true) or the last one.
+      gamma_lambda: step of the ascent on lambda >= 0 (grid {0.01, 0.1, 0.2, 0.5, 1}).
+      eta: server step > 0.
+      average_iterates: evaluate the averaged iterate or the last one.
 
     Needs ``clients_per_round = num_clients``. Reduces to uniform FedAvg (evaluated at the last
     iterate) at ``gamma_lambda = 0`` with ``average_iterates = false``.

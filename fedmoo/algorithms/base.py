@@ -36,7 +36,7 @@ class Algorithm:
 
     def hparams(self) -> dict[str, Any]:
         """The declared hyperparameters' values (for repr, summary.json and tables)."""
-        return {k: getattr(self, k) for k in self._hparam_keys}
+        return {k: getattr(self, k) for k in getattr(self, "_hparam_keys", ())}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.hparams().items())

@@ -32,8 +32,8 @@ class Ditto(Algorithm):
     personal model on its own split; the global model is logged under ``global/...``.
 
     Hyperparameters:
-      lam: personalisation strength >= 0 (grid {0.05, 0.1, 0.2, 0.5, 1, 2, 5}; default 1, the
-        authors' scripts). lam = 0 is pure local training; large lam ties v to w.
+      lam: personalisation strength >= 0 (grid {0.05, 0.1, 0.2, 0.5, 1, 2, 5}). lam = 0 is
+        pure local training; large lam ties v to w.
 
     The global model is exactly uniform FedAvg for every lam (only the evaluated models differ).
     """

@@ -13,8 +13,8 @@ class FedAvg(Algorithm):
     ``d = sum_k p_k g_k`` and ``w <- w - eta d``.
 
     Hyperparameters:
-      weighting: ``samples`` (p_k = n_k / sum n, default) or ``uniform`` (p_k = 1/K).
-      eta: server learning rate (default 1; eta = 1 is the classic model average).
+      weighting: ``samples`` (p_k = n_k / sum n) or ``uniform`` (p_k = 1/K).
+      eta: server learning rate.
     """
 
     name = "fedavg"

@@ -45,11 +45,11 @@ class FedFA(Algorithm):
     models; the server momentum is unchanged. ``server/p_max`` still reports the computed p.
 
     Hyperparameters:
-      beta: weight of the frequency term in [0, 1] (default 0.5).
-      gamma: server momentum in [0, 1) (default 0.5).
-      aggregate: ``weighted`` (default; ``w_avg`` with the weights p) or ``uniform`` (the plain
+      beta: weight of the frequency term in [0, 1].
+      gamma: server momentum in [0, 1).
+      aggregate: ``weighted`` (``w_avg`` with the weights p) or ``uniform`` (the plain
         mean, p unused: the easyFL v1.0 release).
-      acc_at: which accuracy p uses: ``before`` (default; of w_t, as later easyFL / FLGo) or
+      acc_at: which accuracy p uses: ``before`` (of w_t, as later easyFL / FLGo) or
         ``after`` (of each client's trained model, easyFL v1.0; the engine measures it through
         ``ClientSpec.eval_trained``).
 

@@ -42,13 +42,13 @@ class FedFV(Algorithm):
     Hyperparameters:
       alpha: fraction of clients kept unprojected, in [0, 1] (grid {0, 0.1, 0.2, 1/3, 0.5, 2/3};
         default 0.1).
-      tau: rounds of history for external conflicts, integer >= 0 (grid {0, 1, 3, 10}; default 1).
-      order: ``loss`` (default), ``random`` (shuffled, seeded by ``seed`` and the round) or
+      tau: rounds of history for external conflicts, integer >= 0 (grid {0, 1, 3, 10}).
+      order: ``loss``, ``random`` (shuffled, seeded by ``seed`` and the round) or
         ``reverse`` (descending loss).
       history: ``paper`` (rounds t-tau..t-1, the paper's code, from round tau on) or ``flgo``
         (rounds t-tau+1..t, i.e. including this round's clients, as later FLGo code does; FLGo
         numbers rounds from 1, so its ``current_round >= tau`` starts at fedmoo's round tau-1).
-      eta: server step > 0 (default 1).
+      eta: server step > 0.
       seed: seed of the ``random`` order.
 
     Reduces to uniform FedAvg at ``alpha = 1, tau = 0``.

@@ -42,9 +42,9 @@ class FedMGDA(Algorithm):
       eta_decay: total decay factor of the step over the run, in (0, 1], or null for none
         (grid {none, 1/40, 1/30, 1/20, 1/10, 1/3, 1/2}).
       total_rounds: the run length the decay is spread over (the YAML passes ``${rounds}``;
-        default 2000, the paper's T, where 1/10 gives the authors' per-100-round factor 0.89).
+        over the paper's T = 2000, 1/10 gives the authors' per-100-round factor 0.89).
       mu: client proximal term (mu/2)||w - w_t||^2 >= 0; > 0 gives MGDA-Prox.
-      solver: QP backend, ``daqp`` (default) or ``quadprog``.
+      solver: QP backend, ``daqp`` or ``quadprog``.
 
     Reduces to FedAvg at ``epsilon = 0``, ``normalize = false``, ``eta = 1``, no decay, mu = 0
     (uniform weights with lambda0 = uniform, sample weights with lambda0 = samples).
@@ -86,7 +86,6 @@ class FedMGDAPlus(FedMGDA):
     description = "FedMGDA+: min-norm combination of normalised updates with a decaying step"
 
 
-
 @register
 class FedAvgN(FedMGDA):
     """FedAvg-n: the uniform mean of normalised updates (FedMGDA+ with eps = 0), decaying step.
@@ -97,7 +96,6 @@ class FedAvgN(FedMGDA):
 
     name = "fedavg_n"
     description = "FedAvg-n: uniform mean of normalised client updates with a decaying step"
-
 
 
 @register

@@ -15,7 +15,7 @@ class FedProx(FedAvg):
     server averages like FedAvg.
 
     Hyperparameters:
-      mu: proximal weight >= 0 (paper grid {0.001, 0.01, 0.1, 0.5, 1, 10}; default 0.01). The
+      mu: proximal weight >= 0 (paper grid {0.001, 0.01, 0.1, 0.5, 1, 10}). The
         FedMGDA+ code's ``prox_weight`` has no 1/2, i.e. prox_weight = mu/2.
       weighting, eta: as FedAvg.
 

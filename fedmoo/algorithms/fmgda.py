@@ -53,14 +53,14 @@ class FMGDA(Algorithm):
     ``stationarity_every``.
 
     Hyperparameters:
-      local_steps: K local steps per task (paper default 10).
+      local_steps: K local steps per task (paper 10).
       eta: global learning rate eta_t (paper 0.1; 2 in the FedCMOO code).
-      qp_on: ``trunk`` (default; FedCMOO's reference code) or ``all`` parameters in the QP.
+      qp_on: ``trunk`` (FedCMOO's reference code) or ``all`` parameters in the QP.
       weighting: per-task average ``uniform`` over the clients holding it (the paper's 1/|R_s|)
         or by ``samples`` (the paper's imbalanced-data variant).
       solver: QP backend, ``daqp`` or ``quadprog`` (a bounded Frank-Wolfe solve backs both up).
       stationarity_every: measure ``train/lambda_grad_norm_sq`` on the evaluated rounds that are
-        multiples of this (default 1: every evaluated round; 0: never). The measure is a full
+        multiples of this (1: every evaluated round; 0: never). The measure is a full
         gradient pass over every client's training data, about 5% of a full-batch MultiFashion
         round; the paper's figures plot training losses, not this measure.
 

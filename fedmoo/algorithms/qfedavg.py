@@ -23,10 +23,10 @@ class QFedAvg(Algorithm):
     right (small) step instead of a silent zero.
 
     Hyperparameters:
-      q: fairness exponent >= 0 (papers' grid {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 15}; default 1).
-      L: Lipschitz estimate > 0; null (default) = 1 / client.lr, as in the authors' code
+      q: fairness exponent >= 0 (papers' grid {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 15}).
+      L: Lipschitz estimate > 0; null = 1 / client.lr, as in the authors' code
         (FedMGDA+ baseline grid L in {0.1, 1, 10}).
-      loss_at: ``before`` (default; loss of w_t, q-FFL) or ``after`` (loss of the trained local
+      loss_at: ``before`` (loss of w_t, q-FFL) or ``after`` (loss of the trained local
         model, measured by the engine through ``ClientSpec.eval_trained``).
 
     Reduces to uniform FedAvg (the plain mean of the local models) at ``q = 0``.

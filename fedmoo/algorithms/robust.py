@@ -35,7 +35,7 @@ class TrimmedMean(Algorithm):
     coordinate and average the rest.
 
     Hyperparameters:
-      beta: fraction trimmed on each side, in [0, 0.5) (default 0.1).
+      beta: fraction trimmed on each side, in [0, 0.5).
 
     Reduces to uniform FedAvg at ``beta = 0`` (or whenever ``beta K < 1``).
     """
@@ -82,7 +82,7 @@ class Krum(_KrumBase):
     """Krum: apply the single update with the smallest Krum score.
 
     Hyperparameters:
-      f: number of Byzantine clients assumed per cohort, integer >= 0 with K >= 2f + 3 (default 1).
+      f: number of Byzantine clients assumed per cohort, integer >= 0 with K >= 2f + 3.
 
     Never FedAvg: it applies a single client's update (Multi-Krum with m = K is FedAvg).
     """
@@ -103,8 +103,8 @@ class MultiKrum(_KrumBase):
     """Multi-Krum: uniform mean of the ``m`` updates with the smallest Krum scores.
 
     Hyperparameters:
-      f: number of Byzantine clients assumed per cohort, integer >= 0 with K >= 2f + 3 (default 1).
-      m: number of updates averaged, integer >= 1, or null (default) for ``K - f``.
+      f: number of Byzantine clients assumed per cohort, integer >= 0 with K >= 2f + 3.
+      m: number of updates averaged, integer >= 1, or null for ``K - f``.
 
     Reduces to uniform FedAvg when ``m = K``.
     """

@@ -47,8 +47,8 @@ class TERM(Algorithm):
 
     Hyperparameters:
       t: tilt, any real number (t > 0 favours high-loss clients, t < 0 suppresses outliers;
-        grid {0.1, 0.5, 1, 2, 5}; default 0.1, the code's default).
-      normalization: ``reference`` (default) or ``softmax``.
+        grid {0.1, 0.5, 1, 2, 5}).
+      normalization: ``reference`` or ``softmax``.
 
     Reduces to uniform FedAvg at ``t = 0`` with ``normalization = softmax``.
     """

@@ -10,7 +10,7 @@ from fedmoo.attacks.base import Attack
 class NoAttack(Attack):
     """Every client is honest: the cohort passes through unchanged.
 
-    ``malicious`` (default null: nobody) may still name would-be attackers that behave honestly,
+    ``malicious`` may still name would-be attackers that behave honestly,
     so a clean run reports ``benign/...`` and ``attackers/...`` over the same clients as an
     attacked one (the robustness matrix compares them column by column).
     """

@@ -35,7 +35,7 @@ def option_text(group: str | None, option: str) -> str:
     for k in ks:
         leaf = k.key.partition(".")[2]
         value = section.get(leaf, k.default)
-        note = "" if value == k.default else f" (declared default {show(k.default)})"
+        note = "" if show(value) == show(k.default) else f" (declared default {show(k.default)})"
         rows.append((f"{k.key}={show(value)}", k.help + note))
     width = max(len(a) for a, _ in rows)
     return "\n".join([head, *(f"  {a:<{width}}  {b}" for a, b in rows)])

@@ -12,6 +12,7 @@ import textwrap
 
 from fedmoo import schema
 from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
+from fedmoo.knobs import show
 
 WIDTH = 100
 HELP_FLAGS = ("-h", "--help")
@@ -68,7 +69,7 @@ def _defaults() -> dict[str, str]:
 
 def run_knobs() -> list[tuple[str, str, str]]:
     """(key, default, help) of every run knob, as fedmoo.schema declares them."""
-    return [(k.key, schema.show(k.default), k.help) for k in schema.knobs()]
+    return [(k.key, show(k.default), k.help) for k in schema.knobs()]
 
 
 def _item(head: str, text: str, col: int) -> str:

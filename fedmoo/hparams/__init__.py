@@ -20,6 +20,7 @@ a module that imports no torch: fedmoo loads that file without importing the pac
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import importlib
@@ -79,8 +80,27 @@ def declare(group: str, slug: str, params: type, **defaults: Any) -> Declaration
     unknown = sorted(set(defaults) - {f.name for f in dataclasses.fields(params)})
     if unknown:
         raise ValueError(f"{params.__name__} has no knob {unknown[0]!r}")
-    _DECLARED[(group, slug)] = out = Declaration(group, slug, params, tuple(defaults.items()))
+    base = _base(group)
+    if base is not None and not issubclass(params, base):
+        raise TypeError(f"{params.__name__} declares {group} {slug!r} but does not extend "
+                        f"{base.__module__}.{base.__name__} (the keys every {group} has)")
+    out = Declaration(group, slug, params, tuple(defaults.items()))
+    for k in out.knobs:                  # a preset's own defaults must be values it allows
+        if k.key.partition(".")[2] in defaults and refusal(k, k.default):
+            raise ValueError(f"{group} {slug!r}: default {refusal(k, k.default)}")
+    _DECLARED[(group, slug)] = out
     return out
+
+
+# the dataclass a group's declarations extend: the keys the runner reads of every component
+BASES = {"attack": "fedmoo.hparams.attack:Common", "partition": "fedmoo.hparams.partition:Partition"}
+
+
+def _base(group: str) -> type | None:
+    if group not in BASES:
+        return None
+    module, name = BASES[group].split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _load() -> None:
@@ -144,6 +164,9 @@ def check(group: str, section: dict[str, Any]) -> None:
         return
     ks = {k.key.partition(".")[2]: k for k in knobs(group, slug)}
     unknown = [key for key in section if key not in ks and key not in NOTES]
+    if unknown and not ks and declared(group, slug) is None:
+        raise UserError(f"{group}.{unknown[0]}: {group}={slug} declares no hyperparameters; a "
+                        "plugin declares them in <package>/hparams.py (docs/plugins.md)")
     if unknown:
         valid = ", ".join(ks) or "(none)"
         raise UserError(f"{group}.{unknown[0]} is not a hyperparameter of {group}={slug}; "
@@ -166,7 +189,7 @@ def resolve(group: str, slug: str, given: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for k in knobs(group, slug):
         key = k.key.partition(".")[2]
-        value = given.get(key, k.default)
+        value = given.get(key, copy.deepcopy(k.default))   # a list default is the caller's own
         if (k.rule.kind or k.type) is float and isinstance(value, int) \
                 and not isinstance(value, bool):
             value = float(value)

@@ -14,7 +14,7 @@ class LossAvg(Algorithm):
     ``w <- w - eta sum_k p_k g_k``. ``power = 0`` is FedAvg with uniform weights.
 
     Hyperparameters (declared in myproj/hparams.py): ``power``, the exponent of the loss in
-    the weights (default 1), and ``eta``, the server learning rate (default 1).
+    the weights, and ``eta``, the server learning rate.
     """
 
     name = "lossavg"
