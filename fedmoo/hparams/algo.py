@@ -11,12 +11,18 @@ from typing import Optional
 from fedmoo.hparams import declare
 from fedmoo.knobs import knob
 
-SOLVERS = ("daqp", "quadprog")           # fedmoo.moo.minnorm's QP backends
+SOLVERS = ("daqp", "quadprog")   # the qpsolvers backends fedmoo.moo.minnorm is tested with
 WEIGHTING = ("samples", "uniform")
 
 
 def _eta(default: float = 1.0, what: str = "server step (learning rate)") -> float:
     return knob(default, what, lo=0.0, lo_open=True)
+
+
+def _solver() -> str:
+    """The min-norm QP's backend (FedMGDA's box QP, FMGDA's task QP)."""
+    return knob("daqp", "QP backend: daqp | quadprog (a bounded Frank-Wolfe solve backs both up)",
+                choices=SOLVERS)
 
 
 @dataclass
@@ -57,8 +63,7 @@ class FedMGDA:
                              "${rounds})", lo=1)
     mu: float = knob(0.0, "client proximal term (mu/2)||w - w_t||^2; > 0 gives MGDA-Prox",
                      lo=0.0)
-    solver: str = knob("daqp", "QP backend: daqp | quadprog (a bounded Frank-Wolfe solve backs "
-                       "both up)", choices=SOLVERS)
+    solver: str = _solver()
 
 
 @dataclass
@@ -118,8 +123,7 @@ class FMGDA:
                       choices=("trunk", "all"))
     weighting: str = knob("uniform", "per-task average over its clients: uniform (paper "
                           "1/|R_s|) | samples", choices=("uniform", "samples"))
-    solver: str = knob("daqp", "QP backend: daqp | quadprog (a bounded Frank-Wolfe solve backs "
-                       "both up)", choices=SOLVERS)
+    solver: str = _solver()
     stationarity_every: int = knob(1, "train/lambda_grad_norm_sq on evaluated rounds that are "
                                    "multiples of this (0 = never)", lo=0)
 

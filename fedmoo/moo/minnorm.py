@@ -17,7 +17,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-SOLVERS = ("daqp", "quadprog")
 FEAS_TOL = 1e-6
 
 
