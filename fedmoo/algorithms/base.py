@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from fedmoo import hparams as declarations
-from fedmoo.moo.descent import common_descent, update_norms
+from fedmoo.moo.descent import common_descent, move_norm, update_norms
 from fedmoo.state import ClientSpec, Cohort, GradientProbe, ServerState
 
 
@@ -77,9 +77,7 @@ class Algorithm:
         move = direction * float(step)
         min_cos, harmed = common_descent(cohort.deltas, move, cohort.task_mask, noise=noise,
                                          norms=norms)
-        d_norm = float(torch.linalg.vector_norm(direction, dtype=torch.float64))
-        d_norm = 0.0 if d_norm <= noise else d_norm   # rounding, not a move (is_zero_move)
-        diag = {"server/d_norm": d_norm,
+        diag = {"server/d_norm": move_norm(cohort.deltas, direction, noise=noise),
                 "server/min_cos": min_cos, "server/harmed": float(harmed), **diag}
         return dataclasses.replace(state, w=w, round=state.round + 1, **changes), diag
 

@@ -87,7 +87,7 @@ def noise_level(x: Tensor, held: Tensor | None = None, norms: Tensor | None = No
 
 def update_norms(x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, float]:
     """The updates' ``row_norms`` over the rows a per-task ``mask`` holds, and their
-    ``noise_level``: what ``common_descent`` and ``is_zero_move`` take, computed once."""
+    ``noise_level``: what ``common_descent`` and ``move_norm`` take, computed once."""
     held = _held(x, mask)
     norms = row_norms(x, held)
     return norms, noise_level(x, held, norms)
@@ -102,12 +102,14 @@ def _held(x: Tensor, mask: Tensor | None) -> Tensor:
     return mask.to(torch.bool).cpu().reshape(k, s)
 
 
-def is_zero_move(x: Tensor, d: Tensor, mask: Tensor | None = None,
-                 noise: float | None = None) -> bool:
-    """True when the move ``d`` is no longer than the rounding level of the updates ``x``
-    (``noise``: that level when the caller has it, ``noise_level``)."""
-    d_norm = float(torch.linalg.vector_norm(d.to(torch.float64)))
-    return d_norm <= (noise_level(x, _held(x, mask)) if noise is None else noise)
+def move_norm(x: Tensor, d: Tensor, mask: Tensor | None = None,
+              noise: float | None = None) -> float:
+    """``||d||`` in float64, exactly 0 when the move ``d`` is no longer than the rounding level
+    of the updates ``x`` (``noise``: that level when the caller has it, ``noise_level``):
+    rounding, not a move."""
+    d_norm = float(torch.linalg.vector_norm(d, dtype=torch.float64))
+    return 0.0 if d_norm <= (noise_level(x, _held(x, mask)) if noise is None else noise) \
+        else d_norm
 
 
 def common_descent(x: Tensor, d: Tensor, mask: Tensor | None = None,

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from fedmoo.moo.descent import HARM_TOL, common_descent, descent_cosines, is_zero_move
+from fedmoo.moo.descent import HARM_TOL, common_descent, descent_cosines, move_norm
 from fedmoo.moo.gram import combine, sq_norms
 
 
@@ -78,7 +78,7 @@ def test_a_rounding_level_move_is_a_zero_move_that_harms_nobody():
     # Two opposite updates: the min-norm point is 0; a solver leaves ~1e-12 of one of them.
     x = torch.tensor([[1.0, 0.0], [-1.0, 0.0]], dtype=torch.float64)
     d = torch.tensor([-1e-12, 0.0], dtype=torch.float64)        # cos = +1 / -1 in exact math
-    assert is_zero_move(x, d) and common_descent(x, d) == (0.0, 0)
+    assert move_norm(x, d) == 0.0 and common_descent(x, d) == (0.0, 0)
     # float32 updates round at ~1e-7: a 1e-6 move is still noise there, not in float64
     d6 = torch.tensor([-1e-6, 0.0])
     assert common_descent(x.float(), d6) == (0.0, 0)
