@@ -39,6 +39,16 @@ class Rule:
     test: Any = None            # value -> why it is refused, or None: a knob of several kinds
 
 
+SEED_LIMIT = 2**63   # seeds go to numpy and torch as signed 64-bit integers
+
+
+def seed_knob(help: str) -> Any:   # noqa: A002 - the field's help text
+    """A seed: an integer in [0, 2**63), default 0 (the rule ``schema.check_seeds`` applies to
+    every ``*seed`` key)."""
+    return knob(0, help, lo=0, hi=SEED_LIMIT, hi_open=True,
+                what="a non-negative integer below 2**63")
+
+
 def knob(default: Any, help: str, **rule: Any) -> Any:   # noqa: A002 - the field's help text
     """A schema field: its default, its one-line help and its ``Rule``."""
     meta = {"help": help, "rule": Rule(**rule)}
@@ -55,6 +65,11 @@ class Knob:
     default: Any
     help: str
     rule: Rule
+
+    @property
+    def leaf(self) -> str:
+        """The key within its section: ``lr`` of ``client.lr``."""
+        return self.key.rpartition(".")[2]
 
 
 @functools.lru_cache(maxsize=None)

@@ -24,11 +24,10 @@ from typing import Any, Dict, Optional
 
 from fedmoo import hparams
 from fedmoo.errors import UserError
-from fedmoo.knobs import Knob, knob, of
+from fedmoo.knobs import SEED_LIMIT, Knob, knob, of, seed_knob
 from fedmoo.knobs import refusal as knobs_refusal
 
 SCHEMA_NAME = "fedmoo_schema"
-SEED_LIMIT = 2**63   # seeds go to numpy and torch as signed 64-bit integers
 SECTIONS = ("data", "partition", "model", "client", "algo")   # every run needs these
 LOGGERS = ("none", "tensorboard", "mlflow", "wandb")
 ENGINES = ("auto", "sequential", "batched")
@@ -54,9 +53,7 @@ class Config:
     """The top-level keys of a run's config. The sections a group fills (``data``, ``algo``,
     ...) are declared as open mappings: their keys belong to the component each names."""
 
-    seed: int = knob(0, "training seed (init, sampling, shuffles); partition.seed is separate",
-                     lo=0, hi=SEED_LIMIT, hi_open=True,
-                     what="a non-negative integer below 2**63")
+    seed: int = seed_knob("training seed (init, sampling, shuffles); partition.seed is separate")
     rounds: int = knob(100, "communication rounds", lo=1)
     num_clients: Optional[int] = knob(
         30, "clients in the federation (null = the dataset's own clients: partition=natural, "
@@ -200,7 +197,7 @@ def check_knobs(cfg: dict[str, Any]) -> None:
         head, _, leaf = k.key.rpartition(".")
         node = cfg.get(head) if head else cfg
         if isinstance(node, dict) and leaf in node:
-            msg = refusal(k.key, node[leaf])
+            msg = knobs_refusal(k, node[leaf])
             if msg:
                 raise UserError(msg)
 

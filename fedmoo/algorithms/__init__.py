@@ -56,7 +56,7 @@ def get(name: str) -> type[Algorithm]:
 def build(cfg: dict[str, Any]) -> Algorithm:
     """Instantiate from an ``algo`` config mapping: ``{name: ..., <hyperparameter>: ...}``
     (checked against the rule's declaration, fedmoo.hparams)."""
-    cfg = {k: v for k, v in cfg.items() if k != "description"}
+    cfg = dict(cfg)      # a ``description`` note is no hyperparameter: the constructor skips it
     return get(cfg.pop("name", None))(**cfg)
 
 

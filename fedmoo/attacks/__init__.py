@@ -57,7 +57,7 @@ def get(name: str) -> type[Attack]:
 def create(cfg: dict[str, Any]) -> Attack:
     """Instantiate from an ``attack`` mapping ``{name: ..., <key>: ...}`` (not yet bound;
     checked against the attack's declaration, fedmoo.hparams)."""
-    cfg = {k: v for k, v in dict(cfg).items() if k != "description"}
+    cfg = dict(cfg)      # a ``description`` note is no hyperparameter: the constructor skips it
     return get(cfg.pop("name", None))(**cfg)
 
 

@@ -27,7 +27,7 @@ from fedmoo.data.checks import check_labels, reason
 from fedmoo.data.download import CHUNK, Resource, ensure
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
-from fedmoo.hparams.data import FMNIST_SYSTEM_DIR
+from fedmoo.hparams.data import EMNIST_NUM_CLASSES, FMNIST_SYSTEM_DIR
 
 IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 MAX_IDX_BYTES = 1 << 30   # data of one IDX file (EMNIST byclass train images: 547 MB)
@@ -49,9 +49,6 @@ EMNIST_ZIP = Resource("https://biometrics.nist.gov/cs_links/EMNIST/gzip.zip",
 
 FMNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
                   "Sneaker", "Bag", "Ankle boot"]
-# Label range of each EMNIST split (letters are labelled 1..26).
-EMNIST_NUM_CLASSES = {"byclass": 62, "bymerge": 47, "balanced": 47, "letters": 27, "digits": 10,
-                      "mnist": 10}
 EMNIST_BYCLASS = [*"0123456789", *"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *"abcdefghijklmnopqrstuvwxyz"]
 
 

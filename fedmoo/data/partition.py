@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from fedmoo.errors import UserError
-from fedmoo.hparams.partition import SPLITS
+from fedmoo.hparams.partition import FEMNIST_LETTERS, SPLITS
 
 Partitioner = Callable[..., list[np.ndarray]]
 _PARTITIONERS: dict[str, Partitioner] = {}
@@ -133,7 +133,7 @@ def femnist_skewed(labels: np.ndarray, num_clients: int, rng: np.random.Generato
     """FedProx-style skew: client k holds classes ``classes[(k + j) % C]`` for
     ``j < classes_per_client``; each class's shuffled samples are split evenly among its clients.
     Default classes 36..45 = lower-case a..j of the 62 FEMNIST / EMNIST-byclass classes."""
-    cls = list(range(36, 46)) if classes is None else list(classes)
+    cls = list(FEMNIST_LETTERS if classes is None else classes)
     per = classes_per_client             # 1..len(cls): fedmoo.hparams.partition checks it
     owners: dict[int, list[int]] = {c: [] for c in range(len(cls))}
     for k in range(num_clients):

@@ -58,14 +58,14 @@ class Declaration:
     @functools.cached_property
     def knobs(self) -> tuple[Knob, ...]:
         changed = dict(self.defaults)
-        return tuple(dataclasses.replace(k, default=changed[k.key.partition(".")[2]])
-                     if k.key.partition(".")[2] in changed else k
+        return tuple(dataclasses.replace(k, default=changed[k.leaf])
+                     if k.leaf in changed else k
                      for k in of(self.params, f"{self.group}."))
 
     def node(self) -> dict[str, Any]:
         """The option's values for Hydra: ``name`` and each knob's default (lists as lists)."""
         return {"name": self.slug,
-                **{k.key.partition(".")[2]: list(k.default) if isinstance(k.default, tuple)
+                **{k.leaf: list(k.default) if isinstance(k.default, tuple)
                    else k.default for k in self.knobs}}
 
 
@@ -86,7 +86,7 @@ def declare(group: str, slug: str, params: type, **defaults: Any) -> Declaration
                         f"{base.__module__}.{base.__name__} (the keys every {group} has)")
     out = Declaration(group, slug, params, tuple(defaults.items()))
     for k in out.knobs:                  # a preset's own defaults must be values it allows
-        if k.key.partition(".")[2] in defaults and refusal(k, k.default):
+        if k.leaf in defaults and refusal(k, k.default):
             raise ValueError(f"{group} {slug!r}: default {refusal(k, k.default)}")
     _DECLARED[(group, slug)] = out
     return out
@@ -162,9 +162,10 @@ def check(group: str, section: dict[str, Any]) -> None:
     slug = section.get("name")
     if not isinstance(slug, str):
         return
-    ks = {k.key.partition(".")[2]: k for k in knobs(group, slug)}
+    found = declared(group, slug)
+    ks = {k.leaf: k for k in (found.knobs if found is not None else ())}
     unknown = [key for key in section if key not in ks and key not in NOTES]
-    if unknown and not ks and declared(group, slug) is None:
+    if unknown and found is None:
         raise UserError(f"{group}.{unknown[0]}: {group}={slug} declares no hyperparameters; a "
                         "plugin declares them in <package>/hparams.py (docs/plugins.md)")
     if unknown:
@@ -176,7 +177,7 @@ def check(group: str, section: dict[str, Any]) -> None:
             msg = refusal(ks[key], value)
             if msg:
                 raise UserError(msg + f" (for {group}={slug})")
-    whole = getattr(declared(group, slug), "refuse", None)   # keys checked together
+    whole = found.refuse if found is not None else None   # keys checked together
     msg = whole and whole({**{key: k.default for key, k in ks.items()}, **section})
     if msg:
         raise UserError(msg + f" (for {group}={slug})")
@@ -188,7 +189,7 @@ def resolve(group: str, slug: str, given: dict[str, Any]) -> dict[str, Any]:
     check(group, {"name": slug, **given})
     out = {}
     for k in knobs(group, slug):
-        key = k.key.partition(".")[2]
+        key = k.leaf
         value = given.get(key, copy.deepcopy(k.default))   # a list default is the caller's own
         if (k.rule.kind or k.type) is float and isinstance(value, int) \
                 and not isinstance(value, bool):

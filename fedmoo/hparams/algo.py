@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from fedmoo.hparams import declare
-from fedmoo.knobs import knob
+from fedmoo.knobs import knob, seed_knob
 
 SOLVERS = ("daqp", "quadprog")   # the qpsolvers backends fedmoo.moo.minnorm is tested with
 WEIGHTING = ("samples", "uniform")
@@ -111,7 +111,7 @@ class FedFV:
     history: str = knob("paper", "paper (rounds t-tau..t-1) | flgo (t-tau+1..t)",
                         choices=("paper", "flgo"))
     eta: float = _eta()
-    seed: int = knob(0, "seed of order=random", lo=0)
+    seed: int = seed_knob("seed of order=random")
 
 
 @dataclass

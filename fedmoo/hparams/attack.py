@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 from fedmoo.hparams import declare
-from fedmoo.knobs import knob
+from fedmoo.knobs import knob, seed_knob
 
 PERMUTATIONS = ("reverse", "shift", "random")   # label_flip's named permutations
 MALICIOUS = ("give client ids ([0,3]), one id (2), a fraction in (0, 1] (0.2) or client names "
@@ -70,8 +70,8 @@ class Common:
                           "(phd)", test=malicious_problem)
     always_participate: bool = knob(False, "true: the attackers join every round (the sampler "
                                     "swaps them in)")
-    seed: int = knob(0, "seeds the choice of attackers and the attack's own noise (not the "
-                     "training seed)", lo=0)
+    seed: int = seed_knob("seeds the choice of attackers and the attack's own noise (not the "
+                     "training seed)")
 
 
 @dataclass

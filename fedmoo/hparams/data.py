@@ -11,10 +11,12 @@ from dataclasses import dataclass, fields
 from typing import List, Optional
 
 from fedmoo.hparams import declare
-from fedmoo.knobs import knob
+from fedmoo.knobs import knob, seed_knob
 
 NORMALIZE = ("unit", "standard", "pixel_zscore")    # fedmoo.data.pixels' modes
-EMNIST_SPLITS = ("byclass", "bymerge", "balanced", "letters", "digits", "mnist")
+# Label range of each EMNIST split (letters are labelled 1..26): the splits data.split may name
+EMNIST_NUM_CLASSES = {"byclass": 62, "bymerge": 47, "balanced": 47, "letters": 27, "digits": 10,
+                      "mnist": 10}
 ADULT_TRAIN_ROWS = ("domains", "authors_code")
 FMNIST_SYSTEM_DIR = "/usr/share/datasets/fashion-mnist"   # Debian's dataset-fashion-mnist
 
@@ -55,7 +57,7 @@ class FashionMnist(Images):
 
 @dataclass
 class Emnist(Images):
-    split: str = knob("byclass", "NIST's split (byclass: 62 classes)", choices=EMNIST_SPLITS)
+    split: str = knob("byclass", "NIST's split (byclass: 62 classes)", choices=tuple(EMNIST_NUM_CLASSES))
 
 
 @dataclass
@@ -70,8 +72,7 @@ class Cinic10(Images):
 
 @dataclass
 class MultiMnist(Images):
-    seed: int = knob(0, "draws each left image's right partner (train and test separately)",
-                     lo=0)
+    seed: int = seed_knob("draws each left image's right partner (train and test separately)")
     train_samples: Optional[int] = knob(None, "keep this many training canvases (random, "
                                         "seeded); null = all 60,000", lo=1)
     test_samples: Optional[int] = knob(None, "same for the 10,000 test canvases", lo=1)
@@ -108,7 +109,7 @@ class CelebA(Dataset):
 class Digits(Dataset):
     test_fraction: float = knob(0.25, "stratified share of each class held out as the test "
                                 "split, in [0, 1)", lo=0.0, hi=1.0, hi_open=True)
-    split_seed: int = knob(0, "draws the held-out images", lo=0)
+    split_seed: int = seed_knob("draws the held-out images")
 
 
 @dataclass
@@ -117,7 +118,7 @@ class RiverFlow(Dataset):
                         choices=("drop", "zero"))
     test_fraction: float = knob(0.3, "held-out rows (no official split), drawn with data.seed",
                                 lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-    seed: int = knob(0, "draws the held-out rows", lo=0)
+    seed: int = seed_knob("draws the held-out rows")
     standardize: bool = knob(True, "z-score inputs and targets with the training rows' "
                              "statistics")
 
@@ -128,7 +129,7 @@ class Synthetic(Dataset):
     alpha: float = knob(1.0, "variance of the users' models (FedProx's alpha)", lo=0.0)
     beta: float = knob(1.0, "variance of the users' inputs (FedProx's beta)", lo=0.0)
     iid: bool = knob(False, "one model and input distribution for every user")
-    seed: int = knob(0, "generator seed", lo=0)
+    seed: int = seed_knob("generator seed")
     max_samples: Optional[int] = knob(None, "cap on samples per user (null = FedProx's "
                                       "heavy-tailed sizes)", lo=1)
 

@@ -10,18 +10,17 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from fedmoo.hparams import declare
-from fedmoo.knobs import knob
+from fedmoo.knobs import knob, seed_knob
 
 SPLITS = ("train", "val", "test")
-SEED_LIMIT = 2**63
+FEMNIST_LETTERS = tuple(range(36, 46))   # a..j of the 62 FEMNIST / EMNIST-byclass classes
 
 
 @dataclass
 class Partition:
     """The keys of every partition."""
 
-    seed: int = knob(0, "partition seed (separate from the training seed)", lo=0,
-                     hi=SEED_LIMIT, hi_open=True, what="a non-negative integer below 2**63")
+    seed: int = seed_knob("partition seed (separate from the training seed)")
     split: str = knob("dataset", "dataset = keep the dataset's own test split (natural: each "
                       "client's own train/test) | pooled = re-split by fractions",
                       choices=("dataset", "pooled"))
@@ -110,7 +109,7 @@ class FemnistSkewed(Partition):
         msg = Partition.refuse(values) or _bad_classes(values["classes"])
         if msg:
             return msg
-        n = 10 if values["classes"] is None else len(values["classes"])
+        n = len(FEMNIST_LETTERS if values["classes"] is None else values["classes"])
         if values["classes_per_client"] > n:
             return (f"partition.classes_per_client={values['classes_per_client']} must be "
                     f"between 1 and the {n} classes")

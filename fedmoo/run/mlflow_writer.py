@@ -83,7 +83,7 @@ class Writer:
             self.run_id = self.client.create_run(
                 exp_id, run_name=head["run_name"],
                 tags={k: str(v) for k, v in head["tags"].items()}).info.run_id
-            params = [Param(k, str(v)[:500]) for k, v in head["params"].items()]
+            params = [Param(k, v) for k, v in head["params"].items()]   # cut to 500 by the parent
             for i in range(0, len(params), BATCH):
                 self.client.log_batch(self.run_id, params=params[i:i + BATCH])
 

@@ -15,7 +15,7 @@ from fedmoo import data as fdata
 from fedmoo import hparams
 from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
-from fedmoo.hparams.data import DESCRIBED, EMNIST_SPLITS
+from fedmoo.hparams.data import DESCRIBED
 from fedmoo.cli.groups import CONF_DIR
 
 SLUGS = sorted(s for s in fdata.SOURCES if isinstance(fdata.SOURCES[s], str))
@@ -87,12 +87,6 @@ def test_a_source_that_declares_nothing_takes_no_keys(monkeypatch):
     with pytest.raises(UserError, match=r"^data.size: data=bare declares no hyperparameters; a "
                                         r"plugin declares them in <package>/hparams.py"):
         fdata.load_source({"name": "bare", "size": 3}, ".")
-
-
-def test_emnist_splits_are_the_loaders():
-    from fedmoo.data.mnist import EMNIST_NUM_CLASSES
-
-    assert set(EMNIST_SPLITS) == set(EMNIST_NUM_CLASSES)
 
 
 def test_old_results_get_the_declared_defaults():
