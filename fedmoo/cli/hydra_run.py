@@ -132,7 +132,7 @@ def _sweep(context: Any, task_function: Callable, cfg: Any) -> int:
     from hydra.core.plugins import Plugins
     from omegaconf import OmegaConf
 
-    from fedmoo.run.callbacks import failed_jobs
+    from fedmoo.run.callbacks import SweepReport, failed_jobs
 
     started = time.time()
     context.callbacks.on_multirun_start(config=cfg, config_name=CONFIG_NAME)
@@ -140,4 +140,9 @@ def _sweep(context: Any, task_function: Callable, cfg: Any) -> int:
                                                      task_function=task_function)
     sweeper.sweep(arguments=OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False))
     context.callbacks.on_multirun_end(config=cfg, config_name=CONFIG_NAME)
+    # the sweep report read every job's files already; without it (hydra.callbacks changed),
+    # read them here
+    report = next((c for c in context.callbacks.callbacks if isinstance(c, SweepReport)), None)
+    if report is not None and report.failed is not None:
+        return len(report.failed)
     return len(failed_jobs(Path(str(cfg.hydra.sweep.dir)), started))

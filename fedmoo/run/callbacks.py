@@ -161,6 +161,7 @@ class SweepReport(Callback):
     def __init__(self) -> None:
         self.started = 0.0
         self.previous: str | None = None      # multirun.yaml before this sweep rewrote it
+        self.failed: list[Path] | None = None  # what the report found (fedmoo run -m's status)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         os.environ[TOKEN] = uuid.uuid4().hex
@@ -189,7 +190,7 @@ class SweepReport(Callback):
         for _, status, _, _ in outcomes:
             counts[status] = counts.get(status, 0) + 1
         bad = [o for o in outcomes if o[1] != "completed"]
-        failed = failing(outcomes)
+        failed = self.failed = failing(outcomes)
         if not bad:
             return
         level = logging.ERROR if failed else logging.WARNING   # fedmoo -q shows errors
