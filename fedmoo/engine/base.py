@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from fedmoo.schema import Client, check_knobs
+from fedmoo.schema import Client, check_knobs, knobs
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 
 _CLIENT = Client()   # the declared defaults of the ``client`` knobs
+_KINDS = {k.leaf: k.type for k in knobs() if k.key.startswith("client.")}   # float, int
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,7 @@ class LocalSGD:
 
     def __post_init__(self) -> None:
         # the types the engines compute with, whatever numbers the caller gave
-        for name, kind in (("lr", float), ("batch_size", int), ("epochs", int),
-                           ("local_steps", int), ("momentum", float), ("weight_decay", float)):
+        for name, kind in _KINDS.items():
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, kind(value))
