@@ -129,6 +129,9 @@ def _import(name: str) -> None:
     except ImportError as e:
         raise UserError(f"plugin {name!r} cannot be imported ({e}); install it or put its "
                           "folder on PYTHONPATH") from None
+    except SystemExit as e:    # script-style code in the package would end fedmoo with its code
+        raise UserError(f"plugin {name!r} called sys.exit({e.code!r}) while it was imported; "
+                        "a plugin's modules must only define and register") from None
 
 
 def load_all() -> None:

@@ -18,6 +18,7 @@ import pytest
 from fedmoo.cli import overrides as ov
 from fedmoo.cli.config import compose
 from fedmoo.cli.groups import GROUPS
+from fedmoo.cli import hydra_run
 from fedmoo.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,9 +98,9 @@ def check(command: str) -> None:
     launcher = check_launcher(args)
     if launcher and "not installed" in launcher:
         pytest.skip(launcher)            # e.g. hydra/launcher=ray without hydra-ray-launcher
-    err = ov.check_overrides(args) or ov.check_new_keys(args, GROUPS) or launcher \
-        or ov.check_targets(args)
+    err = ov.check_overrides(args) or ov.check_new_keys(args, GROUPS) or launcher
     assert err is None, err
+    hydra_run.check(hydra_run.plan(ov.normalize([*(["-m"] if multirun else []), *args], GROUPS)))
     for job in jobs(args, multirun):
         cfg = compose(job)
         assert cfg["rounds"] >= 0 and cfg["data"]["name"], job

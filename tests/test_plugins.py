@@ -55,7 +55,7 @@ def test_checks_work_for_plugins(with_plugin, tmp_path):
 
 
 def test_plugin_targets_are_allowed_others_not(monkeypatch):
-    from fedmoo.cli.overrides import target_allowed
+    from fedmoo.cli.trusted import target_allowed
 
     monkeypatch.setenv("FEDMOO_PLUGINS", "myproj")
     monkeypatch.syspath_prepend(str(PLUGIN))
@@ -153,3 +153,22 @@ def test_a_plugin_data_source_declares_its_settings(with_plugin):
         assert r.returncode == 2 and len(lines) == 1, r.stderr
         assert lines[0].startswith(f"fedmoo: error: {needle}"), r.stderr
         assert not (with_plugin.cwd / "bad").exists()
+
+
+@pytest.mark.parametrize("where", ["hparams.py", "__init__.py"])
+def test_a_plugin_that_exits_is_named_and_refused(where, cli):
+    """Script-style code (sys.exit at the end of a file) once ended fedmoo with status 0 having
+    done nothing."""
+    tmp_path = cli.cwd
+    pkg = tmp_path / "exitproj"
+    pkg.mkdir()
+    (pkg / "fedmoo-plugin").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / where).write_text("import sys\nsys.exit(0)\n")
+    r = cli("run", "rounds=1", "progress=false", "algo=fedavg",
+            env={"FEDMOO_PLUGINS": "exitproj", "PYTHONPATH": f"{ROOT}:{tmp_path}"})
+    assert r.returncode == 2, r.stderr
+    line, = r.stderr.strip().splitlines()
+    assert "plugin 'exitproj'" in line and ("SystemExit" in line or "sys.exit(0)" in line), line
+    if where == "hparams.py":             # read before anything is written
+        assert not (tmp_path / "outputs").exists()

@@ -9,14 +9,15 @@ GROUPS = ("algo", "data", "partition", "setup", "model", "client", "attack", "ex
           "debug")
 
 
-def group_options(group: str) -> dict[str, str]:
+def group_options(group: str, folders: list[Path] | tuple[()] = ()) -> dict[str, str]:
     """Options of a config group (nested folders give ``sub/name``) with their descriptions
     (the YAML's first comment; for a plugin's algorithm without one, its class's description):
-    fedmoo's own, then those of the declared plugins' conf folders (marked ``[plugin X]``)."""
+    fedmoo's own, then those of the declared plugins' conf folders (marked ``[plugin X]``), then
+    those of the config ``folders`` a command line adds."""
     from fedmoo import plugins
 
     out: dict[str, str] = {}
-    for plugin, conf in [(None, CONF_DIR), *plugins.conf_dirs()]:
+    for plugin, conf in [(None, CONF_DIR), *plugins.conf_dirs(), *((None, f) for f in folders)]:
         root = conf / group
         if not root.is_dir():
             continue
@@ -49,20 +50,21 @@ def registered_description(group: str, name: str) -> str:
 
 
 def with_plugins(args: list[str]) -> list[str]:
-    """``args`` with the plugins' conf folders added to ``hydra.searchpath`` (merged with a
-    searchpath the user gives)."""
+    """``args`` with the plugins' conf folders added to ``hydra.searchpath``, in one override
+    (merged with those the command line gives, in their order)."""
     from fedmoo import plugins
 
     extra = plugins.search_path()
-    if not extra:
-        return list(args)
-    out, given = [], []
+    out, given, n = [], [], 0
     for a in args:
         key, eq, value = a.partition("=")
         if eq and key.lstrip("+") == "hydra.searchpath":
             given += [v.strip() for v in value.strip().strip("[]").split(",") if v.strip()]
+            n += 1
         else:
             out.append(a)
+    if not extra and n < 2:
+        return list(args)
     return out + [f"hydra.searchpath=[{','.join(dict.fromkeys(given + extra))}]"]
 
 

@@ -1,63 +1,152 @@
-"""``fedmoo run``'s Hydra app started through Hydra's public API, its configuration composed once.
+"""``fedmoo run``'s Hydra app started through Hydra's public API, its configuration composed once
+and checked as composed.
 
 ``@hydra.main`` composes the whole configuration an extra time before a run or sweep, only to
-read ``hydra.mode`` (0.15-0.25 s of every ``fedmoo run``, docs/PERFORMANCE.md). Here the command
-line decides the mode (``-m``, or ``hydra.mode=RUN|MULTIRUN``) and hands it to Hydra as the
-override ``hydra.mode=...``, which is what Hydra itself adds; then the run or the sweep starts as
-Hydra starts them: one composition (``ConfigLoader.load_configuration``), Hydra's logging, the
+read ``hydra.mode`` (0.15-0.25 s of every ``fedmoo run``, docs/PERFORMANCE.md), and it configures
+logging and instantiates the callbacks of a configuration nobody checked. Here the command line
+decides the mode (``-m``, or ``hydra.mode=RUN|MULTIRUN``) and hands it to Hydra as the override
+``hydra.mode=...``, which is what Hydra itself adds; then the run or the sweep starts as Hydra
+starts them: one composition, through ``fedmoo.cli.trusted.CheckedLoader`` (so a configuration
+that would run foreign code is refused before anything uses it), Hydra's logging, the
 ``hydra.callbacks``, ``run_job`` for a run, the configured sweeper for a sweep. Every name used
-is Hydra's public API (``hydra.initialize_config_module``, ``hydra.core``, ``hydra.types``).
+is Hydra's public API (``hydra.initialize_config_*``, ``hydra.core``, ``hydra.types``).
 
-A command line with Hydra's other flags (``--cfg``, ``--info``, ``--hydra-help``,
-``--config-dir``, ...) goes to ``@hydra.main`` (``fedmoo.cli.app.main``) unchanged: ``plan``
-returns None for it. A ``hydra.mode`` set in a config file, not on the command line, is not
-read: use ``-m``. A sweep with ``--config-dir``/``--config-name``/``--config-path`` is refused
-(``@hydra.main`` would run it without telling how many jobs failed): ``hydra.searchpath`` adds a
-config folder instead.
+``--config-dir DIR`` becomes the first entry of ``hydra.searchpath`` (Hydra puts both at the same
+place of its search path, after fedmoo's own configs), ``--config-name`` names the primary
+config and an absolute ``--config-path`` replaces fedmoo's config folder, for a run, a sweep and
+``@hydra.main`` alike. Hydra's other flags (``--cfg``, ``--info``, ``--hydra-help``, ...) go to
+``@hydra.main`` (``fedmoo.cli.app.main``) once ``check`` has composed their configuration the
+same way and found nothing foreign. A ``hydra.mode`` set in a config file, not on the command
+line, is not read: use ``-m``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 CONFIG_MODULE, CONFIG_NAME, JOB_NAME = "fedmoo.conf", "config", "app"
 MULTIRUN_FLAGS, RUN_FLAGS = ("-m", "--multirun"), ("-r", "--run")
-CONFIG_FLAGS = ("-cd", "--config-dir", "-cn", "--config-name", "-cp", "--config-path")
+VALUED = ("-c", "--cfg", "-p", "--package")
+CONFIG_FLAGS = {"-cd": "config_dir", "--config-dir": "config_dir", "-cn": "config_name",
+                "--config-name": "config_name", "-cp": "config_path", "--config-path": "config_path"}
 
 
-def plan(args: list[str]) -> tuple[bool, list[str]] | None:
-    """``(multirun, overrides)`` for Hydra arguments this module runs (overrides, ``-m``,
-    ``--run``), the overrides ending with the ``hydra.mode`` they run in; None for any other
-    flag or an unusual ``hydra.mode`` override (``@hydra.main`` takes those)."""
-    flags = [a for a in args if a.startswith("-")]
-    overrides = [a for a in args if not a.startswith("-")]
+class Plan(NamedTuple):
+    """What ``fedmoo run`` asks Hydra for: ``multirun`` (None: another flag of Hydra's, for
+    ``@hydra.main``), the overrides (ending with the ``hydra.mode`` they run in), the primary
+    config's name and folder, and Hydra's other flags."""
+
+    multirun: bool | None
+    overrides: list[str]
+    config_name: str = CONFIG_NAME
+    config_path: str | None = None
+    flags: tuple[str, ...] = ()
+
+
+def plan(args: list[str]) -> Plan:
+    """The plan of Hydra arguments (options first, as ``fedmoo.cli.overrides.normalize`` puts
+    them); ``multirun`` is None for a flag this module does not run or an unusual
+    ``hydra.mode`` override (``@hydra.main`` takes those)."""
+    from fedmoo.cli.groups import with_plugins
+    from fedmoo.errors import UserError
+
+    given: dict[str, str] = {}
+    flags, overrides = [], []
+    i = 0
+    while i < len(args):
+        name, eq, value = args[i].partition("=")
+        if name in CONFIG_FLAGS:
+            if not eq:
+                i += 1
+                value = args[i] if i < len(args) else ""
+            given[CONFIG_FLAGS[name]] = value
+        elif args[i].startswith("-"):
+            flags.append(args[i])
+            if args[i] in VALUED and i + 1 < len(args):    # --cfg job, -p algo
+                i += 1
+                flags.append(args[i])
+        else:
+            overrides.append(args[i])
+        i += 1
+    if "config_dir" in given:
+        folder = Path(given["config_dir"]).expanduser().resolve()
+        if not folder.is_dir():
+            raise UserError(f"--config-dir {given['config_dir']}: no such folder")
+        overrides.insert(0, f"hydra.searchpath=[{folder.as_uri()}]")
+    path = given.get("config_path")
+    if path is not None and not os.path.isabs(path) and not path.startswith("pkg://"):
+        raise UserError(f"--config-path {path}: give an absolute folder (or add a folder of "
+                        "configs with --config-dir)")
+    base = {"overrides": with_plugins(overrides), "config_name": given.get("config_name")
+            or CONFIG_NAME, "config_path": path}
     multirun = any(f in MULTIRUN_FLAGS for f in flags)
-    config = [f for f in flags if f.partition("=")[0] in CONFIG_FLAGS]
-    if multirun and config:
-        from fedmoo.errors import UserError
-
-        raise UserError(f"fedmoo run -m does not take {config[0].partition('=')[0]} (the sweep's "
-                        "failures could not be counted); add your config folder with "
-                        "hydra.searchpath=[file:///abs/dir] and name its configs with group=option")
-    if any(f not in MULTIRUN_FLAGS + RUN_FLAGS for f in flags):
-        return None
-    if multirun and any(f in RUN_FLAGS for f in flags):
-        return None                         # Hydra's own message: only one of --run, --multirun
+    other = tuple(f for f in flags if f not in MULTIRUN_FLAGS + RUN_FLAGS)
+    if other or (multirun and any(f in RUN_FLAGS for f in flags)):
+        return Plan(None, flags=tuple(flags), **base)   # @hydra.main's flags and messages
     modes = []
-    for a in overrides:
+    for a in base["overrides"]:
         key, _, value = a.partition("=")
         if key.lstrip("+~") == "hydra.mode":
             if key != "hydra.mode" or value not in ("RUN", "MULTIRUN"):
-                return None
+                return Plan(None, flags=tuple(flags), **base)
             modes.append(value)
     multirun = multirun or (modes[-1:] == ["MULTIRUN"])
     mode = "MULTIRUN" if multirun else "RUN"
     if modes[-1:] != [mode]:
-        overrides.append(f"hydra.mode={mode}")   # -m wins over hydra.mode=RUN, as in Hydra
-    return multirun, overrides
+        base["overrides"].append(f"hydra.mode={mode}")   # -m wins over hydra.mode=RUN
+    return Plan(multirun, **base)
+
+
+def argv(p: Plan) -> list[str]:
+    """``p`` as ``@hydra.main``'s command line (the config folder already in the overrides)."""
+    named = ["--config-name", p.config_name] if p.config_name != CONFIG_NAME else []
+    return [*p.flags, *named, *(["--config-path", p.config_path] if p.config_path else []),
+            *p.overrides]
+
+
+@contextlib.contextmanager
+def loader(p: Plan):
+    """Hydra initialised for ``p`` (fedmoo's config module, or the absolute ``--config-path``)
+    and its config loader, checked (fedmoo.cli.trusted.CheckedLoader)."""
+    from hydra import initialize_config_dir, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from fedmoo.cli.trusted import CheckedLoader
+
+    if p.config_path and not p.config_path.startswith("pkg://"):
+        init = initialize_config_dir(config_dir=p.config_path, version_base="1.3",
+                                     job_name=JOB_NAME)
+    else:
+        init = initialize_config_module(config_module=(p.config_path or CONFIG_MODULE)
+                                        .removeprefix("pkg://"), version_base="1.3",
+                                        job_name=JOB_NAME)
+    with init:
+        yield CheckedLoader(GlobalHydra.instance().config_loader())
+
+
+def check(p: Plan) -> None:
+    """Compose ``p``'s configuration as ``@hydra.main`` will (for ``--cfg``, ``--hydra-help``,
+    ...): ``Refused`` when it names foreign code or cannot be composed."""
+    from hydra.types import RunMode
+
+    from fedmoo.errors import Refused
+
+    with loader(p) as checked:
+        try:
+            checked.load_configuration(config_name=p.config_name, overrides=list(p.overrides),
+                                       run_mode=RunMode.MULTIRUN if p.multirun else RunMode.RUN)
+        except Refused:
+            raise
+        except Exception as e:  # noqa: BLE001 - nothing Hydra cannot compose is handed to it
+            from fedmoo.cli.overrides import hydra_error_line
+            from fedmoo.cli.groups import GROUPS
+
+            raise Refused(hydra_error_line(e, list(p.overrides), GROUPS)) from None
 
 
 class Callbacks:
@@ -99,47 +188,43 @@ class Callbacks:
         self._notify("on_job_end", reverse=True, config=config, job_return=job_return, **kwargs)
 
 
-def run(task_function: Callable, multirun: bool, overrides: list[str]) -> int:
-    """Run ``task_function`` as Hydra's run or sweep of ``overrides`` (from ``plan``); returns
-    the number of the sweep's jobs that failed or left no result (read from the sweep
-    directory, so jobs of any launcher count; 0 for a run). Errors propagate as Hydra's do
-    under HYDRA_FULL_ERROR=1."""
-    from hydra import initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
+def run(task_function: Callable, p: Plan) -> int:
+    """Run ``task_function`` as Hydra's run or sweep of ``p`` (from ``plan``); returns the
+    number of the sweep's jobs that failed or left no result (read from the sweep directory, so
+    jobs of any launcher count; 0 for a run). Errors propagate as Hydra's do under
+    HYDRA_FULL_ERROR=1; a configuration that names foreign code raises ``Refused``."""
     from hydra.core.utils import configure_log, run_job
     from hydra.types import HydraContext, RunMode
 
-    mode = RunMode.MULTIRUN if multirun else RunMode.RUN
-    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3",
-                                  job_name=JOB_NAME):
-        loader = GlobalHydra.instance().config_loader()
-        cfg = loader.load_configuration(config_name=CONFIG_NAME, overrides=list(overrides),
-                                        run_mode=mode)
+    mode = RunMode.MULTIRUN if p.multirun else RunMode.RUN
+    with loader(p) as checked:
+        cfg = checked.load_configuration(config_name=p.config_name, overrides=list(p.overrides),
+                                         run_mode=mode)
         configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
         callbacks = Callbacks(cfg)
-        context = HydraContext(config_loader=loader, callbacks=callbacks)  # type: ignore[arg-type]
-        if multirun:
-            return _sweep(context, task_function, cfg)
-        callbacks.on_run_start(config=cfg, config_name=CONFIG_NAME)
+        context = HydraContext(config_loader=checked, callbacks=callbacks)  # type: ignore[arg-type]
+        if p.multirun:
+            return _sweep(context, task_function, cfg, p.config_name)
+        callbacks.on_run_start(config=cfg, config_name=p.config_name)
         done = run_job(hydra_context=context, task_function=task_function, config=cfg,
                        job_dir_key="hydra.run.dir", job_subdir_key=None)
-        callbacks.on_run_end(config=cfg, config_name=CONFIG_NAME, job_return=done)
+        callbacks.on_run_end(config=cfg, config_name=p.config_name, job_return=done)
         done.return_value      # raises the job's error, as Hydra's run does
         return 0
 
 
-def _sweep(context: Any, task_function: Callable, cfg: Any) -> int:
+def _sweep(context: Any, task_function: Callable, cfg: Any, config_name: str) -> int:
     from hydra.core.plugins import Plugins
     from omegaconf import OmegaConf
 
     from fedmoo.run.callbacks import SweepReport, failed_jobs
 
     started = time.time()
-    context.callbacks.on_multirun_start(config=cfg, config_name=CONFIG_NAME)
+    context.callbacks.on_multirun_start(config=cfg, config_name=config_name)
     sweeper = Plugins.instance().instantiate_sweeper(config=cfg, hydra_context=context,
                                                      task_function=task_function)
     sweeper.sweep(arguments=OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False))
-    context.callbacks.on_multirun_end(config=cfg, config_name=CONFIG_NAME)
+    context.callbacks.on_multirun_end(config=cfg, config_name=config_name)
     # the sweep report read every job's files already; without it (hydra.callbacks changed),
     # read them here
     report = next((c for c in context.callbacks.callbacks if isinstance(c, SweepReport)), None)

@@ -13,7 +13,7 @@ import sys
 import traceback
 
 from fedmoo import logs
-from fedmoo.cli.groups import GROUPS, group_options, with_plugins
+from fedmoo.cli.groups import GROUPS, group_options
 from fedmoo.cli.option_help import option_text
 from fedmoo.errors import Refused, UserError
 
@@ -77,11 +77,12 @@ def cmd_run(args: list[str]) -> int:
 
     args = overrides.aliases(args)
     err = (overrides.check_overrides(args) or overrides.check_new_keys(args, GROUPS)
-           or check_launcher(args) or overrides.check_targets(args))
+           or check_launcher(args))
     if err:
         return _fail(err)
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError
 
     from fedmoo.cli import app, hydra_run
     from fedmoo.cli.status import exit_status
@@ -91,21 +92,25 @@ def cmd_run(args: list[str]) -> int:
     # Make Hydra raise its composition errors (instead of printing a block and exiting with 1)
     # so they become one line and exit status 2 here.
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    hydra_args = with_plugins(overrides.normalize(args, GROUPS))
-    sys.argv = ["fedmoo run", *hydra_args]
+    planned = hydra_run.plan(overrides.normalize(args, GROUPS))
+    sys.argv = ["fedmoo run", *hydra_run.argv(planned)]
     log.debug("Hydra arguments: %s", shlex.join(sys.argv[1:]))
-    planned = hydra_run.plan(hydra_args)     # None: Hydra's other flags, for @hydra.main
     try:
-        failed = hydra_run.run(app.task, *planned) if planned else app.main()
+        if planned.multirun is None:     # Hydra's other flags (--cfg, --info): @hydra.main
+            hydra_run.check(planned)
+            failed = app.main()
+        else:
+            failed = hydra_run.run(app.task, planned)
     except Refused as e:   # fedmoo.cli.precheck: refused before Hydra made any directory
         if trace:
             traceback.print_exc()
         return _fail(str(e))
-    except (UserError, DivergenceError) as e:  # re-raised by the job only with debug=true
-        traceback.print_exc()
+    except (UserError, DivergenceError) as e:  # a plugin's, or the job's with debug=true
+        if trace:
+            traceback.print_exc()
         log.error("%s", e)
         return exit_status(e)
-    except (HydraException, OmegaConfBaseException, OSError, ValueError) as e:
+    except (HydraException, OmegaConfBaseException, OSError, ValueError, YAMLError) as e:
         if not overrides.from_hydra(e):
             raise
         if trace:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from pathlib import Path
 
 from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options, with_plugins
 from fedmoo.cli.setups import check_preset_override
@@ -16,6 +17,7 @@ from fedmoo.cli.setups import check_preset_override
 def check_overrides(args: list[str]) -> str | None:
     """Reject `group=option` overrides that name no option (Hydra's own message is a traceback-
     like block), and words that are not overrides; returns an error message or None."""
+    folders = config_folders(args)
     for i, arg in enumerate(args):
         if i and args[i - 1] in VALUED:      # the value of --cfg job, -p package, ...
             continue
@@ -30,7 +32,7 @@ def check_overrides(args: list[str]) -> str | None:
         is_row = key.startswith("row/")   # a paper table's rows: conf/row/<paper>/<table>/
         if (key not in GROUPS and not is_row) or value in ("", "null"):
             continue
-        options = group_options(key)
+        options = group_options(key, folders)
         where = f"fedmoo/conf/{key}/" if is_row else f"`fedmoo list {key}`"
         for choice in value.split(","):
             choice = choice.strip().strip("'\"")
@@ -40,6 +42,20 @@ def check_overrides(args: list[str]) -> str | None:
                 return (f"unknown {key} {choice!r}; choose one of: "
                         f"{', '.join(options) or '(no such row group)'} (see {where})")
     return None
+
+
+def config_folders(args: list[str]) -> list[Path]:
+    """The config folders the command line adds: ``--config-dir`` / ``--config-path`` and the
+    ``file://`` entries of ``hydra.searchpath``."""
+    out = []
+    for i, arg in enumerate(args):
+        key, eq, value = arg.partition("=")
+        if key in ("-cd", "--config-dir", "-cp", "--config-path"):
+            out.append(Path(value if eq else args[i + 1] if i + 1 < len(args) else ""))
+        elif eq and key.lstrip("+") == "hydra.searchpath":
+            out += [Path(v.strip()[len("file://"):]) for v in value.strip("[]").split(",")
+                    if v.strip().startswith("file://")]
+    return out
 
 
 def bare_word(arg: str, prev: str) -> str:
@@ -65,74 +81,6 @@ def aliases(args: list[str]) -> list[str]:
 
 def wants_traceback(args: list[str]) -> bool:
     return any(a.lstrip("+") in ("debug=traceback", "traceback=true") for a in args)
-
-
-# Classes Hydra may instantiate for a fedmoo run (``_target_`` of hydra.launcher, hydra.sweeper,
-# hydra.callbacks.*): fedmoo's own, Hydra's defaults and the launcher plugins docs/scaling.md
-# documents. Anything else would run foreign code before any job starts.
-ALLOWED_TARGETS = (
-    "fedmoo.",
-    "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
-    "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
-    "hydra_plugins.fedmoo_lockstep_launcher.lockstep_launcher.LockstepLauncher",
-    "hydra_plugins.fedmoo_lockstep_launcher.grid_sweeper.GridSweeper",
-    "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
-    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
-    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
-    "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher",
-)
-
-
-def target_allowed(target: str) -> bool:
-    """On ALLOWED_TARGETS, or in a declared plugin's package (fedmoo.plugins)."""
-    from fedmoo import plugins
-
-    allowed = (*ALLOWED_TARGETS, *(f"{p}." for p in plugins.names()))
-    return any(target == a or (a.endswith(".") and target.startswith(a)) for a in allowed)
-
-
-def check_targets(args: list[str]) -> str | None:
-    """Refuse, before Hydra instantiates anything, a launcher / sweeper / callback whose
-    ``_target_`` is not on ALLOWED_TARGETS, and a logging configuration that names code other
-    than the logging module's (``fedmoo.logs.check_config``). fedmoo's shipped configs are
-    checked by a test, so the config is composed only when an override touches ``hydra``."""
-    if not any(a.lstrip("+~").startswith(("hydra.", "hydra/")) for a in args if "=" in a):
-        return None
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
-
-    from fedmoo import logs
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(
-            [a for a in normalize(args, GROUPS) if not a.startswith("-")])
-    except Exception:  # noqa: BLE001 - Hydra reports a malformed override itself
-        return None
-    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
-            hydra = compose("config", overrides=with_plugins(fixed),
-                            return_hydra_config=True).hydra
-    except Exception:  # noqa: BLE001 - composition errors get their own line from Hydra
-        return None
-    finally:
-        GlobalHydra.instance().clear()
-    for part in ("job_logging", "hydra_logging"):     # dictConfig calls what they name
-        bad = logs.check_config(OmegaConf.to_container(hydra.get(part) or {}), f"hydra.{part}")
-        if bad:
-            return bad
-    nodes = {"hydra.launcher": hydra.get("launcher"), "hydra.sweeper": hydra.get("sweeper")}
-    nodes.update({f"hydra.callbacks.{k}": v for k, v in (hydra.get("callbacks") or {}).items()})
-    for where, node in nodes.items():
-        target = node.get("_target_") if hasattr(node, "get") else None
-        if target is not None and not target_allowed(str(target)):
-            return (f"{where}._target_={target} is not a launcher, sweeper or callback fedmoo "
-                    "allows (it would run that code); use hydra/launcher=local_gpus|slurm|ray or "
-                    "Hydra's defaults (docs/scaling.md)")
-    return None
 
 
 def top_level_keys(groups: tuple[str, ...]) -> set[str]:
@@ -173,7 +121,8 @@ def check_new_keys(args: list[str], groups: tuple[str, ...]) -> str | None:
 
 # Hydra options that may be written after overrides (argparse refuses overrides after them).
 FLAGS = {"-m", "--multirun", "--run", "--resolve"}
-VALUED = {"-c", "--cfg", "-p", "--package"}
+VALUED = {"-c", "--cfg", "-p", "--package", "-cd", "--config-dir", "-cn", "--config-name", "-cp",
+          "--config-path"}
 
 
 def normalize(args: list[str], groups: tuple[str, ...]) -> list[str]:
@@ -225,6 +174,9 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
     wrong_type = schema.type_refusal(e)      # rounds=abc: the schema's own line
     if wrong_type:
         return wrong_type
+    yaml_error = yaml_line(e)
+    if yaml_error:
+        return yaml_error
     text = str(e)
     m = re.search(r"Could not override '([^']+)'", text)
     if m and re.search(r"not in struct|Key '[^']*' not in '", f"{text} {e.__cause__}"):
@@ -263,6 +215,22 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
     return " ".join(lines) + " (see `fedmoo run --help` and `fedmoo list`)"
 
 
+def yaml_line(e: BaseException) -> str | None:
+    """One line for a config file that is not plain YAML (``!!python/object/apply:`` and other
+    tags, broken syntax), or None."""
+    import yaml
+
+    while e is not None and not isinstance(e, yaml.YAMLError):
+        e = e.__cause__ or e.__context__
+    if e is None:
+        return None
+    mark = getattr(e, "problem_mark", None)
+    where = f"{mark.name}, line {mark.line + 1}: " if mark is not None else ""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    return (f"{where}{problem}; a config file holds plain YAML values only (no tags such as "
+            "!!python/...)")
+
+
 def from_hydra(e: BaseException) -> bool:
     """Whether an exception comes from Hydra / OmegaConf / creating the output directory (a
     user mistake) rather than from the job, which fedmoo.cli.app handles itself (anything else
@@ -272,7 +240,8 @@ def from_hydra(e: BaseException) -> bool:
     while tb is not None:
         module = tb.tb_frame.f_globals.get("__name__", "")
         if module.startswith("fedmoo.") and module not in ("fedmoo.cli.main",
-                                                           "fedmoo.cli.hydra_run"):
+                                                           "fedmoo.cli.hydra_run",
+                                                           "fedmoo.cli.trusted"):
             return False
         tb = tb.tb_next
     return True

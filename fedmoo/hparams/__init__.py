@@ -129,10 +129,11 @@ def _load_plugin(name: str, folder) -> None:
     sys.modules[module] = mod
     try:
         spec.loader.exec_module(mod)
-    except Exception as e:  # noqa: BLE001 - any failure of a plugin's file is the user's to fix
-        del sys.modules[module]
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a plugin's file is the user's to fix
+        del sys.modules[module]         # (SystemExit: script-style code would end fedmoo with 0)
         raise UserError(f"plugin {name!r}: {path} failed ({type(e).__name__}: {e}); it must "
-                        "declare hyperparameters without importing torch (docs/plugins.md)") from None
+                        "declare hyperparameters without importing torch or exiting "
+                        "(docs/plugins.md)") from None
 
 
 def declared(group: str, slug: str) -> Declaration | None:

@@ -25,16 +25,18 @@ from typing import Any, Sequence
 from hydra.core.config_loader import ConfigLoader
 from hydra.plugins.sweeper import Sweeper
 
+from fedmoo.cli.trusted import LoaderProxy
+
 log = logging.getLogger(__name__)
 
 
-class KeptConfigs(ConfigLoader):
+class KeptConfigs(LoaderProxy):
     """Hydra's config loader with the configurations of one batch kept: ``load_sweep_config``
     returns a kept one once (same master config and overrides), else composes. The kept ones
     stay in this process (a pickled copy has none)."""
 
     def __init__(self, loader: ConfigLoader) -> None:
-        self.loader = loader
+        super().__init__(loader)
         self.master: Any = None
         self.kept: dict[tuple[str, ...], Any] = {}
 
@@ -55,24 +57,6 @@ class KeptConfigs(ConfigLoader):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "master": None, "kept": {}}
-
-    def load_configuration(self, *args: Any, **kwargs: Any) -> Any:
-        return self.loader.load_configuration(*args, **kwargs)
-
-    def get_search_path(self) -> Any:
-        return self.loader.get_search_path()
-
-    def get_sources(self) -> Any:
-        return self.loader.get_sources()
-
-    def list_groups(self, parent_name: str) -> Any:
-        return self.loader.list_groups(parent_name)
-
-    def get_group_options(self, *args: Any, **kwargs: Any) -> Any:
-        return self.loader.get_group_options(*args, **kwargs)
-
-    def compute_defaults_list(self, *args: Any, **kwargs: Any) -> Any:
-        return self.loader.compute_defaults_list(*args, **kwargs)
 
 
 class GridSweeper(Sweeper):

@@ -31,19 +31,39 @@ def test_exit_status_of_each_outcome():
 
 
 def test_plan_decides_the_mode_from_the_command_line():
-    assert plan(["seed=1"]) == (False, ["seed=1", "hydra.mode=RUN"])
-    assert plan(["--run", "seed=1"]) == (False, ["seed=1", "hydra.mode=RUN"])
-    assert plan(["-m", "seed=0,1"]) == (True, ["seed=0,1", "hydra.mode=MULTIRUN"])
-    assert plan(["--multirun", "seed=0,1"]) == (True, ["seed=0,1", "hydra.mode=MULTIRUN"])
-    assert plan(["seed=0,1", "hydra.mode=MULTIRUN"]) == (True, ["seed=0,1", "hydra.mode=MULTIRUN"])
-    assert plan(["hydra.mode=RUN"]) == (False, ["hydra.mode=RUN"])
+    def mode(args):
+        p = plan(args)
+        return p.multirun, p.overrides
+
+    assert mode(["seed=1"]) == (False, ["seed=1", "hydra.mode=RUN"])
+    assert mode(["--run", "seed=1"]) == (False, ["seed=1", "hydra.mode=RUN"])
+    assert mode(["-m", "seed=0,1"]) == (True, ["seed=0,1", "hydra.mode=MULTIRUN"])
+    assert mode(["--multirun", "seed=0,1"]) == (True, ["seed=0,1", "hydra.mode=MULTIRUN"])
+    assert mode(["seed=0,1", "hydra.mode=MULTIRUN"]) == (True, ["seed=0,1", "hydra.mode=MULTIRUN"])
+    assert mode(["hydra.mode=RUN"]) == (False, ["hydra.mode=RUN"])
     # -m wins over hydra.mode=RUN, as in Hydra (which warns and adds hydra.mode=MULTIRUN)
-    assert plan(["-m", "hydra.mode=RUN"]) == (True, ["hydra.mode=RUN", "hydra.mode=MULTIRUN"])
+    assert mode(["-m", "hydra.mode=RUN"]) == (True, ["hydra.mode=RUN", "hydra.mode=MULTIRUN"])
     for other in (["--cfg", "job"], ["--info"], ["--hydra-help"], ["-m", "--run"],
-                  ["hydra.mode=run"], ["+hydra.mode=RUN"], ["--config-dir=/tmp"]):
-        assert plan(other) is None, other      # @hydra.main takes them (or refuses them)
-    with pytest.raises(UserError, match="fedmoo run -m does not take --config-dir"):
-        plan(["-m", "--config-dir=/tmp", "seed=0,1"])
+                  ["hydra.mode=run"], ["+hydra.mode=RUN"]):
+        assert plan(other).multirun is None, other      # @hydra.main takes them (or refuses them)
+    assert plan(["--cfg", "job", "seed=1"]).flags == ("--cfg", "job")
+
+
+def test_plan_takes_hydras_config_flags(tmp_path):
+    """--config-dir is the first entry of hydra.searchpath (where Hydra puts both), for a run,
+    a sweep and @hydra.main's flags; --config-name names the primary config."""
+    uri = tmp_path.resolve().as_uri()
+    for args in (["--config-dir", str(tmp_path)], [f"--config-dir={tmp_path}"],
+                 ["-cd", str(tmp_path)]):
+        p = plan([*args, "-m", "seed=0,1", "hydra.searchpath=[file:///x]"])
+        assert p.multirun and p.overrides == ["seed=0,1", f"hydra.searchpath=[{uri},file:///x]",
+                                              "hydra.mode=MULTIRUN"]
+    assert plan(["-cn", "mine", "seed=1"]).config_name == "mine"
+    assert plan(["--cfg", "job", "-cd", str(tmp_path)]).overrides[0] == f"hydra.searchpath=[{uri}]"
+    with pytest.raises(UserError, match="--config-dir /nonexistent: no such folder"):
+        plan(["--config-dir=/nonexistent"])
+    with pytest.raises(UserError, match="--config-path conf: give an absolute folder"):
+        plan(["-cp", "conf"])
 
 
 def test_the_grid_is_hydras_basic_sweepers():

@@ -1,10 +1,24 @@
-"""No foreign code from overrides: every `_target_` Hydra would instantiate is on fedmoo's list."""
+"""No foreign code from overrides or config folders: every `_target_` Hydra would instantiate and
+every class a logging config names is on fedmoo's list, checked on the configuration Hydra uses."""
 
 from __future__ import annotations
 
 import pytest
 
-from fedmoo.cli.overrides import check_targets, target_allowed
+from fedmoo.cli.hydra_run import check, plan
+from fedmoo.cli.overrides import normalize
+from fedmoo.cli.groups import GROUPS
+from fedmoo.cli.trusted import target_allowed
+from fedmoo.errors import Refused
+
+
+def check_targets(args: list[str]) -> str | None:
+    """The refusal ``fedmoo run ARGS`` gets for foreign code (composed as the run would be)."""
+    try:
+        check(plan(normalize(args, GROUPS)))
+    except Refused as e:
+        return str(e)
+    return None
 
 
 def test_allowlist():
@@ -19,15 +33,18 @@ def test_allowlist():
     ("+hydra.callbacks.x._target_=os.makedirs", "hydra.callbacks.x"),
     ("hydra.launcher._target_=os.system", "hydra.launcher"),
     ("hydra.sweeper._target_=shutil.copyfile", "hydra.sweeper"),
+    # instantiate is recursive: a nested _target_ is called before fedmoo's own class
+    ("+hydra.callbacks.check_config.x._target_=os.getcwd", "hydra.callbacks.check_config.x"),
+    ("+hydra.launcher.x._target_=os.getcwd", "hydra.launcher.x"),
 ])
 def test_foreign_targets_are_refused_before_composition_runs_them(override, where):
-    err = check_targets(["rounds=2", "seed=0,1", override])
+    err = check_targets(["rounds=2", "-m", "seed=0,1", override])
     assert err is not None and err.startswith(f"{where}._target_=")
 
 
 def test_allowed_configs_pass():
-    assert check_targets(["rounds=2"]) is None                      # no hydra override: no compose
-    assert check_targets(["hydra/launcher=local_gpus", "seed=0,1"]) is None
+    assert check_targets(["rounds=2"]) is None
+    assert check_targets(["hydra/launcher=local_gpus", "-m", "seed=0,1"]) is None
 
 
 def test_cli_refuses_and_runs_nothing(cli):
@@ -74,3 +91,60 @@ def test_logging_configs_are_checked(override, bad):
 ])
 def test_shipped_logging_configs_pass(override):
     assert check_targets(["rounds=1", override]) is None
+
+
+EVIL_CALLBACK = """# @package _global_
+hydra:
+  callbacks:
+    evil:
+      _target_: os.makedirs
+      name: {made}
+"""
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """A config folder (as a user's --config-dir) whose files set hydra.* from inside: a logging
+    option and an experiment that add a callback, a logging option whose handler is not the
+    logging module's, and an experiment with a YAML tag that would call os.system."""
+    root = tmp_path / "confs"
+    (root / "hydra" / "job_logging").mkdir(parents=True)
+    (root / "experiment").mkdir()
+    (root / "hydra" / "job_logging" / "evil.yaml").write_text(
+        EVIL_CALLBACK.format(made=tmp_path / "made_by_logging"))
+    (root / "experiment" / "evil.yaml").write_text(
+        EVIL_CALLBACK.format(made=tmp_path / "made_by_experiment") + "rounds: 1\n")
+    (root / "hydra" / "job_logging" / "zip.yaml").write_text(
+        "version: 1\nhandlers:\n  z:\n    class: zipfile.ZipFile\n"
+        f"    file: {tmp_path / 'made.zip'}\n    mode: w\nroot:\n  handlers: [z]\n")
+    (root / "experiment" / "tag.yaml").write_text(
+        "# @package _global_\nrounds: !!python/object/apply:os.system ['touch made_by_tag']\n")
+    (root / "experiment" / "fine.yaml").write_text("# @package _global_\nrounds: 1\n")
+    return root
+
+
+@pytest.mark.parametrize("args,refusal", [
+    (["hydra/job_logging=evil"], "hydra.callbacks.evil._target_=os.makedirs is not"),
+    (["experiment=evil"], "hydra.callbacks.evil._target_=os.makedirs is not"),
+    (["experiment=evil", "-m", "seed=0,1"], "hydra.callbacks.evil._target_=os.makedirs is not"),
+    (["experiment=evil", "--cfg", "job"], "hydra.callbacks.evil._target_=os.makedirs is not"),
+    (["experiment=evil", "--hydra-help"], "hydra.callbacks.evil._target_=os.makedirs is not"),
+    (["-m", "experiment=fine,evil"], "hydra.callbacks.evil._target_=os.makedirs is not"),
+    (["hydra/job_logging=zip"], "hydra.job_logging.handlers.z.class=zipfile.ZipFile is refused"),
+    (["experiment=tag"], "tag.yaml, line 2: could not determine a constructor for the tag"),
+])
+@pytest.mark.parametrize("how", ["--config-dir", "-cd", "searchpath"])
+def test_a_config_folders_code_is_refused_and_nothing_runs(cli, folder, args, refusal, how):
+    given = ([f"hydra.searchpath=[file://{folder}]"] if how == "searchpath"
+             else [how, str(folder)] if how == "-cd" else [f"{how}={folder}"])
+    r = cli("run", *given, *args, "progress=false", f"hydra.sweep.dir={cli.cwd / 'sweep'}")
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and refusal in r.stderr, r.stderr
+    assert sorted(p.name for p in cli.cwd.iterdir()) == ["confs"]     # nothing made, no outputs
+
+
+def test_a_config_folders_plain_options_run(cli, folder):
+    r = cli("run", f"--config-dir={folder}", "experiment=fine", "progress=false", "data=digits",
+            "num_clients=4", "clients_per_round=2")
+    assert r.returncode == 0, r.stderr
+    assert "done: 1 rounds" in r.stdout

@@ -1,0 +1,132 @@
+"""No foreign code from a config: what Hydra would instantiate or call is checked on the very
+configuration it will use, before it uses it.
+
+Hydra instantiates ``hydra.launcher``, ``hydra.sweeper`` and ``hydra.callbacks.*`` (their
+``_target_``) and hands ``hydra.job_logging`` / ``hydra.hydra_logging`` to
+``logging.config.dictConfig``, which calls what a ``class`` or ``()`` names. Any of them can come
+from a config folder (``--config-dir``, ``hydra.searchpath``, a ``# @package _global_`` file),
+not only from an override. ``CheckedLoader`` wraps the config loader fedmoo hands to Hydra
+(``fedmoo.cli.hydra_run``): every configuration it composes, the run's, the sweep's and each
+job's (any sweeper, any launcher), is checked as it is composed, so a configuration that names
+anything else is refused (``Refused``, one line, exit status 2) before Hydra configures logging,
+instantiates a callback or makes a directory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hydra.core.config_loader import ConfigLoader
+
+from fedmoo.errors import Refused
+
+# Classes Hydra may instantiate for a fedmoo run: fedmoo's own, Hydra's defaults and the
+# launcher plugins docs/scaling.md documents (and the declared plugins' packages).
+ALLOWED_TARGETS = (
+    "fedmoo.",
+    "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
+    "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+    "hydra_plugins.fedmoo_lockstep_launcher.lockstep_launcher.LockstepLauncher",
+    "hydra_plugins.fedmoo_lockstep_launcher.grid_sweeper.GridSweeper",
+    "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
+    "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher",
+)
+
+
+def target_allowed(target: str) -> bool:
+    """On ALLOWED_TARGETS, or in a declared plugin's package (fedmoo.plugins)."""
+    from fedmoo import plugins
+
+    allowed = (*ALLOWED_TARGETS, *(f"{p}." for p in plugins.names()))
+    return any(target == a or (a.endswith(".") and target.startswith(a)) for a in allowed)
+
+
+def refusal(config: Any) -> str | None:
+    """Why the composed configuration ``config`` (with its ``hydra`` node) would run code fedmoo
+    does not allow, or None."""
+    from omegaconf import OmegaConf
+
+    from fedmoo import logs
+
+    hydra = OmegaConf.select(config, "hydra")
+    if hydra is None:
+        return None
+    for part in ("job_logging", "hydra_logging"):
+        node = hydra.get(part)
+        bad = logs.check_config(OmegaConf.to_container(node) if node is not None else {},
+                                f"hydra.{part}")
+        if bad:
+            return bad
+    nodes = {"hydra.launcher": hydra.get("launcher"), "hydra.sweeper": hydra.get("sweeper"),
+             "hydra.callbacks": hydra.get("callbacks")}
+    for where, node in nodes.items():
+        # instantiate is recursive: a _target_ nested anywhere in these nodes is called too
+        tree = OmegaConf.to_container(node) if OmegaConf.is_config(node) else node
+        for key, target in _targets(tree, where):
+            if not target_allowed(str(target)):
+                return (f"{key}._target_={target} is not a launcher, sweeper or callback "
+                        "fedmoo allows (it would run that code); use "
+                        "hydra/launcher=local_gpus|slurm|ray or Hydra's defaults "
+                        "(docs/scaling.md)")
+    return None
+
+
+def _targets(node: Any, key: str):
+    """(dotted key, value) of every ``_target_`` in the plain tree ``node``."""
+    items = node.items() if isinstance(node, dict) else \
+        enumerate(node) if isinstance(node, list) else ()
+    for k, v in items:
+        if k == "_target_":
+            yield key, v
+        else:
+            yield from _targets(v, f"{key}.{k}")
+
+
+def check(config: Any) -> Any:
+    """``config``, or ``Refused`` with ``refusal``'s line."""
+    bad = refusal(config)
+    if bad:
+        raise Refused(bad)
+    return config
+
+
+class LoaderProxy(ConfigLoader):
+    """A config loader that hands every call to ``loader`` (a base for loaders that add to
+    Hydra's, through Hydra's public ConfigLoader interface)."""
+
+    def __init__(self, loader: ConfigLoader) -> None:
+        self.loader = loader
+
+    def load_configuration(self, *args: Any, **kwargs: Any) -> Any:
+        return self.loader.load_configuration(*args, **kwargs)
+
+    def load_sweep_config(self, master_config: Any, sweep_overrides: list[str]) -> Any:
+        return self.loader.load_sweep_config(master_config, sweep_overrides)
+
+    def get_search_path(self) -> Any:
+        return self.loader.get_search_path()
+
+    def get_sources(self) -> Any:
+        return self.loader.get_sources()
+
+    def list_groups(self, parent_name: str) -> Any:
+        return self.loader.list_groups(parent_name)
+
+    def get_group_options(self, *args: Any, **kwargs: Any) -> Any:
+        return self.loader.get_group_options(*args, **kwargs)
+
+    def compute_defaults_list(self, *args: Any, **kwargs: Any) -> Any:
+        return self.loader.compute_defaults_list(*args, **kwargs)
+
+
+class CheckedLoader(LoaderProxy):
+    """Hydra's config loader, each configuration it composes checked (``check``). Launchers in
+    other processes (joblib, submitit) get it pickled and check their jobs there too."""
+
+    def load_configuration(self, *args: Any, **kwargs: Any) -> Any:
+        return check(self.loader.load_configuration(*args, **kwargs))
+
+    def load_sweep_config(self, master_config: Any, sweep_overrides: list[str]) -> Any:
+        return check(self.loader.load_sweep_config(master_config, sweep_overrides))
