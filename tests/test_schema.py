@@ -121,7 +121,9 @@ def test_the_check_imports_neither_torch_nor_the_run():
     (["algo=fedfv", "algo.order=lost"], "algo.order='lost' must be one of: loss, random"),
     (["-m", "algo=fedprox", "algo.mu=0.1,-1"], "algo.mu=-1 must be a number in [0.0, inf)"),
     (["-m", "attack=bias", "attack.malicious=0.2,1.5"], "attack.malicious=1.5 as a fraction must be in (0, 1]"), (["attack=label_flip", "+attack.c=2"], "attack.c is not a hyperparameter of attack=label_flip"), (["model=resnet18_gn", "model.groups=3"], "model.groups=3 must divide the narrowest layer's 64 channels"), (["model=mlp", "model.hidden=abc"], "model.hidden='abc' must be a list of positive layer widths"),
-    (["partition=dirichlet", "partition.beta=-1"], "partition.beta=-1 must be a number in (0.0, inf)"), (["-m", "partition.fractions=[0.8,0.1,0.1],[0.5,0.1,0.1]"], "partition.fractions=[0.5, 0.1, 0.1] must be three non-negative numbers"),
+    (["partition=dirichlet", "partition.beta=-1"], "partition.beta=-1 must be a number in (0.0, inf)"),
+    (["partition=one_class_per_client", "partition.classes=[0,2,0]"], "partition.classes=[0, 2, 0] names class 0 twice"),
+    (["partition=femnist_skewed", "partition.classes=[36,37,37]"], "partition.classes=[36, 37, 37] names class 37 twice"), (["-m", "partition.fractions=[0.8,0.1,0.1],[0.5,0.1,0.1]"], "partition.fractions=[0.5, 0.1, 0.1] must be three non-negative numbers"),
     (["data=cifar10", "data.normalize=z"], "data.normalize='z' must be one of: unit, standard, pixel_zscore"), (["+data.bogus=1"], "data.bogus is not a hyperparameter of data=synthetic; valid keys: input_shape, num_classes, num_users"),
 ])
 def test_a_bad_value_is_one_line_and_leaves_nothing(tmp_path, args, needle):

@@ -198,8 +198,7 @@ def run(task_function: Callable, p: Plan) -> int:
 
     mode = RunMode.MULTIRUN if p.multirun else RunMode.RUN
     with loader(p) as checked:
-        cfg = checked.load_configuration(config_name=p.config_name, overrides=list(p.overrides),
-                                         run_mode=mode)
+        cfg = _compose(checked, p, mode)
         configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
         callbacks = Callbacks(cfg)
         context = HydraContext(config_loader=checked, callbacks=callbacks)  # type: ignore[arg-type]
@@ -211,6 +210,30 @@ def run(task_function: Callable, p: Plan) -> int:
         callbacks.on_run_end(config=cfg, config_name=p.config_name, job_return=done)
         done.return_value      # raises the job's error, as Hydra's run does
         return 0
+
+
+def _compose(checked: Any, p: Plan, mode: Any) -> Any:
+    """The run's configuration, or the sweep's. Hydra composes a sweep's without its swept
+    values, so ``algo.q=1`` fails there when only a swept option (``+row/...=qfedavg_q5,...``)
+    sets ``algo=qfedavg``: such an override is swept too, as ``algo.q=choice(1)`` (one value),
+    and each job, composed whole, still refuses a key that does not exist."""
+    import re
+
+    from hydra.errors import ConfigCompositionException
+
+    overrides = list(p.overrides)
+    while True:
+        try:
+            return checked.load_configuration(config_name=p.config_name, overrides=overrides,
+                                              run_mode=mode)
+        except ConfigCompositionException as e:
+            m = re.search(r"Could not override '([^']+)'", str(e))
+            at = [i for i, o in enumerate(overrides) if m and p.multirun
+                  and o.partition("=")[0] == m.group(1) and "," not in o and "(" not in o]
+            if not at:
+                raise
+            key, _, value = overrides[at[0]].partition("=")
+            overrides[at[0]] = f"{key}=choice({value})"
 
 
 def _sweep(context: Any, task_function: Callable, cfg: Any, config_name: str) -> int:

@@ -154,9 +154,10 @@ def cmd_describe(args: list[str]) -> int:
 
 
 def cmd_table(args: list[str]) -> int:
+    from fedmoo.cli.config import compose
     from fedmoo.report import tables
 
-    return tables.main(args)
+    return tables.main(args, compose)    # a spec's rows are compared with their recipe
 
 
 def cmd_plot(args: list[str]) -> int:

@@ -148,20 +148,29 @@ def normalize(args: list[str], groups: tuple[str, ...]) -> list[str]:
 
 
 def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str]:
-    """Keys of the config node ``dotted`` once the group choices in ``args`` are applied."""
+    """Keys of the config node ``dotted`` once the group choices in ``args`` are applied; for a
+    group swept over several options (``data=digits,synthetic``), the keys every one has."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import DictConfig, OmegaConf
 
-    choices = [a for a in normalize(args, groups)
+    args = normalize(args, groups)
+    choices = [a for a in args
                if "=" in a and a.partition("=")[0].lstrip("+") in groups and "," not in a]
+    top = dotted.split(".")[0]
+    swept = next((a.partition("=")[2].split(",") for a in args
+                  if a.partition("=")[0].lstrip("+") == top and "," in a), [None])
+    found: list[set[str]] = []
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
-            node = OmegaConf.select(compose("config", overrides=with_plugins(choices)), dotted)
+            for option in swept:
+                one = choices + ([f"{top}={option.strip()}"] if option else [])
+                node = OmegaConf.select(compose("config", overrides=with_plugins(one)), dotted)
+                found.append(set(node) if isinstance(node, DictConfig) else set())
     finally:
         GlobalHydra.instance().clear()
-    return sorted(node) if isinstance(node, DictConfig) else []
+    return sorted(set.intersection(*found))
 
 
 def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...]) -> str:
@@ -188,7 +197,10 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
             keys = []
         close = difflib.get_close_matches(leaf, keys, n=1)
         hint = f"did you mean {(parent + '.') if parent else ''}{close[0]}? " if close else ""
-        valid = f"valid keys{' of ' + parent if parent else ''}: {', '.join(keys)}; " if keys else ""
+        swept = next((a.partition("=")[2] for a in args if "," in a
+                      and a.partition("=")[0].lstrip("+") == key.split(".")[0]), None)
+        of = f" of {parent}" + (f" (in every {key.split('.')[0]}={swept})" if swept else "")
+        valid = f"valid keys{of if parent else ''}: {', '.join(keys)}; " if keys else ""
         return f"{key} is not a config key; {hint}{valid}see `fedmoo run --cfg job`"
     missing = re.search(r"Could not find '([^']+)/([^'/]+)'", text)
     if missing and "Available options" in text:   # a group option that does not exist

@@ -165,6 +165,11 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
             ends = np.cumsum(np.bincount(own, minlength=n_owners))[:-1]
             return np.split(idx[np.argsort(own, kind="stable")], ends)
     else:
+        unowned = 0 if source.owner is None else int((source.owner < 0).sum())
+        if unowned:        # only the natural partition honours "no client holds this sample"
+            raise UserError(f"the data leaves {unowned} samples to no client (e.g. "
+                            f"data.train_rows=authors_code), which partition={name} would deal "
+                            "out anyway; use partition=natural")
         if num_clients is None:
             raise UserError(f"num_clients=null (the dataset's own clients) needs "
                             f"partition=natural; partition={name} needs a number of clients, "
@@ -174,8 +179,12 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
     if split == "dataset":
         train_idx = np.flatnonzero(~is_test)
         test_idx = np.flatnonzero(is_test)
+        if len(test_idx) == 0 and name != "natural":   # (its partitioner would say "0 samples")
+            raise UserError("the data has no test samples (an empty test file?), and "
+                            "partition.split=dataset evaluates each client on them; check the "
+                            "data files (docs/datasets.md) or use partition.split=pooled")
         train = assign(train_idx)
-        test = assign(test_idx) if name == "natural" or len(test_idx) == 0 else \
+        test = assign(test_idx) if name == "natural" else \
             _test_like_train(train, y, test_idx, rng, train_idx)
         val = None
     else:                                    # pooled (the declaration allows no other)

@@ -69,6 +69,10 @@ def _bad_classes(classes: Any) -> str | None:
             isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in classes)):
         return (f"partition.classes={classes!r} must be a list of class indices (non-negative "
                 "integers) or null; e.g. partition.classes=[0,2,6]")
+    twice = next((c for i, c in enumerate(classes or ()) if c in classes[:i]), None)
+    if twice is not None:        # two clients would be dealt the same training samples
+        return (f"partition.classes={list(classes)!r} names class {twice} twice; each class "
+                "may be dealt out once")
     return None
 
 

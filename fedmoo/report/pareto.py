@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -271,6 +272,12 @@ def main(args: list[str]) -> int:
     y = ns.y or conf.get("y") or "test/acc_worst10"
     minimize_y = bool(ns.minimize_y if ns.minimize_y is not None else conf.get("minimize_y"))
     given = ns.ref or conf.get("ref")
+    if x == y:
+        raise UserError(f"--x and --y are both {x}: a trade-off needs two different metrics "
+                        "(e.g. --x test/acc_mean --y test/acc_worst10)")
+    if given and not all(math.isfinite(float(v)) for v in given):
+        raise UserError(f"--ref {given[0]} {given[1]}: the reference point must be two finite "
+                        "numbers (the hypervolume would be infinite or undefined)")
     if ns.out and Path(ns.out).suffix.lower() not in (".png", ".pdf", ".svg"):
         raise UserError(f"--out {ns.out}: give a .png, .pdf or .svg file")
     recs = points(ns.dirs, x, y)

@@ -24,7 +24,7 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import yaml
@@ -54,6 +54,8 @@ def load_spec(name: str) -> dict[str, Any]:
         raise UserError(f"unknown table spec {name!r}" + (did_you_mean(name, known) or
                         f"; choose one of: {', '.join(known) or '(none)'}"))
     spec = yaml.safe_load(path.read_text()) or {}
+    if (TABLE_DIR.parent / "experiment" / f"{name}.yaml").is_file():
+        spec.setdefault("experiment", name)     # the recipe its paper values are for
     spec.setdefault("metrics", [{"key": m} for m in DEFAULT_METRICS])
     spec["metrics"] = [m if isinstance(m, dict) else {"key": m} for m in spec["metrics"]]
     return spec
@@ -125,11 +127,13 @@ def _problems(jobs: list[Job], groups: list[Group], include_failed: bool = False
     return out
 
 
-def build_table(jobs: list[Job], spec: dict[str, Any],
-                include_failed: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+def build_table(jobs: list[Job], spec: dict[str, Any], include_failed: bool = False,
+                compose: Callable[[list[str]], dict[str, Any]] | None = None,
+                ) -> tuple[list[dict[str, Any]], list[str]]:
     """One record per configuration; returns (records, problems: ``path: why`` per job not
     counted). A metric's mean and std are over the counted jobs that report it as a finite
-    number."""
+    number. With ``compose``, a row whose configuration is not its spec's recipe (``spec``'s
+    experiment with the row's overrides) gets no paper values and a note naming the keys."""
     groups = group_jobs(jobs)
     primary, keys = table_keys(groups, spec)
     metrics = [m["key"] for m in spec["metrics"]]
@@ -141,6 +145,11 @@ def build_table(jobs: list[Job], spec: dict[str, Any],
         rec["_label"], rec["_order"], info = _row(rows_spec, primary, keys, rec)
         rec["_primary"] = primary
         paper = info.get("paper")
+        gaps = recipe_gaps(g, spec.get("experiment"), primary, compose) if paper else []
+        if gaps:          # another recipe: the paper's values are not this row's
+            paper = None
+            log.warning("%s: not the recipe of experiment=%s (%s); its paper values are left "
+                        "out", rec["_label"], spec["experiment"], ", ".join(gaps))
         for i, m in enumerate(metrics):
             vals = np.array([v for v in (j.metric(m) for j in done)
                              if v is not None and math.isfinite(v)], dtype=float)
@@ -151,10 +160,48 @@ def build_table(jobs: list[Job], spec: dict[str, Any],
                 rec[f"{m}/paper"] = float(paper[i])
         rec["n_seeds"] = len(done)
         rec["_statuses"] = sorted({j.status for j in g.jobs})
-        rec["_notes"] = _notes(g, include_failed)
+        rec["_notes"] = _notes(g, include_failed) + (
+            [f"not the paper's recipe: {', '.join(gaps)}"] if gaps else [])
         records.append(rec)
     records.sort(key=lambda r: (r["_order"], r["_label"]))
     return records, _problems(jobs, groups, include_failed)
+
+
+def recipe_gaps(g: Group, experiment: str | None, primary: list[str],
+                compose: Callable[[list[str]], dict[str, Any]] | None) -> list[str]:
+    """``key=ours (recipe theirs)`` for each result key where the configuration of ``g``
+    differs from ``experiment`` composed (``compose``: fedmoo.cli.config.compose, handed down
+    by the CLI) with the row's overrides (the ``primary`` values), seeds and keys that follow
+    the seed aside; [] without an experiment or when it cannot be composed."""
+    if not experiment or compose is None:
+        return []
+    from fedmoo.report.jobs import flatten, is_result_key
+
+    row = tuple(f"{'+' if k.startswith('row/') else ''}{k}={g.value(k)}" for k in primary
+                if g.value(k) != "")
+    if (experiment, row) not in _recipes:
+        try:
+            _recipes[experiment, row] = flatten(compose([f"experiment={experiment}", *row]))
+        except UserError:
+            _recipes[experiment, row] = {}
+    job = g.jobs[0]
+    ours = job.identity()
+    return [f"{k}={as_text(ours[k])} (recipe {as_text(v)})"
+            for k, v in _recipes[experiment, row].items()
+            if k in ours and is_result_key(k) and k not in job.seed_keys and not _same(ours[k], v)]
+
+
+_recipes: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}   # composed once a process
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as config values (1 and 1.0 alike; lists and tuples alike)."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) \
+            and not isinstance(a, bool) and not isinstance(b, bool):
+        return float(a) == float(b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
 
 
 def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
@@ -358,7 +405,7 @@ def check_names(jobs: list[Job], groups: list[Group], spec: dict[str, Any], ns) 
                       f"a config key of the jobs {where}")
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], compose: Callable[[list[str]], dict[str, Any]] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="fedmoo table",
         description="Aggregate runs/sweeps over seeds into a paper-style table.")
@@ -383,7 +430,7 @@ def main(argv: list[str]) -> int:
                         f"corrupt or without a configuration ({jobs[0].path}: {jobs[0].reason})")
     groups = group_jobs(jobs)
     check_names(jobs, groups, spec, ns)
-    records, problems = build_table(jobs, spec, ns.include_failed)
+    records, problems = build_table(jobs, spec, ns.include_failed, compose)
     keys = table_keys(groups, spec)[1]
     spec = {**spec, "title": fill_title(spec.get("title"), groups)}
     if spec.get("pivot"):

@@ -98,3 +98,18 @@ def test_authors_code_rows_federate_without_the_unused_records(tmp_path):
     fed = federate(src, {"name": "natural"}, None)
     assert fed.train.of(0).tolist() == [3] and fed.train.of(1).tolist() == [1, 2, 4, 5, 6, 8]
     assert fed.test.of(0).tolist() == [11] and fed.test.of(1).tolist() == [10]
+
+
+@pytest.mark.parametrize("partition", [{"name": "iid"}, {"name": "shards"}])
+def test_authors_code_rows_only_federate_naturally(tmp_path, partition):
+    """Another partition would deal out the records the authors' rows leave to no client, and the
+    run would be recorded as train_rows=authors_code although the option did nothing."""
+    from fedmoo.data import federate
+
+    (tmp_path / "adult").mkdir()
+    (tmp_path / "adult" / "adult.data").write_text(TRAIN.splitlines()[0] + "\n" + TRAIN)
+    (tmp_path / "adult" / "adult.test").write_text(TEST)
+    src = source("adult", tmp_path, download=False, train_rows="authors_code")
+    with pytest.raises(UserError, match="the data leaves 2 samples to no client .*use "
+                                        "partition=natural"):
+        federate(src, partition, 2)

@@ -159,3 +159,12 @@ def test_old_results_get_the_declared_defaults():
     assert default("partition.beta", {"partition.name": "dirichlet"}) == 0.5
     assert default("partition.tasks", {"partition.name": "iid"}) == "all"
     assert default("partition.compact_labels", {"partition.name": "one_class_per_client"}) is True
+
+
+@pytest.mark.parametrize("name", ["iid", "shards"])
+def test_an_empty_test_split_is_named_as_such(name):
+    """It was reported as the partitioner's "0 samples cannot fill 4 shards", as if training."""
+    src = _source()
+    src.is_test = torch.zeros(40, dtype=torch.bool)
+    with pytest.raises(UserError, match=r"^the data has no test samples \(an empty test file\?\)"):
+        federate(src, {"name": name}, 2)

@@ -78,3 +78,14 @@ def test_debug_true_shows_the_traceback(tmp_path):
     assert r.returncode == 2
     assert "Traceback" in r.stderr and r.stderr.strip().splitlines()[-1].startswith(
         "fedmoo: error: rounds='abc'")
+
+
+def test_a_multi_data_sweeps_hint_names_only_keys_every_option_has(tmp_path):
+    """It said "did you mean data.seed? valid keys: ..., seed" from the default data's keys
+    although data=digits has no data.seed."""
+    r = cli_in(tmp_path)("run", "-m", "data=digits,synthetic", "data.sed=1")
+    assert r.returncode == 2
+    assert r.stderr.strip() == (
+        "fedmoo: error: data.sed is not a config key; valid keys of data (in every "
+        "data=digits,synthetic): input_shape, name, num_classes; see `fedmoo run --cfg job`")
+    assert not any(tmp_path.iterdir())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fedmoo.cli.main import main
 from fedmoo.report.pareto import front, hypervolume
@@ -144,3 +145,16 @@ def test_points_too_close_to_label_are_numbered_with_a_key_beside(tmp_path):
     assert plot(recs, "test/acc_mean", "test/acc_worst10", False, str(tmp_path / "f.png")) == \
         "numbered"
     assert (tmp_path / "f.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--x", "test/acc_mean", "--y", "test/acc_mean"],
+     "--x and --y are both test/acc_mean: a trade-off needs two different metrics"),
+    (["--ref", "inf", "inf"], "--ref inf inf: the reference point must be two finite numbers"),
+    (["--ref", "40", "nan"], "--ref 40.0 nan: the reference point must be two finite numbers"),
+])
+def test_a_degenerate_trade_off_is_one_line(tmp_path, capsys, args, needle):
+    _five(tmp_path, close=False)
+    assert main(["pareto", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fedmoo: error: {needle}") and err.count("\n") == 1, err

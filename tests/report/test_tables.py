@@ -205,3 +205,30 @@ def test_a_spec_key_that_no_job_has_is_refused_with_the_nearest(tmp_path, monkey
 def test_a_key_a_configuration_does_not_set_is_not_in_its_label(sweep):
     recs, _ = build_table(find_jobs([sweep]), {"metrics": [{"key": "test/acc_mean"}]})
     assert sorted(r["_label"] for r in recs) == ["algo=fedavg", "algo=fedfv algo.alpha=0.5"]
+
+
+@pytest.mark.parametrize("other", [[], ["rounds=2", "client.lr=0.5"]])
+def test_paper_values_only_for_the_papers_recipe(tmp_path, other, caplog):
+    """A spec's paper values belong to its experiment's recipe: rows run with other settings
+    (2 rounds at another learning rate) once printed "paper 71.29, delta -46.00"."""
+    from fedmoo.cli.config import compose
+
+    for i, row in enumerate(["fedavg", "qfedavg_q5"]):
+        overrides = [f"+row/fedfv/table3={row}", *other]
+        _job(tmp_path, str(i), overrides, 0, {"test/acc_mean": 30.0},
+             config=compose(["experiment=fedfv/table3", *overrides, "seed=0"]))
+    from fedmoo.report.tables import load_spec
+
+    spec = load_spec("fedfv/table3")
+    assert spec["experiment"] == "fedfv/table3"
+    recs, _ = build_table(find_jobs([tmp_path]), spec, compose=compose)
+    assert [r["_label"].split(" ")[0] for r in recs] == ["FedAvg", "q-FedAvg"]
+    if not other:
+        assert [r["test/acc_mean/paper"] for r in recs] == [80.42, 78.53]
+        assert all(not r["_notes"] for r in recs)
+        return
+    for r in recs:
+        assert "test/acc_mean/paper" not in r
+        assert r["_notes"] == ["not the paper's recipe: rounds=2 (recipe 200), client.lr=0.5 "
+                               "(recipe 0.1)"]
+    assert "not the recipe of experiment=fedfv/table3 (rounds=2 (recipe 200)" in caplog.text

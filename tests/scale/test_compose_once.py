@@ -86,3 +86,18 @@ def test_sweeper_params_and_batches(composes, tmp_path):
         (3, "uniform"), (3, "weighted"), (4, "uniform"), (4, "weighted")]
     assert not (tmp_path / "sweep" / "4").exists()
     assert len(composes) == 4
+
+
+def test_a_key_of_a_swept_rows_rule_is_not_refused(tmp_path):
+    """Hydra composes a sweep's configuration without its swept values: ``algo.q=1`` was refused
+    as no key of algo=fedavg although every row of the sweep runs q-FedAvg."""
+    done = run_main(["run", "-m", *TINY, "+row/fedfv/table3=qfedavg_q5,qfedavg_q15", "algo.q=1",
+                     f"hydra.sweep.dir={tmp_path / 'sweep'}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    jobs = [json.loads((tmp_path / "sweep" / str(j) / "summary.json").read_text())["config"]
+            for j in range(2)]
+    assert [(c["algo"]["name"], c["algo"]["q"]) for c in jobs] == [("qfedavg", 1), ("qfedavg", 1)]
+    done = run_main(["run", "-m", *TINY, "+row/fedfv/table3=qfedavg_q5,qfedavg_q15", "algo.qq=1",
+                     f"hydra.sweep.dir={tmp_path / 'sweep2'}"], tmp_path)
+    assert done.returncode == 2 and "algo.qq is not a config key" in done.stderr
+    assert not (tmp_path / "sweep2").exists()
