@@ -100,7 +100,8 @@ def _logging_class(path: str, base: type) -> bool:
 def check_config(config: dict | None, where: str) -> str | None:
     """Why the dictConfig mapping ``config`` (plain dicts and lists) is refused, or None: a
     ``class`` that is not one of the logging package's own handlers / formatters / filters, a
-    ``()`` factory that is not fedmoo's, an ``ext://`` other than sys.stdout / sys.stderr."""
+    ``()`` factory that is not fedmoo's, an ``ext://`` other than sys.stdout / sys.stderr, a
+    handler's file not named ``*.log`` (it could empty a result file)."""
     def walk(node, key: str, section: str | None) -> str | None:
         if isinstance(node, str):
             return f"{key}={node}" if node.startswith("ext://") and node not in STREAMS else None
@@ -113,6 +114,8 @@ def check_config(config: dict | None, where: str) -> str | None:
                 return f"{sub}={v}"
             if k == "()" and not (isinstance(v, str) and v.startswith(FACTORIES)):
                 return f"{sub}={v}"
+            if k == "filename" and section == "handlers" and not str(v).endswith(".log"):
+                return f"{sub}={v}"       # (mode w on rounds.csv would empty a result)
             bad = walk(v, sub, k if node is config else section)
             if bad:
                 return bad
@@ -123,5 +126,5 @@ def check_config(config: dict | None, where: str) -> str | None:
         return None
     return (f"{bad} is refused: a logging configuration may name only the logging module's own "
             "handlers, formatters and filters (logging.FileHandler, logging.StreamHandler, "
-            "logging.handlers.RotatingFileHandler, ...), fedmoo.logs factories and "
-            f"{' or '.join(STREAMS)} (docs/troubleshooting.md)")
+            "logging.handlers.RotatingFileHandler, ...), fedmoo.logs factories, "
+            f"{' or '.join(STREAMS)} and files named *.log (docs/troubleshooting.md)")

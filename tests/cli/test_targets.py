@@ -78,6 +78,9 @@ def test_logging_names_only_the_logging_modules_classes(cli):
     ("hydra.job_logging.handlers.file.class=logging.Formatter", "handlers.file.class"),
     ("+hydra.job_logging.formatters.simple.class=zipfile.ZipFile", "formatters.simple.class"),
     ("hydra.hydra_logging.handlers.console.class=shutil.rmtree", "hydra_logging.handlers"),
+    ("hydra.job_logging.handlers.file.filename=rounds.csv", "handlers.file.filename"),
+    ("+hydra.hydra_logging.handlers.f={class: logging.FileHandler, filename: summary.json, "
+     "mode: w}", "hydra_logging.handlers.f.filename"),
 ])
 def test_logging_configs_are_checked(override, bad):
     err = check_targets(["rounds=1", override])
