@@ -10,11 +10,12 @@ A plugin is an importable Python package. fedmoo finds plugins in two places:
   empty file named ``fedmoo-plugin`` in its folder (as ``py.typed`` declares type hints): the
   variable chooses among declared plugins, it cannot turn any module (``os``, ``json``) into one.
   The marker is looked up on ``sys.path`` without importing anything;
-- in Python, a package that registered a component in this process (``import myproj`` before
-  ``fedmoo.api.run``): the registries tell ``note_registered``.
+- in Python, a package that declared a component in this process with the implementation
+  itself (``import myproj`` before ``fedmoo.api.run``): ``declare`` tells ``note_registered``.
 
-Importing a plugin package registers its components (``fedmoo.algorithms.register``,
-``fedmoo.models.register``, ``fedmoo.attacks.register``, ``fedmoo.data.register_source``); its
+A plugin declares its components in ``<package>/hparams.py`` (``fedmoo.hparams.declare``: slug,
+description, hyperparameters and the ``"module:attr"`` that implements each), which fedmoo reads
+without importing the package; an implementation is imported when a run uses it. Its
 ``conf/`` folder, if any, joins fedmoo's config search path, so ``algo=myavg`` finds
 ``myproj/conf/algo/myavg.yaml`` and ``experiment=myproj/demo`` finds an experiment file. The
 plugin's modules are also the only foreign ``_target_`` prefixes Hydra may instantiate.
@@ -27,7 +28,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from functools import lru_cache
 from pathlib import Path
 
 from fedmoo.errors import UserError
@@ -120,21 +120,3 @@ def conf_dirs() -> list[tuple[str, Path]]:
 def search_path() -> list[str]:
     """Hydra search-path entries of the plugins' conf folders."""
     return [d.resolve().as_uri() for _, d in conf_dirs()]
-
-
-@lru_cache(maxsize=None)
-def _import(name: str) -> None:
-    try:
-        importlib.import_module(name)
-    except ImportError as e:
-        raise UserError(f"plugin {name!r} cannot be imported ({e}); install it or put its "
-                          "folder on PYTHONPATH") from None
-    except SystemExit as e:    # script-style code in the package would end fedmoo with its code
-        raise UserError(f"plugin {name!r} called sys.exit({e.code!r}) while it was imported; "
-                        "a plugin's modules must only define and register") from None
-
-
-def load_all() -> None:
-    """Import every declared plugin (each registers its components once)."""
-    for name in names():
-        _import(name)

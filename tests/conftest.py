@@ -120,3 +120,19 @@ def small_cfg(**overrides) -> dict:
             node = node[p]
         node[parts[-1]] = value
     return fill(cfg)
+
+
+def declare_impl(monkeypatch, group: str, slug: str, impl, params=None, **defaults):
+    """Declare (for one test) ``group=slug`` implemented by ``impl``: the declaration filed under
+    that slug with ``params`` (default: the one it has, else no knobs) and ``defaults``."""
+    import dataclasses
+
+    from fedmoo import hparams
+
+    found = hparams.declared(group, slug)
+    if params is None:
+        params = found.params if found is not None else dataclasses.make_dataclass("NoKnobs", [])
+    entry = hparams.Declaration(group, slug, params, impl, f"test {group} {slug}",
+                                tuple(defaults.items()) or (found.defaults if found else ()))
+    monkeypatch.setitem(hparams._DECLARED, (group, slug), entry)
+    return entry

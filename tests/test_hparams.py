@@ -26,25 +26,25 @@ def undeclare():
 
 def test_a_partition_or_attack_must_extend_the_keys_every_one_has(undeclare):
     with pytest.raises(TypeError, match="does not extend fedmoo.hparams.partition.Partition"):
-        hparams.declare("partition", "halves", Halves)
+        hparams.declare("partition", "halves", Halves, dict)
     with pytest.raises(TypeError, match="does not extend fedmoo.hparams.attack.Common"):
-        hparams.declare("attack", "halves", Halves)
+        hparams.declare("attack", "halves", Halves, dict)
 
     @dataclass
     class HalvesPartition(Partition):
         parts: int = knob(2, "pieces", lo=1)
 
     undeclare.append(("partition", "halves"))
-    found = hparams.declare("partition", "halves", HalvesPartition)
+    found = hparams.declare("partition", "halves", HalvesPartition, dict)
     assert found.node()["parts"] == 2 and found.node()["split"] == "dataset"
 
 
 def test_a_preset_default_must_be_a_value_its_knob_allows(undeclare):
     with pytest.raises(ValueError, match=r"algo 'halves': default algo.parts=0 must be a positive"):
-        hparams.declare("algo", "halves", Halves, parts=0)
+        hparams.declare("algo", "halves", Halves, dict, parts=0)
     assert ("algo", "halves") not in hparams._DECLARED
     undeclare.append(("algo", "halves3"))
-    assert hparams.declare("algo", "halves3", Halves, parts=3).node() == {"name": "halves3",
+    assert hparams.declare("algo", "halves3", Halves, dict, parts=3).node() == {"name": "halves3",
                                                                            "parts": 3}
 
 

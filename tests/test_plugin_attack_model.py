@@ -29,8 +29,9 @@ class Tiny:
     width: int = knob(4, "hidden units", lo=1)
 
 
-declare("attack", "shrink", Shrink)
-declare("model", "tiny", Tiny)
+declare("attack", "shrink", Shrink, "shrinkproj:Shrink",
+        "Shrink: attackers send factor * their update")
+declare("model", "tiny", Tiny, "shrinkproj:Tiny", "Tiny: one hidden layer")
 '''
 
 INIT = '''
@@ -38,16 +39,11 @@ import math
 
 from torch import nn
 
-from fedmoo import attacks, models
 from fedmoo.attacks.base import Attack
 from fedmoo.attacks.rows import scale_rows
 
 
-@attacks.register
 class Shrink(Attack):
-    name = "shrink"
-    description = "attackers send factor * their update"
-
     def corrupt(self, cohort, rows, seed):
         return cohort.replace(deltas=scale_rows(cohort.deltas, rows, self.factor))
 
@@ -60,24 +56,16 @@ class Tiny(nn.Module):
 
     def forward(self, x):
         return self.net(x)
-
-
-models.register("tiny", Tiny)
 '''
 
 
 def _plugin(root):
+    """A plugin as a user writes it: its declarations and its code, no YAML."""
     pkg = root / "shrinkproj"
-    for group in ("attack", "model"):
-        (pkg / "conf" / group).mkdir(parents=True)
+    pkg.mkdir()
     (pkg / "fedmoo-plugin").write_text("")
     (pkg / "hparams.py").write_text(HPARAMS)
     (pkg / "__init__.py").write_text(INIT)
-    (pkg / "conf" / "attack" / "shrink.yaml").write_text(
-        "# Shrink: attackers send factor * their update\n"
-        "defaults:\n  - /hparams/attack/shrink@_here_\n  - _self_\n")
-    (pkg / "conf" / "model" / "tiny.yaml").write_text(
-        "# Tiny: one hidden layer\ndefaults:\n  - /hparams/model/tiny@_here_\n  - _self_\n")
 
 
 def test_a_plugin_attack_and_model_take_their_declared_keys(cli):

@@ -97,28 +97,38 @@ def test_the_marker_file_declares_a_package(monkeypatch, tmp_path):
     assert "ownproj" in plugins.names()          # still not imported: its __init__ would exit
 
 def _quiet_plugin(root):
-    """A plugin whose algorithm's YAML has no comment: the class says what it is."""
+    """The shortest plugin: its declaration (the option itself: no YAML) and its class."""
     pkg = root / "quietproj"
-    (pkg / "conf" / "algo").mkdir(parents=True)
+    pkg.mkdir()
     (pkg / "fedmoo-plugin").write_text("")
-    (pkg / "__init__.py").write_text(
-        "from fedmoo.algorithms import register\n"
-        "from fedmoo.algorithms.fedavg import FedAvg\n\n\n"
-        "@register\nclass Quiet(FedAvg):\n"
-        '    """Quiet: FedAvg under another name,\n    described by its docstring.\n\n'
-        '    More text that is not the summary.\n    """\n\n    name = "quiet"\n')
-    (pkg / "conf" / "algo" / "quiet.yaml").write_text("name: quiet\nweighting: samples\neta: 1.0\n")
+    (pkg / "hparams.py").write_text(
+        "from dataclasses import dataclass\n\n"
+        "from fedmoo.hparams import declare\nfrom fedmoo.knobs import knob\n\n\n"
+        "@dataclass\nclass Quiet:\n"
+        "    eta: float = knob(1.0, 'server step', lo=0.0, lo_open=True)\n\n\n"
+        "declare('algo', 'quiet', Quiet, 'quietproj.quiet:Quiet', 'Quiet: FedAvg, uniform')\n")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "quiet.py").write_text(
+        "from fedmoo.algorithms import Algorithm\n\n\n"
+        "class Quiet(Algorithm):\n"
+        "    def step(self, state, cohort):\n"
+        "        return cohort.deltas.mean(0), self.eta, {}, {}\n")
 
 
-def test_list_describes_a_plugin_algorithm_by_its_class(cli):
+def test_a_plugin_is_its_declaration_and_its_class(cli):
     _quiet_plugin(cli.cwd)
     env = {"FEDMOO_PLUGINS": "quietproj", "PYTHONPATH": f"{ROOT}:{cli.cwd}"}
     r = cli("list", "algo", env=env)
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("quiet "))
-    # its own docstring, not the description it inherits from FedAvg
-    assert line.split(None, 1)[1] == ("Quiet: FedAvg under another name, described by its "
-                                      "docstring. [plugin quietproj]")
+    assert line.split(None, 1)[1] == "Quiet: FedAvg, uniform [plugin quietproj]"
+    r = cli("run", *SMALL, "algo=quiet", "algo.eta=0.5", "rounds=2", "hydra.run.dir=q", env=env)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((cli.cwd / "q" / "summary.json").read_text())
+    assert summary["algo"] == "quiet" and summary["hparams"] == {"eta": 0.5}
+    r = cli("run", *SMALL, "algo=quiet", "algo.eta=0", "hydra.run.dir=bad", env=env)
+    assert r.returncode == 2 and r.stderr.startswith("fedmoo: error: algo.eta=0 must be")
+    assert not (cli.cwd / "bad").exists()
 
 
 def test_a_plugin_imported_in_python_counts_for_fedmoo_api_run(tmp_path):
@@ -163,12 +173,15 @@ def test_a_plugin_that_exits_is_named_and_refused(where, cli):
     pkg = tmp_path / "exitproj"
     pkg.mkdir()
     (pkg / "fedmoo-plugin").write_text("")
+    (pkg / "hparams.py").write_text(   # declares an algorithm its package implements
+        "from fedmoo.hparams import declare\nfrom fedmoo.hparams.algo import FedAvg\n\n"
+        "declare('algo', 'exitavg', FedAvg, 'exitproj:ExitAvg', 'exits')\n")
     (pkg / "__init__.py").write_text("")
     (pkg / where).write_text("import sys\nsys.exit(0)\n")
-    r = cli("run", "rounds=1", "progress=false", "algo=fedavg",
+    r = cli("run", "rounds=1", "progress=false", "algo=exitavg",
             env={"FEDMOO_PLUGINS": "exitproj", "PYTHONPATH": f"{ROOT}:{tmp_path}"})
     assert r.returncode == 2, r.stderr
     line, = r.stderr.strip().splitlines()
-    assert "plugin 'exitproj'" in line and ("SystemExit" in line or "sys.exit(0)" in line), line
+    assert "exitproj" in line and ("SystemExit" in line or "sys.exit(0)" in line), line
     if where == "hparams.py":             # read before anything is written
         assert not (tmp_path / "outputs").exists()

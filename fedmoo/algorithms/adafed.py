@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import torch
 
-from fedmoo.algorithms import register
 from fedmoo.algorithms.base import Algorithm
 from fedmoo.moo.gram import combine, gram, normalizer
 from fedmoo.moo.gram_schmidt import adafed_coefficients
@@ -15,7 +14,6 @@ from fedmoo.state import ClientSpec
 LOSS_FIELDS = {"local_last": "loss_after", "trained": "loss_trained", "global": "loss_before"}
 
 
-@register
 class AdaFed(Algorithm):
     """A common descent direction whose directional derivatives are proportional to f_k^gamma.
 
@@ -43,7 +41,6 @@ class AdaFed(Algorithm):
     """
 
     name = "adafed"
-    description = "AdaFed: Gram-Schmidt common descent direction, descent rates proportional to loss^gamma"
 
     def client_spec(self, state, client_ids):
         return ClientSpec(eval_trained=self.loss == "trained")

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from fedmoo.algorithms import register
 from fedmoo.algorithms.base import Algorithm
 from fedmoo.errors import UserError
 from fedmoo.moo.gram import combine
@@ -23,7 +22,6 @@ class AFLState(ServerState):
     w_avg: Tensor | None = None
 
 
-@register
 class AFL(Algorithm):
     """Stochastic-AFL: gradient descent on w, projected gradient ascent on the mixture lambda.
 
@@ -43,7 +41,6 @@ class AFL(Algorithm):
     """
 
     name = "afl"
-    description = "AFL: agnostic FL, minimax over client mixtures (needs clients_per_round=null)"
     state_cls = AFLState
 
     def check_run(self, num_clients, clients_per_round):

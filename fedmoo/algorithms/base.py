@@ -16,19 +16,19 @@ from fedmoo.state import ClientSpec, Cohort, GradientProbe, ServerState
 class Algorithm:
     """A federated server rule.
 
-    Subclasses set ``name`` (the slug used in YAML, CLI and CSV) and ``description`` (one line
-    for ``fedmoo list``) and implement ``step``. Their hyperparameters are declared in
-    ``fedmoo.hparams.algo`` (a plugin's: ``<package>/hparams.py``) under the same slug: the
-    constructor takes them as keywords, checks them there and fills in the declared defaults,
-    and each becomes an attribute (``FedProx(mu=0.1).mu``).
+    Each rule is declared in ``fedmoo.hparams.algo`` (a plugin's: ``<package>/hparams.py``):
+    its slug (used in the CLI, YAML and CSV), description and hyperparameters. The constructor
+    takes them as keywords, checks them there and fills in the declared defaults; ``name`` is
+    the slug it was built under (a preset of the same class has its own: ``fedmgda_plus``),
+    and each hyperparameter becomes an attribute (``FedProx(mu=0.1).mu``).
     """
 
     name: ClassVar[str] = ""
-    description: ClassVar[str] = ""
     state_cls: ClassVar[type[ServerState]] = ServerState
 
     # -- construction -------------------------------------------------------------------------
-    def __init__(self, **hyperparameters: Any):
+    def __init__(self, name: str | None = None, **hyperparameters: Any):
+        self.name = name or type(self).name    # type: ignore[misc]
         values = declarations.resolve("algo", self.name, hyperparameters)
         self._hparam_keys = tuple(values)
         for key, value in values.items():

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from fedmoo.algorithms import register
 from fedmoo.algorithms.base import Algorithm
 from fedmoo.moo.gram import combine
 from fedmoo.state import ClientSpec, ServerState
@@ -21,7 +20,6 @@ class DittoState(ServerState):
     personal: Tensor | None = None
 
 
-@register
 class Ditto(Algorithm):
     """Global FedAvg model plus one personal model per client, regularised toward it.
 
@@ -40,7 +38,6 @@ class Ditto(Algorithm):
 
     name = "ditto"
     reads_before = False           # its rule reads no loss_before / acc_before
-    description = "Ditto: FedAvg global model plus regularised personal models (evaluated)"
     state_cls = DittoState
 
     def init(self, w0, num_clients):

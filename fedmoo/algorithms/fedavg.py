@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from fedmoo.algorithms import register
 from fedmoo.algorithms.base import Algorithm, mixing_weights
 
 
-@register
 class FedAvg(Algorithm):
     """Federated averaging.
 
@@ -19,7 +17,6 @@ class FedAvg(Algorithm):
 
     name = "fedavg"
     reads_before = False           # its rule reads no loss_before / acc_before
-    description = "Federated averaging: sample-weighted (or uniform) mean of client updates"
 
     def step(self, state, cohort):
         p = mixing_weights(cohort, self.weighting)

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from fedmoo.algorithms import register
 from fedmoo.algorithms.base import Algorithm
 from fedmoo.moo.gram import TINY, combine
 from fedmoo.state import ClientSpec, ServerState
@@ -28,7 +27,6 @@ def _shares(v: Tensor) -> Tensor:
     return torch.where(s.abs() > TINY, v / s, torch.full_like(v, 1.0 / v.numel()))
 
 
-@register
 class FedFA(Algorithm):
     """Weights from training accuracy and selection frequency, plus a damping server momentum.
 
@@ -58,7 +56,6 @@ class FedFA(Algorithm):
     """
 
     name = "fedfa"
-    description = "FedFA: accuracy- and frequency-based weights with server momentum (use client.momentum=0.9)"
     state_cls = FedFAState
 
     def init(self, w0, num_clients):

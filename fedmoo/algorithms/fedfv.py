@@ -10,7 +10,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from fedmoo.algorithms import register
 from fedmoo.algorithms.base import Algorithm
 from fedmoo.moo.conflict import project_conflicts, remove_conflict, row_dots
 from fedmoo.moo.gram import TINY, combine, gram
@@ -26,7 +25,6 @@ class FedFVState(ServerState):
     last_round: Tensor | None = None
 
 
-@register
 class FedFV(Algorithm):
     """Mitigate gradient conflicts inside the cohort and against recent rounds' clients.
 
@@ -55,7 +53,6 @@ class FedFV(Algorithm):
     """
 
     name = "fedfv"
-    description = "FedFV: project away conflicting client updates (inside the cohort and vs history)"
     state_cls = FedFVState
 
     def init(self, w0, num_clients):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import torch
 
-from fedmoo.algorithms import register
 from fedmoo.algorithms.base import (
     Algorithm,
     mixing_weights,
@@ -21,7 +20,6 @@ from fedmoo.state import ClientSpec
 DECAY_PERIOD = 100  # the step size is multiplied by beta every this many rounds
 
 
-@register
 class FedMGDA(Algorithm):
     """Multiple-gradient descent over the cohort's updates, inside a box around FedAvg's weights.
 
@@ -52,7 +50,6 @@ class FedMGDA(Algorithm):
 
     name = "fedmgda"
     reads_before = False           # its rule reads no loss_before / acc_before
-    description = "FedMGDA: min-norm (MGDA) combination of raw client updates, eps = 1, eta = 1"
 
     def client_spec(self, state, client_ids):
         return ClientSpec(prox_mu=self.mu)
@@ -72,42 +69,3 @@ class FedMGDA(Algorithm):
         diag = {"server/lambda_max": float(sol.lam.max()),
                 "server/qp_fallback": float(sol.method == "fallback")}
         return d, self.step_size(state.round), {}, diag
-
-
-@register
-class FedMGDAPlus(FedMGDA):
-    """FedMGDA+: normalised updates, eps = 1, eta = 1 decayed to 1/10 over the run.
-
-    Same rule, hyperparameters and FedAvg reduction as ``fedmgda`` (see there); only the
-    defaults differ.
-    """
-
-    name = "fedmgda_plus"
-    description = "FedMGDA+: min-norm combination of normalised updates with a decaying step"
-
-
-@register
-class FedAvgN(FedMGDA):
-    """FedAvg-n: the uniform mean of normalised updates (FedMGDA+ with eps = 0), decaying step.
-
-    Same rule, hyperparameters and FedAvg reduction as ``fedmgda`` (see there); only the
-    defaults differ.
-    """
-
-    name = "fedavg_n"
-    description = "FedAvg-n: uniform mean of normalised client updates with a decaying step"
-
-
-@register
-class MGDAProx(FedMGDA):
-    """MGDA-Prox: FedMGDA+ with a client proximal term mu = 0.2.
-
-    The paper's MGDA-Prox uses 0.1, which the authors' code applies as ``0.1 ||w - w_t||^2``
-    (no 1/2); fedmoo's term is ``(mu/2) ||w - w_t||^2``, so the authors' strength is mu = 0.2.
-    Same rule, hyperparameters and FedAvg reduction as ``fedmgda`` (see there); only the
-    defaults differ.
-    """
-
-    name = "mgda_prox"
-    description = "MGDA-Prox: FedMGDA+ with a proximal term on the clients (mu = 0.2, the authors' 0.1)"
-

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from fedmoo.algorithms import register
 from fedmoo.algorithms.fedavg import FedAvg
 from fedmoo.state import ClientSpec
 
 
-@register
 class FedProx(FedAvg):
     """FedAvg whose clients minimise ``F_k(w) + (mu/2) ||w - w_t||^2`` (w_t frozen at round start).
 
@@ -23,7 +21,6 @@ class FedProx(FedAvg):
     """
 
     name = "fedprox"
-    description = "FedProx: FedAvg with a proximal term (mu/2)||w - w_t||^2 on the clients"
 
     def client_spec(self, state, client_ids):
         return ClientSpec(prox_mu=self.mu)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from fedmoo.algorithms import register
 from fedmoo.algorithms.base import (
     Algorithm,
     mixing_weights,
@@ -33,7 +32,6 @@ class FMGDAState(ServerState):
     lam: Tensor | None = None
 
 
-@register
 class FMGDA(Algorithm):
     """Federated multiple gradient descent averaging (paper Algorithm 1, full-batch option).
 
@@ -71,7 +69,6 @@ class FMGDA(Algorithm):
 
     name = "fmgda"
     reads_before = False           # its rule reads no loss_before / acc_before
-    description = "FMGDA: per-task local full-batch GD, task averages, S-task min-norm step"
     full_batch = True
     state_cls = FMGDAState
 
@@ -100,7 +97,6 @@ class FMGDA(Algorithm):
         return GradientProbe(STATIONARITY, state.lam, self.weighting)
 
 
-@register
 class FSMGDA(FMGDA):
     """Federated stochastic multiple gradient descent averaging: FMGDA with minibatch local
     steps (``client.batch_size`` samples per step). Same server rule and hyperparameters as
@@ -108,5 +104,4 @@ class FSMGDA(FMGDA):
     steps (tests/algorithms/test_fmgda.py proves it)."""
 
     name = "fsmgda"
-    description = "FSMGDA: per-task local minibatch SGD, task averages, S-task min-norm step"
     full_batch = False

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from fedmoo.algorithms import register
 from fedmoo.algorithms.base import Algorithm
 from fedmoo.moo.gram import combine, sq_norms
 from fedmoo.state import ClientSpec
 
 
-@register
 class QFedAvg(Algorithm):
     """q-FFL solved with q-FedAvg: clients with a larger loss get a larger weight.
 
@@ -33,7 +31,6 @@ class QFedAvg(Algorithm):
     """
 
     name = "qfedavg"
-    description = "q-FedAvg (q-FFL): reweights clients by loss^q for a fairer accuracy spread"
 
     def client_spec(self, state, client_ids):
         return ClientSpec(eval_trained=self.loss_at == "after")

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from fedmoo.algorithms import register
 from fedmoo.algorithms.base import Algorithm
 from fedmoo.errors import UserError
 from fedmoo.moo.gram import combine, gram
 
 
-@register
 class Median(Algorithm):
     """Coordinate-wise median of the updates (mean of the two middle values for even K).
 
@@ -21,7 +19,6 @@ class Median(Algorithm):
 
     name = "median"
     reads_before = False           # its rule reads no loss_before / acc_before
-    description = "Coordinate-wise median of client updates (robust aggregator)"
 
     def step(self, state, cohort):
         s = cohort.deltas.sort(dim=0).values
@@ -29,7 +26,6 @@ class Median(Algorithm):
         return 0.5 * (s[(k - 1) // 2] + s[k // 2]), 1.0, {}, {}
 
 
-@register
 class TrimmedMean(Algorithm):
     """Coordinate-wise trimmed mean: drop the ``floor(beta K)`` largest and smallest values of every
     coordinate and average the rest.
@@ -42,7 +38,6 @@ class TrimmedMean(Algorithm):
 
     name = "trimmed_mean"
     reads_before = False           # its rule reads no loss_before / acc_before
-    description = "Coordinate-wise trimmed mean of client updates (robust aggregator)"
 
     def step(self, state, cohort):
         k = cohort.size
@@ -77,7 +72,6 @@ class _KrumBase(Algorithm):
         return torch.sort(scores, stable=True).indices[:count]
 
 
-@register
 class Krum(_KrumBase):
     """Krum: apply the single update with the smallest Krum score.
 
@@ -88,7 +82,6 @@ class Krum(_KrumBase):
     """
 
     name = "krum"
-    description = "Krum: apply the one client update closest to its neighbours (robust aggregator)"
 
     def check_run(self, num_clients, clients_per_round):
         self._check_f(clients_per_round)
@@ -98,7 +91,6 @@ class Krum(_KrumBase):
         return cohort.deltas[i], 1.0, {}, {"server/krum_client": float(cohort.client_ids[i])}
 
 
-@register
 class MultiKrum(_KrumBase):
     """Multi-Krum: uniform mean of the ``m`` updates with the smallest Krum scores.
 
@@ -110,7 +102,6 @@ class MultiKrum(_KrumBase):
     """
 
     name = "multikrum"
-    description = "Multi-Krum: average the m client updates with the best Krum scores (robust aggregator)"
 
     def check_run(self, num_clients, clients_per_round):
         self._check_f(clients_per_round)

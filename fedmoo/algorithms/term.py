@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from fedmoo.algorithms import register
 from fedmoo.algorithms.base import Algorithm
 from fedmoo.moo.gram import combine
 from fedmoo.state import ServerState
@@ -33,7 +32,6 @@ def tilted_exp(f: Tensor, t: float) -> Tensor:
     return torch.exp(t * (f - shift))
 
 
-@register
 class TERM(Algorithm):
     """Tilted averaging: client weights grow like ``exp(t * loss)``.
 
@@ -54,7 +52,6 @@ class TERM(Algorithm):
     """
 
     name = "term"
-    description = "TERM: tilted averaging, client weights proportional to exp(t * loss)"
     state_cls = TERMState
 
     def init(self, w0, num_clients):

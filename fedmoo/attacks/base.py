@@ -25,15 +25,16 @@ class Attack:
     Every attack takes the common keys ``malicious`` (who attacks: client ids, one id, a
     fraction of the clients drawn with ``seed``, or client names), ``always_participate`` (the
     attackers join every round) and ``seed``, besides its own. They are declared, with their
-    defaults and help, in ``fedmoo.hparams.attack`` (a plugin's: ``<package>/hparams.py``) under
-    the attack's slug: the constructor takes them as keywords, checks them there, fills in the
-    declared defaults, and each becomes an attribute (``SignFlip(scale=2.0).scale``).
+    defaults and help, in ``fedmoo.hparams.attack`` (a plugin's: ``<package>/hparams.py``) with
+    the attack's slug, description and class: the constructor takes them as keywords, checks
+    them there, fills in the declared defaults, and each becomes an attribute
+    (``SignFlip(scale=2.0).scale``).
     """
 
     name: ClassVar[str] = ""
-    description: ClassVar[str] = ""
 
-    def __init__(self, **hyperparameters: Any):
+    def __init__(self, name: str | None = None, **hyperparameters: Any):
+        self.name = name or type(self).name    # type: ignore[misc]
         if declarations.declared("attack", self.name) is None:
             raise UserError(f"attack={self.name} declares no hyperparameters (malicious, ...): "
                             "its package must declare them in <package>/hparams.py "

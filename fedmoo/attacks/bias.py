@@ -16,7 +16,6 @@ class Bias(Attack):
     """
 
     name = "bias"
-    description = "attackers report loss + b (updates honest): breaks AFL / q-FedAvg, not FedMGDA+"
 
     def corrupt(self, cohort, rows, seed):
         changes = {}

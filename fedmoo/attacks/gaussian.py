@@ -19,7 +19,6 @@ class Gaussian(Attack):
     """
 
     name = "gaussian"
-    description = "attackers send a random update of a given norm (null: their honest norm)"
 
     def corrupt(self, cohort, rows, seed):
         d = cohort.deltas

@@ -25,7 +25,6 @@ class LabelFlip(Attack):
     """
 
     name = "label_flip"
-    description = "attackers train on labels permuted by pi (data poisoning)"
 
     def bind(self, num_clients, client_names=None, num_classes=None):
         super().bind(num_clients, client_names, num_classes)

@@ -22,7 +22,6 @@ class LossScaling(Attack):
     """
 
     name = "loss_scaling"
-    description = "attackers train on and report c * loss, so their updates scale by ~c too"
 
     def client_spec(self, spec, client_ids):
         rows = self.rows(client_ids)

@@ -21,7 +21,6 @@ class ModelReplacement(Attack):
     """
 
     name = "model_replacement"
-    description = "attackers send w + m (w_k - w): boosted update that replaces the global model"
 
     def factor(self, cohort, rows) -> float:
         if self.boost is not None:

@@ -16,7 +16,6 @@ class NoAttack(Attack):
     """
 
     name = "none"
-    description = "no attack: every client is honest"
 
     def bind(self, num_clients, client_names=None, num_classes=None):
         if self.malicious is not None:

@@ -13,7 +13,6 @@ class SignFlip(Attack):
     """
 
     name = "sign_flip"
-    description = "attackers send -scale * their update (gradient ascent)"
 
     def corrupt(self, cohort, rows, seed):
         return cohort.replace(deltas=scale_rows(cohort.deltas, rows, -self.scale))

@@ -13,7 +13,6 @@ class UpdateScaling(Attack):
     """
 
     name = "update_scaling"
-    description = "attackers send factor * their update (losses honest)"
 
     def corrupt(self, cohort, rows, seed):
         return cohort.replace(deltas=scale_rows(cohort.deltas, rows, self.factor))

@@ -10,7 +10,6 @@ class ZeroUpdate(Attack):
     """The attacker sends ``g_k = 0`` (losses honest). No hyperparameters."""
 
     name = "zero_update"
-    description = "attackers send a zero update (free riders)"
 
     def corrupt(self, cohort, rows, seed):
         d = cohort.deltas

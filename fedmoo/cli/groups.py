@@ -10,43 +10,27 @@ GROUPS = ("algo", "data", "partition", "setup", "model", "client", "attack", "ex
 
 
 def group_options(group: str, folders: list[Path] | tuple[()] = ()) -> dict[str, str]:
-    """Options of a config group (nested folders give ``sub/name``) with their descriptions
-    (the YAML's first comment; for a plugin's algorithm without one, its class's description):
-    fedmoo's own, then those of the declared plugins' conf folders (marked ``[plugin X]``), then
-    those of the config ``folders`` a command line adds."""
-    from fedmoo import plugins
+    """Options of a config group with their descriptions: the components declared in it
+    (fedmoo.hparams: their description), then the YAML options (nested folders give
+    ``sub/name``; the file's first comment) of fedmoo's conf folder, the declared plugins' (marked
+    ``[plugin X]``) and the config ``folders`` a command line adds."""
+    from fedmoo import hparams, plugins
 
     out: dict[str, str] = {}
+    if group in hparams.GROUPS:
+        found = hparams.all_declared()
+        for pkg in ["fedmoo", *plugins.names()]:
+            mark = f" [plugin {pkg}]" if pkg != "fedmoo" else ""
+            out.update({slug: d.description + mark for (g, slug), d in sorted(found.items())
+                        if g == group and d.package == pkg and slug not in out})
     for plugin, conf in [(None, CONF_DIR), *plugins.conf_dirs(), *((None, f) for f in folders)]:
         root = conf / group
-        if not root.is_dir():
-            continue
-        for path in sorted(root.rglob("*.yaml")):
+        for path in sorted(root.rglob("*.yaml")) if root.is_dir() else ():
             name = path.relative_to(root).with_suffix("").as_posix()
             if name not in out:
-                mark = f" [plugin {plugin}]" if plugin else ""
-                text = describe_yaml(path) or (registered_description(group, name) if plugin
-                                               else "")
-                out[name] = (text + mark).strip()
+                out[name] = (describe_yaml(path) + (f" [plugin {plugin}]" if plugin else "")
+                             ).strip()
     return out
-
-
-def registered_description(group: str, name: str) -> str:
-    """A plugin algorithm's own one-line description, for an option whose YAML has no comment:
-    the class's own ``description`` (not one it inherits), else the first paragraph of its
-    docstring ('' if no such algorithm is registered). Imports the algorithms (torch): only
-    in that case."""
-    if group != "algo":
-        return ""
-    from fedmoo import algorithms
-    from fedmoo.errors import UserError
-
-    try:
-        cls = algorithms.get(name)
-    except UserError:
-        return ""
-    text = cls.__dict__.get("description") or (cls.__doc__ or "").strip().split("\n\n")[0]
-    return " ".join(str(text).split())
 
 
 def with_plugins(args: list[str]) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,42 +20,8 @@ from fedmoo.errors import UserError
 from fedmoo.hparams.partition import Partition
 from fedmoo.hparams.data import DESCRIBED
 
-# data slug -> "module:function" returning a Source; the function takes data_dir and, as
-# keywords, the loader's settings declared under the same slug (fedmoo/hparams/data.py), resolved.
-SOURCES: dict[str, Any] = {
-    "synthetic": "fedmoo.data.synthetic:load",
-    "digits": "fedmoo.data.digits:load",
-    "mnist": "fedmoo.data.mnist:load_mnist",
-    "fmnist": "fedmoo.data.mnist:load_fmnist",
-    "emnist": "fedmoo.data.mnist:load_emnist",
-    "cifar10": "fedmoo.data.cifar:load_cifar10",
-    "cifar100": "fedmoo.data.cifar:load_cifar100",
-    "femnist": "fedmoo.data.leaf:load_femnist",
-    "shakespeare": "fedmoo.data.leaf:load_shakespeare",
-    "adult": "fedmoo.data.adult:load",
-    "celeba": "fedmoo.data.celeba:load",
-    "cinic10": "fedmoo.data.imagefolder:load_cinic10",
-    "tinyimagenet": "fedmoo.data.imagefolder:load_tinyimagenet",
-    "multimnist": "fedmoo.data.multimnist:load_multimnist",
-    "multifashion": "fedmoo.data.multimnist:load_multifashion",
-    "multifashion_mnist": "fedmoo.data.multimnist:load_multifashion_mnist",
-    "riverflow": "fedmoo.data.riverflow:load",
-}
-
 # The keys every partition takes (fedmoo.data.federate reads them; the rest go to the partitioner)
 COMMON = tuple(f.name for f in dataclasses.fields(Partition))
-
-
-def register_source(name: str, loader) -> None:
-    """Add a data source (a plugin's): ``loader(data_dir, **settings) -> Source``, its settings
-    declared under ``name`` in the plugin's ``hparams.py`` (docs/plugins.md); a source that
-    declares nothing takes no keys."""
-    if name in SOURCES:
-        raise RuntimeError(f"data source {name!r} is registered twice")
-    SOURCES[name] = loader
-    from fedmoo import plugins
-
-    plugins.note_registered(getattr(loader, "__module__", "") or "")   # as algorithms.register
 
 
 _shared: dict[str, Source] | None = None   # sources kept while ``sharing_sources`` is on
@@ -87,16 +52,7 @@ def load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
 
 def _load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
     name = data_cfg.get("name")
-    if name not in SOURCES:
-        from fedmoo import plugins
-
-        plugins.load_all()                    # a plugin's source registers on import
-    if name not in SOURCES:
-        raise UserError(f"unknown data {name!r}; choose one of: {', '.join(sorted(SOURCES))}")
-    loader = SOURCES[name]
-    if isinstance(loader, str):
-        module, fn = loader.split(":")
-        loader = getattr(importlib.import_module(module), fn)
+    loader = hparams.component("data", name)       # declared with its slug and settings
     given = {k: v for k, v in data_cfg.items() if k not in hparams.NOTES}
     settings = hparams.resolve("data", name, given)
     src = loader(Path(data_dir), **{k: v for k, v in settings.items() if k not in DESCRIBED})
@@ -133,11 +89,7 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
     ``part_cfg``'s keys are those the partition declares (fedmoo.hparams.partition), a missing
     one at its declared default."""
     name = part_cfg.get("name")
-    fn = None if name == "natural" else _partition.get(name)   # loads a plugin's partitioner
-    if hparams.declared("partition", name) is None:
-        raise UserError(f"partition={name} declares no hyperparameters; declare them in its "
-                        "package's hparams.py, extending fedmoo.hparams.partition.Partition "
-                        "(docs/plugins.md)")
+    fn = hparams.component("partition", name)      # None for natural (the owners decide)
     hp = hparams.resolve("partition", name, {k: v for k, v in part_cfg.items() if k != "name"})
     own = {k: v for k, v in hp.items() if k not in COMMON}   # the partitioner's keywords
     split, pool, tasks, tasks_per_client = (hp["split"], hp["pool"], hp["tasks"],

@@ -9,43 +9,15 @@ here are only those that need the labels or the number of clients.
 
 from __future__ import annotations
 
-from typing import Callable
+
 
 import numpy as np
 
 from fedmoo.errors import UserError
 from fedmoo.hparams.partition import FEMNIST_LETTERS, SPLITS
 
-Partitioner = Callable[..., list[np.ndarray]]
-_PARTITIONERS: dict[str, Partitioner] = {}
 
 
-def partitioner(name: str):
-    def deco(fn: Partitioner) -> Partitioner:
-        _PARTITIONERS[name] = fn
-        return fn
-
-    return deco
-
-
-def get(name: str) -> Partitioner:
-    if name not in _PARTITIONERS:
-        from fedmoo import plugins
-
-        plugins.load_all()                    # a plugin's partitioner registers on import
-    try:
-        return _PARTITIONERS[name]
-    except KeyError:
-        raise UserError(
-            f"unknown partition {name!r}; choose one of: {', '.join(sorted(_PARTITIONERS))}"
-        ) from None
-
-
-def names() -> list[str]:
-    return sorted(_PARTITIONERS)
-
-
-@partitioner("iid")
 def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Uniformly random, equal-size (up to one sample) split of the pool."""
     if len(labels) < num_clients:
@@ -56,7 +28,6 @@ def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[
     return [np.sort(p) for p in np.array_split(rng.permutation(len(labels)), num_clients)]
 
 
-@partitioner("shards")
 def shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
            shards_per_client: int, num_shards: int | None) -> list[np.ndarray]:
     """McMahan et al.'s pathological split: sort by label, cut ``num_shards`` equal contiguous
@@ -81,7 +52,6 @@ def shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
             for row in chosen]
 
 
-@partitioner("dirichlet")
 def dirichlet(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, beta: float,
               min_size: int, max_tries: int) -> list[np.ndarray]:
     """Label skew by Dirichlet(beta) proportions per class (NIID-Bench's ``noniid-labeldir``).
@@ -115,7 +85,6 @@ def dirichlet(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
                     "num_clients, or raise partition.beta")
 
 
-@partitioner("one_class_per_client")
 def one_class_per_client(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
                          classes: list[int] | None) -> list[np.ndarray]:
     """Client k holds every sample of ``classes[k]`` (default: class k); other classes are unused.
@@ -127,7 +96,6 @@ def one_class_per_client(labels: np.ndarray, num_clients: int, rng: np.random.Ge
     return [np.flatnonzero(labels == c) for c in cls]
 
 
-@partitioner("femnist_skewed")
 def femnist_skewed(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
                    classes: list[int] | None, classes_per_client: int) -> list[np.ndarray]:
     """FedProx-style skew: client k holds classes ``classes[(k + j) % C]`` for

@@ -27,6 +27,7 @@ import importlib
 import importlib.util
 import pkgutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from fedmoo.errors import UserError
@@ -42,13 +43,16 @@ _LOADED: set[str] = set()
 
 @dataclasses.dataclass(frozen=True)
 class Declaration:
-    """A component's hyperparameters: the knobs of dataclass ``params`` under ``slug``, with
-    ``defaults`` changed (a preset), and ``params.refuse(values)`` (if it has one: what its keys
-    must be together, a line saying what is wrong or None)."""
+    """A component: its implementation (``impl``: ``"module:attr"``, or the object itself for
+    one declared from Python), its one-line ``description`` and its hyperparameters, the knobs
+    of dataclass ``params`` with ``defaults`` changed (a preset), and ``params.refuse(values)``
+    (if it has one: what its keys must be together, a line saying what is wrong or None)."""
 
     group: str
     slug: str
     params: type
+    impl: Any
+    description: str = ""
     defaults: tuple[tuple[str, Any], ...] = ()
 
     @property
@@ -68,11 +72,32 @@ class Declaration:
                 **{k.leaf: list(k.default) if isinstance(k.default, tuple)
                    else k.default for k in self.knobs}}
 
+    @property
+    def package(self) -> str:
+        """The top-level package of the implementation (``fedmoo``, or a plugin's)."""
+        where = self.impl if isinstance(self.impl, str) else getattr(self.impl, "__module__", "")
+        return (where or "fedmoo").split(".")[0].split(":")[0]
 
-def declare(group: str, slug: str, params: type, **defaults: Any) -> Declaration:
-    """File ``params`` (a dataclass of knobs) as the hyperparameters of ``group``'s component
-    ``slug``; ``defaults`` changes some knobs' defaults (a preset: ``fedmgda_plus`` is
-    ``fedmgda`` with other defaults)."""
+    def load(self) -> Any:
+        """The implementation (imported on first use: it may import torch)."""
+        if not isinstance(self.impl, str):
+            return self.impl
+        module, _, attr = self.impl.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError, SystemExit) as e:   # a plugin's, named
+            raise UserError(f"{self.group}={self.slug}: its implementation {self.impl} cannot "
+                            f"be loaded ({type(e).__name__}: {e}); install its package or put "
+                            "its folder on PYTHONPATH") from None
+
+
+def declare(group: str, slug: str, params: type, impl: Any, description: str = "",
+            **defaults: Any) -> Declaration:
+    """File component ``slug`` of ``group``: its implementation ``impl`` (``"module:attr"``,
+    imported when a run needs it), ``description`` (the line ``fedmoo list`` shows) and
+    hyperparameters ``params`` (a dataclass of knobs); ``defaults`` changes some knobs' defaults
+    (a preset: ``fedmgda_plus`` is ``fedmgda`` with other defaults). The declaration is the
+    option ``group=slug`` itself: no YAML file is needed."""
     if group not in GROUPS:
         raise ValueError(f"group {group!r} is not one of {GROUPS}")
     if (group, slug) in _DECLARED:
@@ -84,11 +109,16 @@ def declare(group: str, slug: str, params: type, **defaults: Any) -> Declaration
     if base is not None and not issubclass(params, base):
         raise TypeError(f"{params.__name__} declares {group} {slug!r} but does not extend "
                         f"{base.__module__}.{base.__name__} (the keys every {group} has)")
-    out = Declaration(group, slug, params, tuple(defaults.items()))
+    out = Declaration(group, slug, params, impl, " ".join(description.split()),
+                      tuple(defaults.items()))
     for k in out.knobs:                  # a preset's own defaults must be values it allows
         if k.leaf in defaults and refusal(k, k.default):
             raise ValueError(f"{group} {slug!r}: default {refusal(k, k.default)}")
     _DECLARED[(group, slug)] = out
+    if out.package != "fedmoo":          # a package that declares (imported in Python, for
+        from fedmoo import plugins       # fedmoo.api) counts as a plugin
+
+        plugins.note_registered(out.package)
     return out
 
 
@@ -148,6 +178,20 @@ def all_declared() -> dict[tuple[str, str], Declaration]:
     return dict(_DECLARED)
 
 
+def options(group: str) -> dict[str, str]:
+    """``{slug: description}`` of every component declared in ``group`` (plugins' included)."""
+    return {slug: d.description for (g, slug), d in sorted(all_declared().items()) if g == group}
+
+
+def component(group: str, slug: Any) -> Any:
+    """The implementation of ``group=slug`` (a class, or a data source's loader function);
+    UserError naming the choices when nothing is declared under ``slug``."""
+    found = declared(group, slug) if isinstance(slug, str) else None
+    if found is None:
+        raise UserError(f"unknown {group} {slug!r}; choose one of: {', '.join(options(group))}")
+    return found.load()
+
+
 def knobs(group: str, slug: str) -> tuple[Knob, ...]:
     """The knobs of a declared component (keys ``<group>.<knob>``); () when it has none."""
     found = declared(group, slug)
@@ -200,11 +244,20 @@ def resolve(group: str, slug: str, given: dict[str, Any]) -> dict[str, Any]:
 
 
 def store() -> None:
-    """Put every declaration in Hydra's ConfigStore as ``hparams/<group>/<slug>``: its values
-    as a mapping, not as the dataclass (a structured node costs OmegaConf about 4 ms to build:
-    0.3 s of every start-up for 62 declarations, where ``check`` judges the values anyway)."""
+    """Put every declaration in Hydra's ConfigStore as the option ``<group>/<slug>`` (a YAML
+    file of that name, which adds what a declaration cannot say, comes first in Hydra's search
+    path and extends ``hparams/<group>/<slug>``, stored too): its values as a mapping, not as
+    the dataclass (a structured node costs OmegaConf about 4 ms to build: 0.3 s of every
+    start-up for 62 declarations, where ``check`` judges the values anyway)."""
     from hydra.core.config_store import ConfigStore
 
+    from fedmoo import plugins
+
     cs = ConfigStore.instance()
+    folders = [Path(__file__).resolve().parents[1] / "conf", *(d for _, d in plugins.conf_dirs())]
     for (group, slug), found in all_declared().items():
-        cs.store(group=f"hparams/{group}", name=slug, node=found.node())
+        node = found.node()
+        cs.store(group=f"hparams/{group}", name=slug, node=node)   # what a YAML option extends
+        if not any((f / group / f"{slug}.yaml").is_file() for f in folders):
+            cs.store(group=group, name=slug, node=node)  # the option ``group=slug`` itself
+            # (beside a YAML of that name Hydra would take it as the YAML's schema)

@@ -157,22 +157,47 @@ class MultiKrum(Krum):
     m: Optional[int] = knob(None, "updates averaged; null = clients_per_round - f", lo=1)
 
 
-declare("algo", "fedavg", FedAvg)
-declare("algo", "fedprox", FedProx)
-declare("algo", "qfedavg", QFedAvg)
-declare("algo", "fedmgda", FedMGDA)
-declare("algo", "fedmgda_plus", FedMGDA, normalize=True, eta_decay=0.1)
-declare("algo", "fedavg_n", FedMGDA, epsilon=0.0, normalize=True, eta_decay=0.1)
-declare("algo", "mgda_prox", FedMGDA, normalize=True, eta_decay=0.1, mu=0.2)
-declare("algo", "adafed", AdaFed)
-declare("algo", "afl", AFL)
-declare("algo", "ditto", Ditto)
-declare("algo", "fedfa", FedFA)
-declare("algo", "fedfv", FedFV)
-declare("algo", "fmgda", FMGDA)
-declare("algo", "fsmgda", FMGDA)
-declare("algo", "term", TERM)
-declare("algo", "median", NoKnobs)
-declare("algo", "trimmed_mean", TrimmedMean)
-declare("algo", "krum", Krum)
-declare("algo", "multikrum", MultiKrum)
+declare("algo", "fedavg", FedAvg, "fedmoo.algorithms.fedavg:FedAvg",
+        "Federated averaging: sample-weighted (or uniform) mean of client updates")
+declare("algo", "fedprox", FedProx, "fedmoo.algorithms.fedprox:FedProx",
+        "FedProx: FedAvg with a proximal term (mu/2)||w - w_t||^2 on the clients")
+declare("algo", "qfedavg", QFedAvg, "fedmoo.algorithms.qfedavg:QFedAvg",
+        "q-FedAvg (q-FFL): reweights clients by loss^q for a fairer accuracy spread")
+declare("algo", "fedmgda", FedMGDA, "fedmoo.algorithms.fedmgda:FedMGDA",
+        "FedMGDA: min-norm (MGDA) combination of raw client updates, eps = 1, eta = 1")
+declare("algo", "fedmgda_plus", FedMGDA, "fedmoo.algorithms.fedmgda:FedMGDA",
+        "FedMGDA+: min-norm combination of normalised updates with a decaying step",
+        normalize=True, eta_decay=0.1)
+declare("algo", "fedavg_n", FedMGDA, "fedmoo.algorithms.fedmgda:FedMGDA",
+        "FedAvg-n: uniform mean of normalised client updates with a decaying step",
+        epsilon=0.0, normalize=True, eta_decay=0.1)
+# MGDA-Prox: the paper's mu = 0.1 is the authors' 0.1 ||w - w_t||^2 (no 1/2); fedmoo's term is
+# (mu/2) ||w - w_t||^2, so the authors' strength is mu = 0.2
+declare("algo", "mgda_prox", FedMGDA, "fedmoo.algorithms.fedmgda:FedMGDA",
+        "MGDA-Prox: FedMGDA+ with a proximal term on the clients (mu = 0.2, the authors' "
+        "0.1)", normalize=True, eta_decay=0.1, mu=0.2)
+declare("algo", "adafed", AdaFed, "fedmoo.algorithms.adafed:AdaFed",
+        "AdaFed: Gram-Schmidt common descent direction, descent rates proportional to loss^gamma")
+declare("algo", "afl", AFL, "fedmoo.algorithms.afl:AFL",
+        "AFL: agnostic FL, minimax over client mixtures (needs clients_per_round=null)")
+declare("algo", "ditto", Ditto, "fedmoo.algorithms.ditto:Ditto",
+        "Ditto: FedAvg global model plus regularised personal models (evaluated)")
+declare("algo", "fedfa", FedFA, "fedmoo.algorithms.fedfa:FedFA",
+        "FedFA: accuracy- and frequency-based weights with server momentum (use "
+        "client.momentum=0.9)")
+declare("algo", "fedfv", FedFV, "fedmoo.algorithms.fedfv:FedFV",
+        "FedFV: project away conflicting client updates (inside the cohort and vs history)")
+declare("algo", "fmgda", FMGDA, "fedmoo.algorithms.fmgda:FMGDA",
+        "FMGDA: per-task local full-batch GD, task averages, S-task min-norm step")
+declare("algo", "fsmgda", FMGDA, "fedmoo.algorithms.fmgda:FSMGDA",
+        "FSMGDA: per-task local minibatch SGD, task averages, S-task min-norm step")
+declare("algo", "term", TERM, "fedmoo.algorithms.term:TERM",
+        "TERM: tilted averaging, client weights proportional to exp(t * loss)")
+declare("algo", "median", NoKnobs, "fedmoo.algorithms.robust:Median",
+        "Coordinate-wise median of client updates (robust aggregator)")
+declare("algo", "trimmed_mean", TrimmedMean, "fedmoo.algorithms.robust:TrimmedMean",
+        "Coordinate-wise trimmed mean of client updates (robust aggregator)")
+declare("algo", "krum", Krum, "fedmoo.algorithms.robust:Krum",
+        "Krum: apply the one client update closest to its neighbours (robust aggregator)")
+declare("algo", "multikrum", MultiKrum, "fedmoo.algorithms.robust:MultiKrum",
+        "Multi-Krum: average the m client updates with the best Krum scores (robust aggregator)")

@@ -123,14 +123,25 @@ class LabelFlip(Common):
                             "class ids", test=permutation_problem)
 
 
-declare("attack", "none", NoAttack)
-declare("attack", "bias", Bias)
-declare("attack", "loss_scaling", LossScaling)
-declare("attack", "update_scaling", UpdateScaling)
-declare("attack", "sign_flip", SignFlip)
-declare("attack", "gaussian", Gaussian)
-declare("attack", "zero_update", Common)
-declare("attack", "model_replacement", ModelReplacement)
-declare("attack", "label_flip", LabelFlip)
+declare("attack", "none", NoAttack, "fedmoo.attacks.none:NoAttack",
+        "No attack: every client is honest (malicious may name would-be attackers that "
+        "stay honest)")
+declare("attack", "bias", Bias, "fedmoo.attacks.bias:Bias",
+        "Bias attack: attackers report loss + b, updates honest (FedMGDA+ Adult table)")
+declare("attack", "loss_scaling", LossScaling, "fedmoo.attacks.loss_scaling:LossScaling",
+        "Loss scaling: attackers train on and report c * loss, so their updates scale too "
+        "(FedMGDA+ CIFAR-10)")
+declare("attack", "update_scaling", UpdateScaling, "fedmoo.attacks.update_scaling:UpdateScaling",
+        "Update scaling: attackers send factor * their update (losses honest)")
+declare("attack", "sign_flip", SignFlip, "fedmoo.attacks.sign_flip:SignFlip",
+        "Sign flip: attackers send -scale * their update (gradient ascent)")
+declare("attack", "gaussian", Gaussian, "fedmoo.attacks.gaussian:Gaussian",
+        "Gaussian: attackers send a random update of a given norm (null = their honest norm)")
+declare("attack", "zero_update", Common, "fedmoo.attacks.zero_update:ZeroUpdate",
+        "Zero update: attackers send no change (free riders)")
+declare("attack", "model_replacement", ModelReplacement, "fedmoo.attacks.model_replacement:ModelReplacement",
+        "Model replacement / boosting: attackers send w + m (w_k - w), i.e. m * their update")
+declare("attack", "label_flip", LabelFlip, "fedmoo.attacks.label_flip:LabelFlip",
+        "Label flip: attackers train on labels permuted by pi (data poisoning)")
 
 COMMON = tuple(f.name for f in fields(Common))   # every attack's keys

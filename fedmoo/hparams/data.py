@@ -136,20 +136,57 @@ class Synthetic(Dataset):
 
 MNIST = {"input_shape": (1, 28, 28), "num_classes": 10}
 
-declare("data", "synthetic", Synthetic, input_shape=(60,), num_classes=10)
-declare("data", "digits", Digits, input_shape=(1, 8, 8), num_classes=10)
-declare("data", "mnist", Images, **MNIST)
-declare("data", "fmnist", FashionMnist, normalize="pixel_zscore", **MNIST)
-declare("data", "emnist", Emnist, normalize="unit", input_shape=(1, 28, 28), num_classes=62)
-declare("data", "cifar10", Cifar, input_shape=(3, 32, 32), num_classes=10)
-declare("data", "cifar100", Cifar, input_shape=(3, 32, 32), num_classes=100)
-declare("data", "femnist", Leaf, root="femnist", input_shape=(1, 28, 28), num_classes=62)
-declare("data", "shakespeare", Leaf, root="shakespeare", input_shape=(80,), num_classes=80)
-declare("data", "adult", Adult, input_shape=(99,), num_classes=2)
-declare("data", "celeba", CelebA, input_shape=(3, 64, 64), num_classes=2)
-declare("data", "cinic10", Cinic10, input_shape=(3, 32, 32), num_classes=10)
-declare("data", "tinyimagenet", Images, input_shape=(3, 64, 64), num_classes=200)
-declare("data", "multimnist", MultiMnist, **MNIST)
-declare("data", "multifashion", MultiFashion, **MNIST)
-declare("data", "multifashion_mnist", MultiFashion, **MNIST)
-declare("data", "riverflow", RiverFlow, input_shape=(64,), num_classes=1)
+declare("data", "synthetic", Synthetic, "fedmoo.data.synthetic:load",
+        "FedProx Synthetic(alpha, beta): generated users, 60 features, 10 classes (no "
+        "download)", input_shape=(60,), num_classes=10)
+declare("data", "digits", Digits, "fedmoo.data.digits:load",
+        "scikit-learn's 8x8 handwritten digits: 1,797 real images, 10 classes, bundled "
+        "(no download)", input_shape=(1, 8, 8), num_classes=10)
+declare("data", "mnist", Images, "fedmoo.data.mnist:load_mnist",
+        "MNIST (IDX files): 200 clients x 2 label shards, CNN (FedFV's 80/20 client "
+        "split: setup=fedfv_mnist_shards)", **MNIST)
+declare("data", "fmnist", FashionMnist, "fedmoo.data.mnist:load_fmnist",
+        "Fashion-MNIST (IDX files or Debian's dataset-fashion-mnist): 100 label-shard "
+        "clients (FedMGDA+'s: setup=fedmgda_plus_fmnist_shards)", normalize="pixel_zscore", **MNIST)
+declare("data", "emnist", Emnist, "fedmoo.data.mnist:load_emnist",
+        "EMNIST byclass (62 classes, IDX files from NIST's gzip.zip), FEMNIST-skewed: 100 "
+        "devices x 5 of letters a-j", normalize="unit", input_shape=(1, 28, 28), num_classes=62)
+declare("data", "cifar10", Cifar, "fedmoo.data.cifar:load_cifar10",
+        "CIFAR-10 (python pickles): cnn_cifar, 100 label-shard clients, 10 per round "
+        "(FedMGDA+'s 5 of 500 shards: setup=fedmgda_plus_cifar10_shards)",
+        input_shape=(3, 32, 32), num_classes=10)
+declare("data", "cifar100", Cifar, "fedmoo.data.cifar:load_cifar100",
+        "CIFAR-100 (python pickles; AdaFed setup 1: ResNet-18-GN, 10 clients, Dirichlet "
+        "0.5, all per round)", input_shape=(3, 32, 32), num_classes=100)
+declare("data", "femnist", Leaf, "fedmoo.data.leaf:load_femnist",
+        "LEAF FEMNIST (JSON from LEAF's preprocess.sh), natural writer clients, 62 "
+        "classes", root="femnist", input_shape=(1, 28, 28), num_classes=62)
+declare("data", "shakespeare", Leaf, "fedmoo.data.leaf:load_shakespeare",
+        "LEAF Shakespeare next-character prediction (80-char vocabulary), one client per "
+        "role", root="shakespeare", input_shape=(80,), num_classes=80)
+declare("data", "adult", Adult, "fedmoo.data.adult:load",
+        "UCI Adult, 99 one-hot features, two clients: phd and non-phd (AFL / q-FFL / "
+        "FedMGDA+)", input_shape=(99,), num_classes=2)
+declare("data", "celeba", CelebA, "fedmoo.data.celeba:load",
+        "CelebA aligned faces, one binary attribute (or all 40 as a multi-task target), "
+        "64x64", input_shape=(3, 64, 64), num_classes=2)
+declare("data", "cinic10", Cinic10, "fedmoo.data.imagefolder:load_cinic10",
+        "CINIC-10 image folders (AdaFed Table 8: ResNet-18-GN, 50 clients, Dirichlet 0.5, "
+        "all per round)", input_shape=(3, 32, 32), num_classes=10)
+declare("data", "tinyimagenet", Images, "fedmoo.data.imagefolder:load_tinyimagenet",
+        "Tiny-ImageNet (200 classes, 64x64; AdaFed Table 9: ResNet-18-GN, 20 clients, "
+        "Dirichlet; its 0.05: setup=adafed_tinyimagenet_dirichlet)",
+        input_shape=(3, 64, 64), num_classes=200)
+declare("data", "multimnist", MultiMnist, "fedmoo.data.multimnist:load_multimnist",
+        "MultiMNIST (Sener & Koltun): two MNIST digits on a 36x36 canvas resized to "
+        "28x28, tasks L and R (needs the MNIST IDX files)", **MNIST)
+declare("data", "multifashion", MultiFashion, "fedmoo.data.multimnist:load_multifashion",
+        "MultiFashion: two Fashion-MNIST images on the MultiMNIST canvas, tasks L and R "
+        "(offline via Debian's dataset-fashion-mnist)", **MNIST)
+declare("data", "multifashion_mnist", MultiFashion,
+        "fedmoo.data.multimnist:load_multifashion_mnist",
+        "MultiFashion+MNIST: an MNIST digit (left) and a Fashion-MNIST image (right) on "
+        "the MultiMNIST canvas", **MNIST)
+declare("data", "riverflow", RiverFlow, "fedmoo.data.riverflow:load",
+        "River Flow 1 (Mulan rf1.arff): 64 flow features, 8 sites' flow 48 h ahead as 8 "
+        "regression tasks", input_shape=(64,), num_classes=1)

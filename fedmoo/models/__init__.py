@@ -1,14 +1,13 @@
 """The papers' networks. ``build(model_cfg, input_shape, num_classes)`` -> nn.Module.
 
-A network's ``model.*`` keys are declared in ``fedmoo.hparams.model`` (a plugin's in
-``<package>/hparams.py``); the data gives its input shape, classes and, for a multi-task network,
+A network is declared in ``fedmoo.hparams.model`` (a plugin's in ``<package>/hparams.py``): its
+slug, description, class and ``model.*`` keys; the data gives its input shape, classes and, for a multi-task network,
 tasks. Models are written so a batched engine can vectorise them over clients: no ``nn.LSTM``, no
 BatchNorm running statistics in the paper models, no data-dependent Python control flow.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import torch
@@ -18,41 +17,9 @@ from fedmoo import budget
 from fedmoo import hparams as declarations
 from fedmoo.errors import UserError
 
-# model slug -> "module:class"; the class takes input_shape, num_classes (and num_tasks when its
-# ``multitask`` is true) and the model's declared keys as keywords.
-MODELS: dict[str, Any] = {
-    "logreg": "fedmoo.models.linear:LogReg",
-    "mlp": "fedmoo.models.linear:MLP",
-    "cnn_cifar": "fedmoo.models.cnn:CNNCifar",
-    "cnn_fmnist": "fedmoo.models.cnn:CNNFmnist",
-    "cnn_femnist": "fedmoo.models.cnn:CNNFemnist",
-    "cnn_mnist": "fedmoo.models.cnn:CNNMnist",
-    "lstm_shakespeare": "fedmoo.models.lstm:LSTMShakespeare",
-    "resnet18_gn": "fedmoo.models.resnet:ResNet18GN",
-    "multi_lenet": "fedmoo.models.multitask:MultiLeNet",
-    "mtl_mlp": "fedmoo.models.multitask:MTLMLP",
-    "mtl_resnet18": "fedmoo.models.multitask:MTLResNet18",
-}
-
-
-def register(name: str, cls: type[nn.Module]) -> type[nn.Module]:
-    """Add a model class (a plugin's): it takes ``input_shape``, ``num_classes`` (then
-    ``num_tasks`` when it sets ``multitask = True``) and every key its declaration
-    (``<package>/hparams.py``) names, as keywords."""
-    if name in MODELS:
-        raise RuntimeError(f"model name {name!r} is registered twice")
-    MODELS[name] = cls
-    from fedmoo import plugins
-
-    plugins.note_registered(cls.__module__)   # a package imported in Python counts as a plugin
-    return cls
-
 
 def names() -> list[str]:
-    from fedmoo import plugins
-
-    plugins.load_all()
-    return sorted(MODELS)
+    return list(declarations.options("model"))
 
 
 def build(model_cfg: dict[str, Any], input_shape, num_classes: int,
@@ -61,14 +28,7 @@ def build(model_cfg: dict[str, Any], input_shape, num_classes: int,
     inputs of ``input_shape``. ``num_tasks``: S of multi-task data, 0 for single-task data,
     None = not known (a multi-task network then has its ``paper_tasks`` heads)."""
     name = model_cfg.get("name")
-    if name not in MODELS:
-        names()                               # a plugin's model registers on import
-    if name not in MODELS:
-        raise UserError(f"unknown model {name!r}; choose one of: {', '.join(names())}")
-    cls = MODELS[name]
-    if isinstance(cls, str):
-        module, cls_name = cls.split(":")
-        cls = getattr(importlib.import_module(module), cls_name)
+    cls = declarations.component("model", name)   # (its slug, description and class: declared)
     multitask = getattr(cls, "multitask", False)
     if num_tasks is not None and bool(num_tasks) != multitask:
         raise UserError(

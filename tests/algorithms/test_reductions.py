@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedmoo.algorithms import get
+from fedmoo.algorithms import build, get
 from tests.algorithms.cohorts import make_cohort, one_round
 
 GEN = torch.Generator().manual_seed(7)
@@ -54,7 +54,7 @@ def test_ditto_global_model_is_uniform_fedavg():
 
 def test_fedavg_n_is_the_mean_of_normalised_updates():
     cohort = make_cohort([[3.0, 0.0], [0.0, -2.0]])
-    _, state, _ = one_round(get("fedavg_n")(), cohort)
+    _, state, _ = one_round(build({"name": "fedavg_n"}), cohort)
     torch.testing.assert_close(state.w, torch.tensor([-0.5, 0.5], dtype=torch.float64))
 
 
@@ -62,12 +62,12 @@ def test_fedprox_and_mgda_prox_ask_the_clients_for_the_proximal_term():
     ids = torch.arange(3)
     assert get("fedprox")(mu=0.3).client_spec(None, ids).prox_mu == 0.3
     # the authors' prox_weight 0.1 multiplies ||w - w_t||^2 without 1/2: fedmoo's mu = 0.2
-    assert get("mgda_prox")().client_spec(None, ids).prox_mu == 0.2
-    assert get("fedmgda_plus")().client_spec(None, ids).prox_mu == 0.0
+    assert build({"name": "mgda_prox"}).client_spec(None, ids).prox_mu == 0.2
+    assert build({"name": "fedmgda_plus"}).client_spec(None, ids).prox_mu == 0.0
 
 
 def test_fedmgda_step_decays_by_the_total_factor():
-    algo = get("fedmgda_plus")(eta=2.0, eta_decay=0.01, total_rounds=200)
+    algo = build({"name": "fedmgda_plus", "eta": 2.0, "eta_decay": 0.01, "total_rounds": 200})
     # beta = 0.01^(100/200) = 0.1 per 100 rounds
     assert [algo.step_size(t) for t in (0, 99, 100, 199, 200)] == pytest.approx(
         [2.0, 2.0, 0.2, 0.2, 0.02])

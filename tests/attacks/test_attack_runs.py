@@ -13,6 +13,7 @@ from fedmoo.run.loop import run
 from tests.algorithms.test_registry import yaml_algo
 from tests.conftest import small_cfg
 from tests.inprocess import cli_in
+from tests.conftest import declare_impl
 
 FAST = {"client.batch_size": None}  # one full-batch step per client: keeps 150+ runs quick
 
@@ -101,12 +102,12 @@ def test_every_attack_composes_with_every_algorithm(tmp_path, algo, attack):
 def test_always_participate_puts_the_attacker_in_every_cohort(tmp_path, monkeypatch):
     seen = []
 
-    class Spy(Bias):     # bias, watched: a subclass keeps its parent's slug and declaration
+    class Spy(Bias):     # bias, watched: declared under bias with its parent's knobs
         def apply(self, cohort, seed):
             seen.append(cohort.client_ids.tolist())
             return super().apply(cohort, seed)
 
-    monkeypatch.setitem(attacks.ATTACKS, "bias", Spy)
+    declare_impl(monkeypatch, "attack", "bias", Spy)
     spy = {"name": "bias", "malicious": [4], "always_participate": True}
     result(tmp_path, "forced", "fedavg", spy, rounds=8, clients_per_round=2)
     assert len(seen) == 8 and all(4 in ids and len(ids) == 2 for ids in seen)
@@ -155,7 +156,7 @@ def test_non_finite_reported_losses_end_the_run_as_diverged_before_the_rule_read
         def corrupt(self, cohort, rows, seed):
             return cohort.replace(loss_before=cohort.loss_before + rows * float("inf"))
 
-    monkeypatch.setitem(attacks.ATTACKS, "bias", Inf)
+    declare_impl(monkeypatch, "attack", "bias", Inf)
     with pytest.raises(DivergenceError, match="loss is not finite"):
         result(tmp_path, "afl", "afl", {"name": "bias", "malicious": [1]})
     assert json.loads((tmp_path / "afl" / "summary.json").read_text())["status"] == "diverged"

@@ -5,7 +5,6 @@ takes no keys."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
 
 import pytest
@@ -17,13 +16,13 @@ from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
 from fedmoo.hparams.data import DESCRIBED
 from fedmoo.cli.groups import CONF_DIR
+from tests.conftest import declare_impl
 
-SLUGS = sorted(s for s in fdata.SOURCES if isinstance(fdata.SOURCES[s], str))
+SLUGS = sorted(hparams.options("data"))
 
 
 def _loader(slug):
-    module, fn = fdata.SOURCES[slug].split(":")
-    return getattr(importlib.import_module(module), fn)
+    return hparams.component("data", slug)
 
 
 def _declared_defaults(slug) -> dict:
@@ -64,7 +63,7 @@ def test_the_loader_gets_the_composed_settings(slug, monkeypatch):
         got.update(settings)
         raise UserError("recorded")
 
-    monkeypatch.setitem(fdata.SOURCES, slug, record)
+    declare_impl(monkeypatch, "data", slug, record)
     with pytest.raises(UserError, match="recorded"):
         fdata.load_source(section, ".")
     assert got == {k: v for k, v in section.items() if k not in ("name", *DESCRIBED)}
@@ -74,7 +73,7 @@ def test_the_loader_gets_the_composed_settings(slug, monkeypatch):
 
 def test_a_python_caller_gets_the_declared_defaults(monkeypatch):
     got = {}
-    monkeypatch.setitem(fdata.SOURCES, "cifar10", lambda d, **kw: got.update(kw) or 1 / 0)
+    declare_impl(monkeypatch, "data", "cifar10", lambda d, **kw: got.update(kw) or 1 / 0)
     with pytest.raises(ZeroDivisionError):
         fdata.load_source({"name": "cifar10", "verify": True}, ".")
     assert got == {"normalize": "standard", "download": True, "verify": True}
@@ -82,10 +81,12 @@ def test_a_python_caller_gets_the_declared_defaults(monkeypatch):
         fdata.load_source({"name": "cifar10", "verify": "yes"}, ".")
 
 
-def test_a_source_that_declares_nothing_takes_no_keys(monkeypatch):
-    monkeypatch.setitem(fdata.SOURCES, "bare", lambda d: 1 / 0)
-    with pytest.raises(UserError, match=r"^data.size: data=bare declares no hyperparameters; a "
-                                        r"plugin declares them in <package>/hparams.py"):
+def test_an_undeclared_source_is_unknown_and_a_bare_one_takes_no_keys(monkeypatch):
+    with pytest.raises(UserError, match=r"^unknown data 'bare'; choose one of: adult, "):
+        fdata.load_source({"name": "bare"}, ".")
+    declare_impl(monkeypatch, "data", "bare", lambda d: 1 / 0)
+    with pytest.raises(UserError, match=r"^data.size is not a hyperparameter of data=bare; "
+                                        r"valid keys: \(none\)"):
         fdata.load_source({"name": "bare", "size": 3}, ".")
 
 

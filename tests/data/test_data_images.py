@@ -12,6 +12,7 @@ from fedmoo.data.celeba import read_table
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 from tests.data.sources import source
+from tests.conftest import declare_impl
 
 ATTRS = ["5_o_Clock_Shadow", "Arched_Eyebrows"] + [f"A{i}" for i in range(37)] + ["Young"]
 ATTRS[31] = "Smiling"
@@ -162,7 +163,7 @@ def _bad_source(data_dir):
 
 
 def test_load_source_refuses_labels_outside_num_classes(monkeypatch):
-    monkeypatch.setitem(fdata.SOURCES, "bad", f"{__name__}:_bad_source")
+    declare_impl(monkeypatch, "data", "bad", f"{__name__}:_bad_source")
     with pytest.raises(UserError) as e:
         fdata.load_source({"name": "bad"}, ".")
     assert str(e.value).startswith("data=bad: label 5 at row 2 is outside 0..2; its files are "

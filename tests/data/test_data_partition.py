@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fedmoo import hparams
-from fedmoo.data import COMMON, federate, partition
+from fedmoo.data import COMMON, federate
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 
@@ -23,7 +23,7 @@ def _rng(seed=0):
 def _part(name, labels, num_clients, rng, **given):
     """The partitioner called as federate calls it: its own keys at their declared defaults."""
     own = {k: v for k, v in hparams.resolve("partition", name, given).items() if k not in COMMON}
-    return partition.get(name)(labels, num_clients, rng, **own)
+    return hparams.component("partition", name)(labels, num_clients, rng, **own)
 
 
 def test_shards_equal_sizes_few_labels_disjoint():

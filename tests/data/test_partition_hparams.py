@@ -12,14 +12,15 @@ import torch
 
 from fedmoo import hparams
 from fedmoo.cli.config import compose
-from fedmoo.data import federate, partition
+from fedmoo.data import federate
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 from fedmoo.hparams.partition import Partition
 from fedmoo.run import checkpoint
+from tests.conftest import declare_impl
 
 CONF = Path(__file__).resolve().parents[2] / "fedmoo" / "conf" / "partition"
-OPTIONS = sorted(p.stem for p in CONF.glob("*.yaml"))
+OPTIONS = sorted(hparams.options("partition"))
 
 
 def test_every_option_is_declared():
@@ -35,8 +36,7 @@ def test_option_composes_to_its_declaration(name):
     assert section.pop("name") == name
     assert section == declared       # the YAML files change no default
     assert hparams.resolve("partition", name, section) == section
-    text = (CONF / f"{name}.yaml").read_text()
-    assert f"- /hparams/partition/{name}@_here_" in text
+    assert not (CONF / f"{name}.yaml").exists()          # the declaration is the option
 
 
 def test_declared_defaults():
@@ -110,37 +110,25 @@ def test_federate_refuses_before_partitioning_and_fills_the_defaults():
     assert fed.train.sizes.sum() == 30 and fed.train.sizes.min() >= 2
 
 
-@pytest.fixture
-def plugin_partition():
-    """A partitioner registered as a plugin's is (``@partitioner``), declared or not."""
-    def halves(labels, num_clients, rng, *, reverse):
-        parts = np.array_split(np.arange(len(labels)), num_clients)
-        return parts[::-1] if reverse else parts
-
-    partition.partitioner("test_halves")(halves)
-    partition.partitioner("test_undeclared")(halves)
-    yield
-    for slug in ("test_halves", "test_undeclared"):
-        del partition._PARTITIONERS[slug]
-    hparams._DECLARED.pop(("partition", "test_halves"), None)
-
-
-def test_a_plugin_partition_declares_its_keys(plugin_partition):
+def test_a_plugin_partition_declares_its_keys(monkeypatch):
     from dataclasses import dataclass
 
     from fedmoo.knobs import knob
+
+    def halves(labels, num_clients, rng, *, reverse):
+        parts = np.array_split(np.arange(len(labels)), num_clients)
+        return parts[::-1] if reverse else parts
 
     @dataclass
     class Halves(Partition):
         reverse: bool = knob(False, "give the last half to client 0")
 
-    hparams.declare("partition", "test_halves", Halves)
+    declare_impl(monkeypatch, "partition", "test_halves", halves, Halves)
     fed = federate(_source(), {"name": "test_halves", "reverse": True}, 2)
     assert fed.train.of(0).tolist() == list(range(15, 30))
     with pytest.raises(UserError, match="^partition.reverse='yes' must be true or false"):
         federate(_source(), {"name": "test_halves", "reverse": "yes"}, 2)
-    with pytest.raises(UserError, match=r"^partition=test_undeclared declares no "
-                                        r"hyperparameters; declare them in its package's hparams"):
+    with pytest.raises(UserError, match=r"^unknown partition 'test_undeclared'; choose one of: "):
         federate(_source(), {"name": "test_undeclared"}, 2)
 
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch import nn
 
-from fedmoo import models
 from fedmoo.run.rundir import record_failure
 from fedmoo.errors import UserError
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
+from tests.conftest import declare_impl
 
 
 class ImageOnly(nn.Module):
@@ -41,7 +41,7 @@ class FiveOutputs(nn.Module):
     (FiveOutputs, "it outputs shape [5] per sample"),
 ])
 def test_model_that_does_not_fit_the_data(tmp_path, monkeypatch, cls, needle):
-    monkeypatch.setitem(models.MODELS, "testnet", f"{__name__}:{cls.__name__}")
+    declare_impl(monkeypatch, "model", "testnet", f"{__name__}:{cls.__name__}")
     with pytest.raises(UserError) as e:
         run(small_cfg(model={"name": "testnet"}), tmp_path)
     msg = str(e.value)

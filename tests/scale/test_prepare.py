@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from fedmoo import data as fdata
 from fedmoo import hparams
 from fedmoo.cli import prepare
 from fedmoo.data.synthetic import generate
 from fedmoo.errors import UserError
 from tests.inprocess import cli_in
+from tests.conftest import declare_impl
 
 CALLS: list[tuple[str, int, int | None]] = []
 
@@ -47,8 +47,9 @@ def test_datasets_are_deduplicated():
 
 @pytest.mark.slow
 def test_prepare_downloads_each_dataset_once(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(fdata.SOURCES, "fake", f"{__name__}:fake_load")
-    monkeypatch.setitem(hparams._DECLARED, ("data", "fake"), hparams.declared("data", "synthetic"))
+    declare_impl(monkeypatch, "data", "fake", f"{__name__}:fake_load",
+                 hparams.declared("data", "synthetic").params,
+                 **dict(hparams.declared("data", "synthetic").defaults))
     monkeypatch.setenv("FEDMOO_DATA", str(tmp_path / "data"))
     CALLS.clear()
     args = ["-m", "data.name=fake", "num_clients=5", "data.seed=3,4", "seed=0,1,2"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from fedmoo.data import Source, register_source
+from fedmoo.data import Source
 
 
 def load(data_dir, *, samples: int, spread: float, seed: int) -> Source:
@@ -22,5 +22,3 @@ def load(data_dir, *, samples: int, spread: float, seed: int) -> Source:
     return Source(x=x, y=y, is_test=is_test, num_classes=classes, input_shape=(2,),
                   location="memory (generated, no files)")
 
-
-register_source("blobs", load)

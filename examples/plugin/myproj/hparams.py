@@ -1,6 +1,8 @@
-"""LossAvg's hyperparameters and the Blobs data source's settings, declared for fedmoo
-(``fedmoo.hparams``). fedmoo reads this file before it imports torch or this package, to check a
-run's ``algo.*`` and ``data.*`` values: keep torch out."""
+"""The plugin's components, declared for fedmoo (``fedmoo.hparams.declare``): each one's slug,
+the ``module:attr`` that implements it, its description and its hyperparameters. The declaration
+is the option itself (``algo=lossavg``; no YAML needed). fedmoo reads this file before it
+imports torch or this package, to check a run's ``algo.*`` and ``data.*`` values: keep torch
+out."""
 
 from dataclasses import dataclass
 
@@ -16,7 +18,8 @@ class LossAvg:
     eta: float = knob(1.0, "server learning rate", lo=0.0, lo_open=True)
 
 
-declare("algo", "lossavg", LossAvg)
+declare("algo", "lossavg", LossAvg, "myproj.lossavg:LossAvg",
+        "LossAvg (plugin example): clients weighted by loss^power before training")
 
 
 @dataclass
@@ -26,4 +29,6 @@ class Blobs(Dataset):          # Dataset: input_shape and num_classes, which the
     seed: int = knob(0, "draws the centres and the points", lo=0)
 
 
-declare("data", "blobs", Blobs, input_shape=(2,), num_classes=3)
+declare("data", "blobs", Blobs, "myproj.blobs:load",
+        "Blobs (plugin example): three Gaussian clusters in 2-D, generated (no files), iid clients",
+        input_shape=(2,), num_classes=3)

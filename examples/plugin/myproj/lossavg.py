@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from fedmoo.algorithms import Algorithm, register
+from fedmoo.algorithms import Algorithm
 
 
-@register
 class LossAvg(Algorithm):
     """``p_k = f_k^power / sum_j f_j^power`` with ``f_k`` the loss of w_t on client k's data;
     ``w <- w - eta sum_k p_k g_k``. ``power = 0`` is FedAvg with uniform weights.
@@ -16,9 +15,6 @@ class LossAvg(Algorithm):
     Hyperparameters (declared in myproj/hparams.py): ``power``, the exponent of the loss in
     the weights, and ``eta``, the server learning rate.
     """
-
-    name = "lossavg"
-    description = "LossAvg (plugin example): clients weighted by loss^power before training"
 
     def step(self, state, cohort):
         f = cohort.require("loss_before", self.name).to(cohort.deltas.dtype)
