@@ -124,7 +124,8 @@ def finish(job: Job, outcome) -> float | None:
             raise outcome
         log.error("job failed with %s (traceback in %s)", what, run_dir / "summary.json")
         return None
-    _report(outcome)
+    with contextlib.suppress(OSError):    # a reader that left: the job is done all the same
+        _report(outcome)                   # (launchers' worker processes; fedmoo.cli.main.Output)
     return outcome.final.get("test/acc_mean")
 
 
