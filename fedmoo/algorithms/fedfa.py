@@ -60,6 +60,7 @@ class FedFA(Algorithm):
     name = "fedfa"
     description = "FedFA: accuracy- and frequency-based weights with server momentum (use client.momentum=0.9)"
     state_cls = FedFAState
+    kept_vectors = (0, 1)          # momentum [d]
 
     def init(self, w0, num_clients):
         w0 = w0.detach().clone()
