@@ -205,6 +205,7 @@ class Output:
 
 
 def main(argv: list[str] | None = None) -> int:
+    _closed_streams()
     out = sys.stdout = Output(sys.stdout)
     try:
         status = _main(argv)
@@ -272,7 +273,6 @@ def entry() -> None:
     without its slow teardown (fedmoo.cli.process_exit)."""
     from fedmoo.cli.process_exit import exit_process
 
-    _closed_streams()
     exit_process(main())
 
 
