@@ -27,8 +27,18 @@ _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 def size(n: float) -> str:
-    """Bytes for a message: ``26.4 GiB``, ``284 MiB``."""
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+    """Bytes for a message, to three figures: ``26.4 GiB``, ``284 MiB``, ``1.35 MiB``, ``100 bytes``."""
+    for unit, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if n >= unit:
+            v = n / unit
+            return f"{v:.{2 if v < 10 else 1 if v < 100 else 0}f} {name}"
+    return f"{int(n)} bytes"
+
+
+def sizes(need: int, free: int) -> tuple[str, str]:
+    """``size`` of both, in bytes when three figures cannot tell them apart."""
+    shown = size(need), size(free)
+    return shown if shown[0] != shown[1] else (f"{need:,} bytes", f"{free:,} bytes")
 
 
 def env_limit() -> int | None:
@@ -103,5 +113,6 @@ def check(need: int, what: str, fix: str, device=None) -> None:
         return
     where = "" if device is None or getattr(device, "type", "cpu") == "cpu" else f" on {device}"
     limit = f" ({ENV})" if free == env_limit() else ""
-    raise UserError(f"{what} needs about {size(need)}, more than the {size(free)} of memory "
+    need_s, free_s = sizes(need, free)
+    raise UserError(f"{what} needs about {need_s}, more than the {free_s} of memory "
                     f"available{where}{limit}; {fix}")

@@ -74,16 +74,18 @@ def _fedmoo_logger():
     log.propagate = propagate
 
 
-def run_cli(args: list[str], cwd: Path, timeout: int = 300, env: dict | None = None):
-    """Run ``python -m fedmoo ARGS`` with this checkout first on the path."""
+def run_cli(args: list[str], cwd: Path, timeout: int = 300, env: dict | None = None, **io):
+    """Run ``python -m fedmoo ARGS`` with this checkout first on the path; ``io``: subprocess.run's
+    ``stdout`` / ``stderr`` / ``preexec_fn`` (stdout and stderr are captured by default)."""
     e = dict(os.environ)
     e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
     e.setdefault("FEDMOO_DATA", str(cwd / "data"))
     e.setdefault("OMP_NUM_THREADS", "1")  # tiny models: threads only add contention
     if env:
         e.update(env)
-    return subprocess.run([sys.executable, "-m", "fedmoo", *args], cwd=cwd, env=e,
-                          capture_output=True, text=True, timeout=timeout)
+    io = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **io}
+    return subprocess.run([sys.executable, "-m", "fedmoo", *args], cwd=cwd, env=e, text=True,
+                          timeout=timeout, **io)
 
 
 @pytest.fixture

@@ -42,6 +42,7 @@ class AFL(Algorithm):
 
     name = "afl"
     state_cls = AFLState
+    kept_vectors = (0, 1)          # w_avg [d]
 
     def check_run(self, num_clients, clients_per_round):
         if clients_per_round < num_clients:

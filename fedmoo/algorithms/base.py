@@ -25,6 +25,9 @@ class Algorithm:
 
     name: ClassVar[str] = ""
     state_cls: ClassVar[type[ServerState]] = ServerState
+    # Model-sized vectors the state keeps besides w: (per client, in total); a run's memory
+    # estimate counts them before anything is allocated (fedmoo.run.memory).
+    kept_vectors: ClassVar[tuple[int, int]] = (0, 0)
 
     # -- construction -------------------------------------------------------------------------
     def __init__(self, name: str | None = None, **hyperparameters: Any):

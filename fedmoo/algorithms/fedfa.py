@@ -57,6 +57,7 @@ class FedFA(Algorithm):
 
     name = "fedfa"
     state_cls = FedFAState
+    kept_vectors = (0, 1)          # momentum [d]
 
     def init(self, w0, num_clients):
         w0 = w0.detach().clone()

@@ -55,6 +55,10 @@ class FedFV(Algorithm):
     name = "fedfv"
     state_cls = FedFVState
 
+    @property
+    def kept_vectors(self) -> tuple[int, int]:
+        return (int(self.tau > 0), 0)                 # history [N, d] (none when tau = 0)
+
     def init(self, w0, num_clients):
         w0 = w0.detach().clone()
         rows = num_clients if self.tau > 0 else 0

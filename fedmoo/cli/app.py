@@ -70,11 +70,12 @@ def prepare(cfg: DictConfig) -> tuple[Job, Exception | None]:
     from hydra.types import RunMode
 
     from fedmoo.errors import UserError
+    from fedmoo.run.callbacks import as_typed
 
     hc = HydraConfig.get()
     job = Job(cfg={}, run_dir=Path(hc.runtime.output_dir), record={},
               multirun=hc.mode == RunMode.MULTIRUN, traceback=bool(cfg.traceback),
-              overrides=[str(o) for o in hc.overrides.task])
+              overrides=as_typed(hc.overrides.task))
     _note_sweep(job, hc)
     try:
         job.cfg = OmegaConf.to_container(cfg, resolve=True)
@@ -123,7 +124,8 @@ def finish(job: Job, outcome) -> float | None:
             raise outcome
         log.error("job failed with %s (traceback in %s)", what, run_dir / "summary.json")
         return None
-    _report(outcome)
+    with contextlib.suppress(OSError):    # a reader that left: the job is done all the same
+        _report(outcome)                   # (launchers' worker processes; fedmoo.cli.main.Output)
     return outcome.final.get("test/acc_mean")
 
 
@@ -150,9 +152,10 @@ def sweep_started(config: DictConfig, jobs: int) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from fedmoo.run import sweeps
+    from fedmoo.run.callbacks import as_typed
 
     try:
-        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+        parsed = OverridesParser.create().parse_overrides(as_typed(config.hydra.overrides.task))
         swept = [o.key_or_group for o in parsed if o.is_sweep_override()]
     except Exception:  # noqa: BLE001 - Hydra reports a bad override itself
         swept = []
@@ -174,7 +177,7 @@ def task(cfg: DictConfig) -> float | None:
 
         hc = HydraConfig.get()
         sweeps.job_started(job.sweep_dir, int(hc.job.num),
-                           run_label(job.run_dir, list(hc.overrides.task))[0])
+                           run_label(job.run_dir, job.overrides)[0])
     if outcome is None:
         try:
             from fedmoo.run import loggers

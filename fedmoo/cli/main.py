@@ -176,7 +176,51 @@ COMMANDS = {"run": cmd_run, "prepare": cmd_prepare, "list": cmd_list, "describe"
             "table": cmd_table, "plot": cmd_plot, "pareto": cmd_pareto}
 
 
+class Output:
+    """``sys.stdout`` while a command runs. When the reader leaves (``fedmoo list | head``) or
+    the disk is full (``> /dev/full``), the rest of the output goes to /dev/null and the command
+    goes on: a sweep's jobs complete and are recorded whatever happens to their report. ``main``
+    then says the failure in one line, unless the reader left (not an error of ours)."""
+
+    def __init__(self, stream):
+        self.stream, self.error = stream, None
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+    def write(self, text: str) -> int:
+        self._guard(self.stream.write, text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._guard(self.stream.flush)
+
+    def _guard(self, fn, *args) -> None:
+        try:
+            fn(*args)
+        except OSError as e:
+            self.error = self.error or e
+            null = os.open(os.devnull, os.O_WRONLY)     # also for the flush at exit
+            os.dup2(null, self.stream.fileno())
+            os.close(null)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _closed_streams()
+    out = sys.stdout = Output(sys.stdout)
+    try:
+        status = _main(argv)
+    finally:
+        out.flush()
+        sys.stdout = out.stream
+    if out.error is None or isinstance(out.error, BrokenPipeError):
+        return status
+    failed = _fail(f"cannot write standard output ({out.error.strerror}); what was printed is "
+                   "lost (the files the command wrote are not): send it elsewhere")
+    return status or failed
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     while argv and argv[0] in VERBOSITY:      # the Hydra jobs (any launcher) read the variable
         os.environ[logs.ENV] = VERBOSITY[argv.pop(0)]
@@ -205,9 +249,24 @@ def main(argv: list[str] | None = None) -> int:
 
         log.warning("interrupted")
         return exit_status(e)
-    except BrokenPipeError:   # `fedmoo list | head`: the reader left; not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+
+
+def _closed_streams() -> None:
+    """A closed stdout or stderr (``fedmoo run ... 2>&-``, a service host; Python's
+    ``sys.stderr`` is then None) becomes /dev/null: messages are dropped (a run's fedmoo.log
+    keeps them), and no file the run opens takes the free descriptor, where a library's or a
+    child process's output would land."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)                   # open, but not ours: left alone
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        setattr(sys, name, open(os.devnull, "w"))
 
 
 def entry() -> None:

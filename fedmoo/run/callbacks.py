@@ -39,12 +39,19 @@ NOTE = Path(".fedmoo") / "sweep-failure.json"
 MULTIRUN = "multirun.yaml"
 
 
+def as_typed(overrides) -> list[str]:
+    """Hydra's list of override strings (``hydra.overrides.task``) as typed: an interpolation in
+    one (``data_dir=${oc.env:X}``) stays text; the job's config resolves it (an unset variable
+    is its one-line error there, not a traceback here)."""
+    return [str(o) for o in OmegaConf.to_container(overrides, resolve=False)]
+
+
 def _job_overrides() -> list[str] | None:
     """The overrides of the job Hydra is running in this process (None outside a Hydra job)."""
     try:
         from hydra.core.hydra_config import HydraConfig
 
-        return [str(o) for o in HydraConfig.get().overrides.task]
+        return as_typed(HydraConfig.get().overrides.task)
     except Exception:  # noqa: BLE001 - no Hydra job here (a test, fedmoo.api)
         return None
 

@@ -25,14 +25,18 @@
 A tracked run is named after its overrides (``algo=fedfv seed=1``; the run directory's name
 when there are none) and tagged with its run directory and, in a sweep, the sweep's directory
 (MLflow tags ``fedmoo.run_dir``, ``fedmoo.overrides``, ``fedmoo.sweep``; the W&B group).
-Non-finite values are skipped (trackers reject them; rounds.csv keeps them).
+Non-finite values are skipped (trackers reject them; rounds.csv keeps them). A tracker that
+cannot start stops the run (a UserError); one that fails after it started is one warning, and
+the run goes on without it (``Trackers``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -40,12 +44,14 @@ from typing import Any
 
 from fedmoo.errors import UserError
 from fedmoo.run import tracker_process
+from fedmoo.run.tracker_child import first_line
 from fedmoo.report.jobs import flatten
 from fedmoo.schema import LOGGERS
 
 FLUSH_S = 2   # TensorBoard's events reach the disk at most this late
 SWEEP_ENV = "FEDMOO_SWEEP_DIR"   # set by the sweep report callback while a sweep runs,
 SWEPT_ENV = "FEDMOO_SWEPT_KEYS"  # with the keys the sweep varies (``seed,algo``)
+log = logging.getLogger(__name__)
 
 
 def _numbers(row: dict[str, Any]) -> dict[str, float]:
@@ -196,25 +202,37 @@ class WandbLogger(ChildLogger):
 
 
 class Trackers(NullLogger):
-    """Several trackers at once."""
+    """The run's trackers, by name. One that fails once it started (its writer stops, its disk
+    fills up) is one warning and is dropped: the run goes on, rounds.csv stays the record. A
+    UserError (a tracker that could not start: a bad store or setting) stops the run."""
 
-    def __init__(self, members: list[NullLogger]):
+    def __init__(self, members: dict[str, NullLogger]):
         self.members = members
 
+    def _each(self, method: str, *args: Any) -> None:
+        for name, m in list(self.members.items()):
+            try:
+                getattr(m, method)(*args)
+            except UserError:
+                raise
+            except Exception as e:  # noqa: BLE001 - whatever a tracker's own failure is
+                del self.members[name]
+                log.warning("logger=%s stopped: %s; the run goes on without it (rounds.csv has "
+                            "every round)", name, first_line(e))
+                with contextlib.suppress(Exception):
+                    m.close()
+
     def log(self, row: dict[str, Any]) -> None:
-        for m in self.members:
-            m.log(row)
+        self._each("log", row)
 
     def check(self) -> None:
-        for m in self.members:
-            m.check()
+        self._each("check")
 
     def finish(self, final: dict[str, Any], run_dir: Path) -> None:
-        for m in self.members:
-            m.finish(final, run_dir)
+        self._each("finish", final, run_dir)
 
     def close(self) -> None:
-        for m in self.members:
+        for m in self.members.values():
             m.close()
 
 
@@ -231,15 +249,15 @@ def build(names: str | list[str] | None, run_dir: Path, cfg: dict[str, Any] | No
         if n not in LOGGERS:
             raise UserError(f"logger={n!r} is not valid; choose one or a list of: "
                             f"{', '.join(LOGGERS)}")
-    members: list[NullLogger] = []
+    members: dict[str, NullLogger] = {}
     name, tags = run_label(Path(run_dir), overrides)
     try:
         for n in dict.fromkeys(n for n in names if n != "none"):
-            members.append(KINDS[n](Path(run_dir), cfg or {}, name, tags))
+            members[n] = KINDS[n](Path(run_dir), cfg or {}, name, tags)
     except BaseException:
         Trackers(members).close()
         raise
-    return members[0] if len(members) == 1 else Trackers(members)
+    return Trackers(members)
 
 
 def run_label(run_dir: Path, overrides: list[str] | None) -> tuple[str, dict[str, str]]:

@@ -332,7 +332,7 @@ class Session:
     def _complete(self) -> RunResult:
         final = {**self.final, **self.evaluator.summary(self.writer.rows)}
         wall = self.elapsed()
-        self.tracker.check()    # a tracker that could not log fails the run (not timed)
+        self.tracker.check()    # a tracker that could not start fails the run (not timed)
         clients = self.evaluator.clients_rows(self.state, self.next_round)
         set_flat(self.parts.model, self.state.w)   # model.pt holds the global model
         self.rundir.complete(self.state, final, wall, clients, self.parts.model)

@@ -2,7 +2,9 @@
 
 First the parameters: the model is built on PyTorch's ``meta`` device (shapes only, no storage)
 to count its parameters d. A round needs at least the model, its gradients and the global model
-(3 d) and the cohort's K update rows (K d; fedmoo keeps them as one [K, d] tensor). A model
+(3 d), the cohort's K update rows (K d; fedmoo keeps them as one [K, d] tensor) and the
+model-sized vectors the algorithm keeps (``Algorithm.kept_vectors``: Ditto's personal model and
+FedFV's last update per client, AFL's averaged iterate, FedFA's momentum). A model
 whose parameters alone cannot fit is refused before anything is allocated. Then, once the real
 model exists, the activations: one sample's forward values are counted on the probe forward
 ``run.setup.build_model`` makes anyway, times ``client.batch_size`` (values and their gradients).
@@ -56,24 +58,33 @@ def available(device: torch.device) -> int | None:
     return budget.available(device)
 
 
-def lower_bound(d: int, per_round: int, acts: int = 0, batch: int = 1) -> int:
-    """Bytes: 3 d + K d parameters-sized tensors and a batch's activations with gradients."""
-    return torch.get_default_dtype().itemsize * (d * (3 + per_round) + 2 * acts * batch)
+def kept(algo, num_clients: int) -> int:
+    """Model-sized vectors ``algo``'s state keeps besides w, for ``num_clients`` clients."""
+    per_client, total = algo.kept_vectors
+    return per_client * num_clients + total
+
+
+def lower_bound(d: int, per_round: int, acts: int = 0, batch: int = 1, kept: int = 0) -> int:
+    """Bytes: 3 d + K d parameters-sized tensors, the algorithm's ``kept`` model-sized vectors
+    and a batch's activations with gradients."""
+    return torch.get_default_dtype().itemsize * (d * (3 + per_round + kept) + 2 * acts * batch)
 
 
 def check_fits(cfg: dict[str, Any], d: int | None, per_round: int, device: torch.device,
-               acts: int = 0) -> None:
+               acts: int = 0, kept: int = 0) -> None:
     free = available(device)
     if d is None or free is None:
         return
     batch = int(cfg["client"]["batch_size"] or 1)   # null = full batch
-    need = lower_bound(d, per_round, acts, batch)
+    need = lower_bound(d, per_round, acts, batch, kept)
     if need <= free:
         return
     what = f"{d:.3g} parameters" + (f" and {acts:,} activations per sample x batch {batch}"
                                     if acts else "")
+    state = f" and the {kept:,} model-sized vectors algo={cfg['algo']['name']} keeps" if kept else ""
+    need_s, free_s = budget.sizes(need, free)
     raise UserError(
-        f"model={cfg['model'].get('name')} does not fit: {what} need at least "
-        f"{need / 2**30:.1f} GiB for a round of {per_round} clients, but {device.type} has "
-        f"{free / 2**30:.1f} GiB free; choose a smaller model, fewer clients_per_round or a "
+        f"model={cfg['model'].get('name')} does not fit: {what} need at least {need_s} for a "
+        f"round of {per_round} clients{state}, but {device.type} has {free_s} free; choose a "
+        f"smaller model, fewer clients_per_round{' or num_clients,' if kept else ''} or a "
         "smaller client.batch_size")

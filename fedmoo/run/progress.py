@@ -101,7 +101,8 @@ class Lines:
 def open_bar(total: int, initial: int, desc: str, enabled: bool):
     """The bar, the lines or nothing (see the module docstring); a context manager."""
     shown = bool(enabled) and logs.env_level() <= logging.INFO
-    terminal = sys.stderr.isatty() or "ipykernel" in sys.modules    # a notebook: its widget
+    terminal = (sys.stderr is not None and sys.stderr.isatty()    # None: pythonw, a service
+                or "ipykernel" in sys.modules)                       # a notebook: its widget
     if shown and not terminal:
         return Lines(total, initial, desc, interval())
     from tqdm.auto import tqdm

@@ -94,13 +94,13 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     if cfg["eval_split"] == "val" and federation.val is None:
         raise UserError("eval_split=val needs a validation split: set partition.split=pooled")
     check_eval_split(cfg, federation)
-    d = memory.parameter_count(cfg, federation)
-    memory.check_fits(cfg, d, per_round, device)           # before allocating the parameters
+    d, kept = memory.parameter_count(cfg, federation), memory.kept(algo, num_clients)
+    memory.check_fits(cfg, d, per_round, device, kept=kept)   # before allocating the parameters
     torch.manual_seed(int(cfg["seed"]))
     model = build_model(cfg, federation)
     one = federation.x[federation.train.index[:1].cpu()].cpu()
     acts = memory.activations_per_sample(model, one)
-    memory.check_fits(cfg, d, per_round, device, acts)     # before the first batch
+    memory.check_fits(cfg, d, per_round, device, acts, kept)  # before the first batch
     dtype = resolve_precision(cfg["precision"])
     model = model.to(device=device, dtype=dtype)
     set_threads(cfg["threads"], num_params(model))

@@ -36,14 +36,16 @@ def prestart(module: str) -> None:
 
 
 class ChildTracker:
-    """The parent's side: sends the head, each row and the final metrics; a child's error line
-    becomes a UserError (before the run writes its completed result: ``check``) or a warning
-    (after it: ``finish``)."""
+    """The parent's side: sends the head, each row and the final metrics. A child that could not
+    start its tracked run raises a UserError (the run stops: a bad store or setting); one that
+    fails after, a RuntimeError (fedmoo.run.loggers warns and goes on without it); after the
+    run's completed result, its error line is a warning (``finish``)."""
 
     def __init__(self, module: str, name: str, head: dict[str, Any]):
         self.name = name
         self.proc = _spare.pop(module, None) or _spawn(module)
         self.error: str | None = None             # the child's error line
+        self.started = False                      # its ready line came: the tracked run exists
         self.answered = threading.Event()         # its first line came: ready or error
         self.ended = threading.Event()            # its last line came: done or error
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -54,6 +56,7 @@ class ChildTracker:
     def _read(self) -> None:
         for line in self.proc.stdout:
             word, _, rest = line.rstrip("\n").partition(" ")
+            self.started = self.started or word == "ready"
             if word == "error":
                 self.error = rest
             if word in ("ready", "error"):
@@ -63,15 +66,20 @@ class ChildTracker:
         self.answered.set()                       # the child ended
         self.ended.set()
 
-    def _stopped(self) -> UserError:
-        self.proc.wait()
-        self.reader.join()
-        return UserError(self.error or f"logger={self.name}: the {self.name} writer stopped "
-                         f"(exit status {self.proc.returncode})")
+    def _stopped(self) -> Exception:
+        """The child's failure: a UserError before its tracked run started, else a RuntimeError
+        (see the class docstring)."""
+        if self.error is None:                    # no line yet: its last one, or its status
+            self.proc.wait()
+            self.reader.join()
+        text = self.error or (f"logger={self.name}: the {self.name} writer stopped (exit status "
+                              f"{self.proc.returncode})")
+        return (RuntimeError(text.removeprefix(f"logger={self.name}: ")) if self.started
+                else UserError(text))
 
     def _send(self, msg: dict[str, Any]) -> None:
         if self.error:
-            raise UserError(self.error)
+            raise self._stopped()
         try:
             self.proc.stdin.write(json.dumps(msg) + "\n")
             self.proc.stdin.flush()
@@ -89,8 +97,8 @@ class ChildTracker:
     def finish_numbers(self, final: dict[str, float], run_dir: Path) -> None:
         try:
             self._send({"final": final, "artifact": str(Path(run_dir) / "summary.json")})
-        except UserError:
-            pass                                  # said below
+        except Exception:  # noqa: BLE001 - said below
+            pass
         self.done = True
         self._end_input()
         self.ended.wait()

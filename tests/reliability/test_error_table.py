@@ -34,6 +34,10 @@ CASES = [
     pytest.param(["clients_per_round=9"], ["clients_per_round=9", "num_clients=6",
                                            "clients_per_round<=6"], id="k-gt-n"),
     pytest.param(["algo.eta=0"], ["algo.eta=0 must be a number in (0.0, inf)"], id="algo-hparam"),
+    # an interpolation in an override, resolved with the job's config (once a traceback)
+    pytest.param(["data_dir=${oc.env:FEDMOO_TEST_UNSET}"], [
+        "invalid configuration: ", "Environment variable 'FEDMOO_TEST_UNSET' not found"],
+        id="unset-env"),
     # data that cannot be partitioned: 5 samples (4 for training) for 6 clients
     pytest.param(["partition=iid", "data.num_users=1", "data.max_samples=5"],
                  ["partition=iid", "6 clients", "4 samples", "lower num_clients"], id="too-few-samples"),

@@ -76,13 +76,24 @@ def test_a_model_is_refused_before_its_parameters_exist(monkeypatch):
     monkeypatch.setattr(torch.nn.Linear, "reset_parameters",
                         lambda self: made.append(self.weight.device.type))
     with pytest.raises(UserError, match=r"^model=mlp \(3\.55e\+05 parameters\) needs about "
-                                        r"1 MiB, more than the 1 MiB of memory available "
+                                        r"1\.35 MiB, more than the 1\.00 MiB of memory available "
                                         r"\(FEDMOO_MEMORY_LIMIT\); choose a smaller model"):
         models.build({"name": "mlp", "hidden": [5000]}, (60,), 10)
     assert set(made) == {"meta"}              # counted on the meta device only
     monkeypatch.setenv("FEDMOO_MEMORY_LIMIT", "2M")
     assert sum(p.numel() for p in models.build({"name": "mlp", "hidden": [5000]},
                                                (60,), 10).parameters()) == 355010
+
+
+def test_a_tiny_limit_gives_sizes_that_differ(monkeypatch):
+    # FEDMOO_MEMORY_LIMIT=100 said "needs about 0 MiB, more than the 0 MiB"
+    monkeypatch.setenv("FEDMOO_MEMORY_LIMIT", "100")
+    with pytest.raises(UserError, match=r"^model=mlp \(720 parameters\) needs about 2\.81 KiB, "
+                                        r"more than the 100 bytes of memory available "):
+        models.build({"name": "mlp", "hidden": [10]}, (60,), 10)      # 4 x 720 = 2880 bytes
+    assert [budget.size(n) for n in (2**30 * 26.4, 2**20 * 271.4, 2**20 * 99.96, 1023)] == [
+        "26.4 GiB", "271 MiB", "100.0 MiB", "1023 bytes"]
+    assert budget.sizes(2**20 + 1, 2**20) == ("1,048,577 bytes", "1,048,576 bytes")
 
 
 def test_describe_refuses_a_model_that_cannot_fit(tmp_path):
@@ -113,6 +124,6 @@ def test_the_number_of_users_is_checked_before_any_draw(monkeypatch):
 
     monkeypatch.setenv("FEDMOO_MEMORY_LIMIT", "1G")
     with pytest.raises(UserError, match=r"^data=synthetic with 1000000000000 users \(at least 20 "
-                                        r"samples each\) needs about 4.*GiB, more than the 1\.0 "
+                                        r"samples each\) needs about 4.*GiB, more than the 1\.00 "
                                         r"GiB"):
         synthetic.generate(num_users=10**12, max_samples=20)

@@ -45,6 +45,27 @@ def test_the_largest_seed_is_fine():
     check(small_cfg(seed=2**63 - 1, **{"partition.seed": 0}))
 
 
+@pytest.mark.parametrize("algo,kept", [("fedavg", 0), ("ditto", 6), ("fedfv", 6), ("afl", 1)])
+def test_the_estimate_counts_the_models_an_algorithm_keeps(tmp_path, monkeypatch, algo, kept):
+    """Ditto's personal models and FedFV's history (one model each of the 6 clients), AFL's
+    averaged iterate: without them a run accepted under a 300 MB limit used 3 GB."""
+    k = 6 if algo == "afl" else 3                    # afl: every client each round
+    cfg = small_cfg(algo={"name": algo}, clients_per_round=k)
+    need = 4 * 610 * (3 + k + kept)                  # logreg 60 -> 10: d = 610, float32
+    monkeypatch.setattr(memory, "available", lambda device: need - 1)
+    with pytest.raises(UserError, match=rf" need at least {need:,} bytes for a round of {k} "
+                                        rf"clients.*, but cpu has {need - 1:,} bytes free;"):
+        run(cfg, tmp_path)
+    if algo == "ditto":
+        with pytest.raises(UserError) as e:
+            run(cfg, tmp_path)
+        assert str(e.value) == (
+            "model=logreg does not fit: 610 parameters need at least 29,280 bytes for a round of "
+            "3 clients and the 6 model-sized vectors algo=ditto keeps, but cpu has 29,279 bytes "
+            "free; choose a smaller model, fewer clients_per_round or num_clients, or a smaller "
+            "client.batch_size")
+
+
 def test_a_model_that_cannot_fit_is_refused_before_allocation(tmp_path, monkeypatch):
     cfg = small_cfg(model={"name": "mlp", "hidden": [200]})
     d = memory.parameter_count(cfg, _fed(cfg))
@@ -53,7 +74,7 @@ def test_a_model_that_cannot_fit_is_refused_before_allocation(tmp_path, monkeypa
     assert params_only == 4 * d * (3 + 3)
     monkeypatch.setattr(memory, "available", lambda device: params_only - 1)
     with pytest.raises(UserError, match=r"^model=mlp does not fit: 1.42e\+04 parameters need at "
-                                        r"least .* GiB for a round of 3 clients"):
+                                        r"least .* for a round of 3 clients"):
         run(cfg, tmp_path)
     # the activations of a batch count too: 200 + 200 + 10 numbers per sample (leaf outputs)
     model = __import__("fedmoo").models.build(cfg["model"], (60,), 10)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +24,56 @@ def test_unknown_logger_is_one_line(tmp_path):
     with pytest.raises(UserError, match=r"^logger='foo' is not valid; choose one or a list of: "
                                         r"none, tensorboard, mlflow, wandb$"):
         loggers.build(["tensorboard", "foo"], tmp_path)
+
+
+class Breaks(loggers.NullLogger):
+    """A tracker that fails once the run has logged its first row."""
+
+    def __init__(self, *args):
+        self.rows = 0
+
+    def log(self, row):
+        self.rows += 1
+        if self.rows > 1:
+            raise OSError("the tracking server went away")
+
+
+def _one_warning(caplog, text: str) -> None:
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned == [text]
+
+
+def test_a_tracker_that_fails_after_it_started_is_one_warning(tmp_path, monkeypatch, caplog):
+    """It stopped the training (rounds since the last checkpoint lost, status failed)."""
+    monkeypatch.setitem(loggers.KINDS, "tensorboard", Breaks)
+    result = run(small_cfg(rounds=3, logger="tensorboard"), tmp_path)
+    assert result.status == "completed" and [r["round"] for r in result.rows] == [1, 2, 3]
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "completed"
+    assert len((tmp_path / "rounds.csv").read_text().splitlines()) == 4
+    _one_warning(caplog, "logger=tensorboard stopped: the tracking server went away; the run "
+                         "goes on without it (rounds.csv has every round)")
+
+
+WRITER = "import sys; sys.stdin.readline(); {}print('error logger=mlflow: {}', flush=True)"
+
+
+@pytest.mark.parametrize("started", [True, False])
+def test_a_writer_fails_the_run_only_before_its_run_started(tmp_path, monkeypatch, caplog,
+                                                            started):
+    """A writer's error line after its ready line is one warning; before it, a refusal."""
+    pytest.importorskip("mlflow")
+    code = WRITER.format("print('ready 7', flush=True); " if started else "",
+                         "writing failed: database is locked" if started else "no store")
+    monkeypatch.setattr(tracker_process, "_spawn", lambda module: subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        bufsize=1))
+    if not started:
+        with pytest.raises(UserError, match="^logger=mlflow: no store$"):
+            run(small_cfg(rounds=3, logger="mlflow"), tmp_path)
+        return
+    assert run(small_cfg(rounds=3, logger="mlflow"), tmp_path).status == "completed"
+    _one_warning(caplog, "logger=mlflow stopped: writing failed: database is locked; the run "
+                         "goes on without it (rounds.csv has every round)")
 
 
 def test_mlflow_local_store(tmp_path, monkeypatch):
