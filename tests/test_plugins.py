@@ -112,7 +112,7 @@ def _quiet_plugin(root):
         "from fedmoo.algorithms import Algorithm\n\n\n"
         "class Quiet(Algorithm):\n"
         "    def step(self, state, cohort):\n"
-        "        return cohort.deltas.mean(0), self.eta, {}, {}\n")
+        "        return cohort.deltas.mean(0), self.hp.eta, {}, {}\n")
 
 
 def test_a_plugin_is_its_declaration_and_its_class(cli):

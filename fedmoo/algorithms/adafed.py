@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from fedmoo.algorithms.base import Algorithm
+from fedmoo.hparams import algo as declared
 from fedmoo.moo.gram import combine, gram, normalizer
 from fedmoo.moo.gram_schmidt import adafed_coefficients
 from fedmoo.state import ClientSpec
@@ -41,19 +42,20 @@ class AdaFed(Algorithm):
     """
 
     name = "adafed"
+    hp: declared.AdaFed
 
     def client_spec(self, state, client_ids):
-        return ClientSpec(eval_trained=self.loss == "trained")
+        return ClientSpec(eval_trained=self.hp.loss == "trained")
 
     @property
     def reads_before(self) -> bool:
-        return LOSS_FIELDS[self.loss] == "loss_before"
+        return LOSS_FIELDS[self.hp.loss] == "loss_before"
 
     def step(self, state, cohort):
-        field = LOSS_FIELDS[self.loss]
+        field = LOSS_FIELDS[self.hp.loss]
         f = cohort.require(field, self.name).to(torch.float64).cpu().clamp_min(1e-10)
         g = gram(cohort.deltas)
-        scale = normalizer(g) if self.normalize else torch.ones(cohort.size, dtype=torch.float64)
-        coef, in_basis = adafed_coefficients(scale[:, None] * g * scale[None, :], f ** self.gamma)
+        scale = normalizer(g) if self.hp.normalize else torch.ones(cohort.size, dtype=torch.float64)
+        coef, in_basis = adafed_coefficients(scale[:, None] * g * scale[None, :], f ** self.hp.gamma)
         d = combine(coef * scale, cohort.deltas)
-        return d, self.eta, {}, {"server/basis_size": float(in_basis.sum())}
+        return d, self.hp.eta, {}, {"server/basis_size": float(in_basis.sum())}

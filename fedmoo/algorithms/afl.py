@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms.base import Algorithm
+from fedmoo.hparams import algo as declared
 from fedmoo.errors import UserError
 from fedmoo.moo.gram import combine
 from fedmoo.moo.simplex import project_simplex
@@ -41,6 +42,7 @@ class AFL(Algorithm):
     """
 
     name = "afl"
+    hp: declared.AFL
     state_cls = AFLState
     kept_vectors = (0, 1)          # w_avg [d]
 
@@ -60,13 +62,13 @@ class AFL(Algorithm):
         ids = cohort.client_ids.cpu()
         lam_k = state.lam[ids]
         d = combine(lam_k / lam_k.sum(), cohort.deltas)
-        w_next = state.w - self.eta * d
+        w_next = state.w - self.hp.eta * d
         loss = cohort.require("loss_before", self.name).to(torch.float64).cpu()
-        lam = project_simplex(state.lam.index_add(0, ids, self.gamma_lambda * loss))
+        lam = project_simplex(state.lam.index_add(0, ids, self.hp.gamma_lambda * loss))
         t = state.round
         w_avg = (t * state.w_avg + w_next) / (t + 1)
         diag = {"server/lambda_max": float(lam.max()), "server/lambda_min": float(lam.min())}
-        return d, self.eta, {"lam": lam, "w_avg": w_avg}, diag
+        return d, self.hp.eta, {"lam": lam, "w_avg": w_avg}, diag
 
     def eval_params(self, state):
-        return state.w_avg if self.average_iterates else state.w
+        return state.w_avg if self.hp.average_iterates else state.w

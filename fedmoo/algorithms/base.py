@@ -20,7 +20,7 @@ class Algorithm:
     its slug (used in the CLI, YAML and CSV), description and hyperparameters. The constructor
     takes them as keywords, checks them there and fills in the declared defaults; ``name`` is
     the slug it was built under (a preset of the same class has its own: ``fedmgda_plus``),
-    and each hyperparameter becomes an attribute (``FedProx(mu=0.1).mu``).
+    and ``hp`` the declared dataclass holding the values (``FedProx(mu=0.1).hp.mu``).
     """
 
     name: ClassVar[str] = ""
@@ -29,17 +29,16 @@ class Algorithm:
     # estimate counts them before anything is allocated (fedmoo.run.memory).
     kept_vectors: ClassVar[tuple[int, int]] = (0, 0)
 
+    hp: Any          # the declared dataclass, filled: a rule annotates its own (``hp: FedFV``)
+
     # -- construction -------------------------------------------------------------------------
     def __init__(self, name: str | None = None, **hyperparameters: Any):
         self.name = name or type(self).name    # type: ignore[misc]
-        values = declarations.resolve("algo", self.name, hyperparameters)
-        self._hparam_keys = tuple(values)
-        for key, value in values.items():
-            setattr(self, key, value)
+        self.hp = declarations.make("algo", self.name, hyperparameters)
 
     def hparams(self) -> dict[str, Any]:
         """The declared hyperparameters' values (for repr, summary.json and tables)."""
-        return {k: getattr(self, k) for k in getattr(self, "_hparam_keys", ())}
+        return declarations.values(self.hp)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.hparams().items())

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms.base import Algorithm
+from fedmoo.hparams import algo as declared
 from fedmoo.moo.gram import combine
 from fedmoo.state import ClientSpec, ServerState
 
@@ -37,6 +38,7 @@ class Ditto(Algorithm):
     """
 
     name = "ditto"
+    hp: declared.Ditto
     reads_before = False           # its rule reads no loss_before / acc_before
     state_cls = DittoState
     kept_vectors = (1, 0)          # personal [N, d]
@@ -47,7 +49,7 @@ class Ditto(Algorithm):
 
     def client_spec(self, state, client_ids):
         rows = client_ids.to(state.personal.device)
-        return ClientSpec(personal=state.personal[rows], personal_lam=self.lam)
+        return ClientSpec(personal=state.personal[rows], personal_lam=self.hp.lam)
 
     def step(self, state, cohort):
         personal = cohort.require("personal", self.name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fedmoo.algorithms.base import Algorithm, mixing_weights
+from fedmoo.hparams import algo as declared
 
 
 class FedAvg(Algorithm):
@@ -16,8 +17,9 @@ class FedAvg(Algorithm):
     """
 
     name = "fedavg"
+    hp: declared.FedAvg
     reads_before = False           # its rule reads no loss_before / acc_before
 
     def step(self, state, cohort):
-        p = mixing_weights(cohort, self.weighting)
-        return p @ cohort.deltas, self.eta, {}, {}
+        p = mixing_weights(cohort, self.hp.weighting)
+        return p @ cohort.deltas, self.hp.eta, {}, {}

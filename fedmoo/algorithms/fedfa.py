@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms.base import Algorithm
+from fedmoo.hparams import algo as declared
 from fedmoo.moo.gram import TINY, combine
 from fedmoo.state import ClientSpec, ServerState
 
@@ -56,6 +57,7 @@ class FedFA(Algorithm):
     """
 
     name = "fedfa"
+    hp: declared.FedFA
     state_cls = FedFAState
     kept_vectors = (0, 1)          # momentum [d]
 
@@ -65,24 +67,24 @@ class FedFA(Algorithm):
                           momentum=torch.zeros_like(w0))
 
     def client_spec(self, state, client_ids):
-        return ClientSpec(eval_trained=self.acc_at == "after")
+        return ClientSpec(eval_trained=self.hp.acc_at == "after")
 
     @property
     def reads_before(self) -> bool:
-        return self.acc_at == "before"
+        return self.hp.acc_at == "before"
 
     def step(self, state, cohort):
         ids = cohort.client_ids.cpu()
         freq = state.freq.index_add(0, ids, torch.ones(cohort.size, dtype=torch.float64))
         f = freq[ids]
-        field = "acc_trained" if self.acc_at == "after" else "acc_before"
+        field = "acc_trained" if self.hp.acc_at == "after" else "acc_before"
         acc = cohort.require(field, self.name).to(torch.float64).cpu()
         a = -torch.log2(acc / acc.sum().clamp_min(TINY) + 1e-6)
         q = -torch.log2(1.0 - f / f.sum() + 1e-5)
-        p = (1.0 - self.beta) * _shares(a) + self.beta * _shares(q)
-        weights = p if self.aggregate == "weighted" else torch.full_like(p, 1.0 / cohort.size)
+        p = (1.0 - self.hp.beta) * _shares(a) + self.hp.beta * _shares(q)
+        weights = p if self.hp.aggregate == "weighted" else torch.full_like(p, 1.0 / cohort.size)
         avg_step = combine(weights, cohort.deltas)           # w_t - w_avg
-        momentum = self.gamma * state.momentum - (1.0 - self.gamma) * avg_step
+        momentum = self.hp.gamma * state.momentum - (1.0 - self.hp.gamma) * avg_step
         d = avg_step + cohort.local_lr * momentum
         diag = {"server/p_max": float(p.max())}
         return d, 1.0, {"freq": freq, "momentum": momentum}, diag

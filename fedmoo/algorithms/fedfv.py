@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms.base import Algorithm
+from fedmoo.hparams import algo as declared
 from fedmoo.moo.conflict import project_conflicts, remove_conflict, row_dots
 from fedmoo.moo.gram import TINY, combine, gram
 from fedmoo.state import ServerState
@@ -53,29 +54,30 @@ class FedFV(Algorithm):
     """
 
     name = "fedfv"
+    hp: declared.FedFV
     state_cls = FedFVState
 
     @property
     def kept_vectors(self) -> tuple[int, int]:
-        return (int(self.tau > 0), 0)                 # history [N, d] (none when tau = 0)
+        return (int(self.hp.tau > 0), 0)                 # history [N, d] (none when tau = 0)
 
     def init(self, w0, num_clients):
         w0 = w0.detach().clone()
-        rows = num_clients if self.tau > 0 else 0
+        rows = num_clients if self.hp.tau > 0 else 0
         return FedFVState(w=w0, round=0, history=w0.new_zeros(rows, w0.numel()),
                           last_round=torch.full((num_clients,), -1, dtype=torch.long))
 
     def client_order(self, loss: Tensor, round_idx: int) -> Tensor:
         """Indices ``[K]`` into the cohort in projection order (stable sorts)."""
-        if self.order == "random":
-            rng = np.random.default_rng([self.seed, round_idx])
+        if self.hp.order == "random":
+            rng = np.random.default_rng([self.hp.seed, round_idx])
             return torch.from_numpy(rng.permutation(loss.numel()))
-        return torch.sort(loss, stable=True, descending=self.order == "reverse").indices
+        return torch.sort(loss, stable=True, descending=self.hp.order == "reverse").indices
 
     def external_projection(self, g: Tensor, hist: Tensor, last: Tensor, t: int) -> Tensor:
         """Step 5: for each of the last tau rounds (oldest first), project ``g [d]`` off the sum
         of that round's history updates (``hist [N, d]``, ``last [N]``) that conflict with it."""
-        ks = range(self.tau, 0, -1) if self.history == "paper" else range(self.tau - 1, -1, -1)
+        ks = range(self.hp.tau, 0, -1) if self.hp.history == "paper" else range(self.hp.tau - 1, -1, -1)
         for k in ks:
             rows = (last == t - k).nonzero().flatten()
             if rows.numel():
@@ -88,7 +90,7 @@ class FedFV(Algorithm):
         k_count, t = cohort.size, state.round
         loss = cohort.require("loss_before", self.name).to(torch.float64).cpu()
         order = self.client_order(loss, t)
-        start = math.ceil((k_count - 1) * (1.0 - self.alpha)) if self.alpha > 0 else k_count
+        start = math.ceil((k_count - 1) * (1.0 - self.hp.alpha)) if self.hp.alpha > 0 else k_count
         project = torch.ones(k_count, dtype=torch.bool)
         project[order[start:]] = False
         g_mat = gram(cohort.deltas)
@@ -96,18 +98,18 @@ class FedFV(Algorithm):
         g = combine(coef, cohort.deltas)
 
         changes = {}
-        if self.tau > 0:
+        if self.hp.tau > 0:
             ids = cohort.client_ids.cpu()
             hist = state.history.index_copy(0, ids.to(state.history.device),
                                             cohort.deltas.to(state.history.dtype))
             last = state.last_round.index_copy(0, ids, torch.full_like(ids, t))
             changes = {"history": hist, "last_round": last}
             # FLGo counts rounds from 1 and projects from its round tau on: fedmoo's round tau - 1
-            if t >= (self.tau if self.history == "paper" else self.tau - 1):
+            if t >= (self.hp.tau if self.hp.history == "paper" else self.hp.tau - 1):
                 g = self.external_projection(g, hist, last, t)
 
         uniform = torch.full((k_count,), 1.0 / k_count, dtype=torch.float64)
         target = (uniform @ g_mat @ uniform).clamp_min(0.0).sqrt()
         norm = torch.linalg.vector_norm(g, dtype=torch.float64)   # float32 overflows past 1.8e19
         g = g * (target.to(norm) / norm.clamp_min(TINY)).to(g)
-        return g, self.eta, changes, {"server/kept": float(k_count - start)}
+        return g, self.hp.eta, changes, {"server/kept": float(k_count - start)}

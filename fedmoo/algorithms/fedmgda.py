@@ -13,6 +13,7 @@ from fedmoo.algorithms.base import (
     Algorithm,
     mixing_weights,
 )
+from fedmoo.hparams import algo as declared
 from fedmoo.moo.gram import combine, gram, normalizer
 from fedmoo.moo.minnorm import min_norm_weights
 from fedmoo.state import ClientSpec
@@ -49,22 +50,23 @@ class FedMGDA(Algorithm):
     """
 
     name = "fedmgda"
+    hp: declared.FedMGDA
     reads_before = False           # its rule reads no loss_before / acc_before
 
     def client_spec(self, state, client_ids):
-        return ClientSpec(prox_mu=self.mu)
+        return ClientSpec(prox_mu=self.hp.mu)
 
     def step_size(self, round_idx: int) -> float:
-        if self.eta_decay is None:
-            return self.eta
-        beta = self.eta_decay ** (DECAY_PERIOD / self.total_rounds)
-        return self.eta * beta ** (round_idx // DECAY_PERIOD)
+        if self.hp.eta_decay is None:
+            return self.hp.eta
+        beta = self.hp.eta_decay ** (DECAY_PERIOD / self.hp.total_rounds)
+        return self.hp.eta * beta ** (round_idx // DECAY_PERIOD)
 
     def step(self, state, cohort):
         g = gram(cohort.deltas)
-        scale = normalizer(g) if self.normalize else torch.ones(cohort.size, dtype=torch.float64)
-        lam0 = mixing_weights(cohort, self.lambda0).to(torch.float64).cpu()
-        sol = min_norm_weights(scale[:, None] * g * scale[None, :], lam0, self.epsilon, self.solver)
+        scale = normalizer(g) if self.hp.normalize else torch.ones(cohort.size, dtype=torch.float64)
+        lam0 = mixing_weights(cohort, self.hp.lambda0).to(torch.float64).cpu()
+        sol = min_norm_weights(scale[:, None] * g * scale[None, :], lam0, self.hp.epsilon, self.hp.solver)
         d = combine(sol.lam * scale, cohort.deltas)
         diag = {"server/lambda_max": float(sol.lam.max()),
                 "server/qp_fallback": float(sol.method == "fallback")}

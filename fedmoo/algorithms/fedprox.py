@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fedmoo.algorithms.fedavg import FedAvg
+from fedmoo.hparams import algo as declared
 from fedmoo.state import ClientSpec
 
 
@@ -21,6 +22,7 @@ class FedProx(FedAvg):
     """
 
     name = "fedprox"
+    hp: declared.FedProx
 
     def client_spec(self, state, client_ids):
-        return ClientSpec(prox_mu=self.mu)
+        return ClientSpec(prox_mu=self.hp.mu)

@@ -18,6 +18,7 @@ from fedmoo.algorithms.base import (
     Algorithm,
     mixing_weights,
 )
+from fedmoo.hparams import algo as declared
 from fedmoo.moo.tasks import min_norm_tasks, task_average
 from fedmoo.state import ClientSpec, GradientProbe, ServerState, TaskTraining
 
@@ -68,33 +69,34 @@ class FMGDA(Algorithm):
     """
 
     name = "fmgda"
+    hp: declared.FMGDA
     reads_before = False           # its rule reads no loss_before / acc_before
     full_batch = True
     state_cls = FMGDAState
 
     def client_spec(self, state, client_ids):
-        return ClientSpec(task_training=TaskTraining(self.local_steps, self.full_batch))
+        return ClientSpec(task_training=TaskTraining(self.hp.local_steps, self.full_batch))
 
     def step(self, state, cohort):
         deltas, mask = cohort.deltas, cohort.task_mask
         if deltas.dim() == 2:           # one objective: every client holds task 0
             deltas = deltas[:, None]
             mask = torch.ones(cohort.size, 1, dtype=torch.bool, device=deltas.device)
-        means, present = task_average(deltas, mask, mixing_weights(cohort, self.weighting))
-        coords = cohort.shared if self.qp_on == "trunk" and cohort.shared is not None else None
-        lam, sol = min_norm_tasks(means, present, coords, self.solver)
+        means, present = task_average(deltas, mask, mixing_weights(cohort, self.hp.weighting))
+        coords = cohort.shared if self.hp.qp_on == "trunk" and cohort.shared is not None else None
+        lam, sol = min_norm_tasks(means, present, coords, self.hp.solver)
         d = lam.to(dtype=means.dtype, device=means.device) @ means
         diag = {"server/d_norm_sq": float(torch.linalg.vector_norm(d, dtype=torch.float64)) ** 2,
                 "server/tasks_present": float(present.sum()),
                 "server/qp_fallback": float(sol is not None and sol.method == "fallback")}
         diag.update({f"server/lambda_task{s}": float(v) for s, v in enumerate(lam.tolist())})
-        return d, self.eta, {"lam": lam}, diag
+        return d, self.hp.eta, {"lam": lam}, diag
 
     def gradient_probe(self, state):
-        every = self.stationarity_every
+        every = self.hp.stationarity_every
         if state.lam is None or not every or state.round % every:
             return None
-        return GradientProbe(STATIONARITY, state.lam, self.weighting)
+        return GradientProbe(STATIONARITY, state.lam, self.hp.weighting)
 
 
 class FSMGDA(FMGDA):
@@ -104,4 +106,5 @@ class FSMGDA(FMGDA):
     steps (tests/algorithms/test_fmgda.py proves it)."""
 
     name = "fsmgda"
+    hp: declared.FMGDA
     full_batch = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from fedmoo.algorithms.base import Algorithm
+from fedmoo.hparams import algo as declared
 from fedmoo.moo.gram import combine, sq_norms
 from fedmoo.state import ClientSpec
 
@@ -31,20 +32,21 @@ class QFedAvg(Algorithm):
     """
 
     name = "qfedavg"
+    hp: declared.QFedAvg
 
     def client_spec(self, state, client_ids):
-        return ClientSpec(eval_trained=self.loss_at == "after")
+        return ClientSpec(eval_trained=self.hp.loss_at == "after")
 
     @property
     def reads_before(self) -> bool:
-        return self.loss_at == "before"
+        return self.hp.loss_at == "before"
 
     def step(self, state, cohort):
-        field = "loss_trained" if self.loss_at == "after" else "loss_before"
+        field = "loss_trained" if self.hp.loss_at == "after" else "loss_before"
         f = cohort.require(field, self.name).to(torch.float64).cpu() + 1e-10
-        lip = 1.0 / cohort.local_lr if self.L is None else self.L
+        lip = 1.0 / cohort.local_lr if self.hp.L is None else self.hp.L
         sq = sq_norms(cohort.deltas)                 # ||g_k||^2, in float64
-        fq = f ** self.q
-        h = self.q * f ** (self.q - 1.0) * (lip * lip) * sq + lip * fq
+        fq = f ** self.hp.q
+        h = self.hp.q * f ** (self.hp.q - 1.0) * (lip * lip) * sq + lip * fq
         coef = lip * fq / h.sum()
         return combine(coef, cohort.deltas), 1.0, {}, {"server/h_sum": float(h.sum())}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from fedmoo.algorithms.base import Algorithm
+from fedmoo.hparams import algo as declared
 from fedmoo.errors import UserError
 from fedmoo.moo.gram import combine, gram
 
@@ -18,6 +19,7 @@ class Median(Algorithm):
     """
 
     name = "median"
+    hp: declared.NoKnobs
     reads_before = False           # its rule reads no loss_before / acc_before
 
     def step(self, state, cohort):
@@ -37,11 +39,12 @@ class TrimmedMean(Algorithm):
     """
 
     name = "trimmed_mean"
+    hp: declared.TrimmedMean
     reads_before = False           # its rule reads no loss_before / acc_before
 
     def step(self, state, cohort):
         k = cohort.size
-        b = int(self.beta * k)
+        b = int(self.hp.beta * k)
         s = cohort.deltas.sort(dim=0).values
         return s[b : k - b].mean(0), 1.0, {}, {"server/trimmed": float(2 * b)}
 
@@ -60,15 +63,15 @@ class _KrumBase(Algorithm):
     reads_before = False           # its rule reads no loss_before / acc_before
 
     def _check_f(self, clients_per_round: int) -> None:
-        if clients_per_round < 2 * self.f + 3:
+        if clients_per_round < 2 * self.hp.f + 3:
             raise UserError(
-                f"algo={self.name} with algo.f={self.f} needs clients_per_round >= 2f+3 = "
-                f"{2 * self.f + 3}, got {clients_per_round}; lower algo.f or raise clients_per_round"
+                f"algo={self.name} with algo.f={self.hp.f} needs clients_per_round >= 2f+3 = "
+                f"{2 * self.hp.f + 3}, got {clients_per_round}; lower algo.f or raise clients_per_round"
             )
 
     def selection(self, cohort, count: int) -> torch.Tensor:
         """Indices ``[count]`` of the updates with the lowest Krum scores (ties: lowest index)."""
-        scores = krum_scores(gram(cohort.deltas), self.f)
+        scores = krum_scores(gram(cohort.deltas), self.hp.f)
         return torch.sort(scores, stable=True).indices[:count]
 
 
@@ -82,6 +85,7 @@ class Krum(_KrumBase):
     """
 
     name = "krum"
+    hp: declared.Krum
 
     def check_run(self, num_clients, clients_per_round):
         self._check_f(clients_per_round)
@@ -102,15 +106,16 @@ class MultiKrum(_KrumBase):
     """
 
     name = "multikrum"
+    hp: declared.MultiKrum
 
     def check_run(self, num_clients, clients_per_round):
         self._check_f(clients_per_round)
-        if self.m is not None and self.m > clients_per_round:
-            raise UserError(f"algo.m={self.m} for multikrum is larger than clients_per_round="
+        if self.hp.m is not None and self.hp.m > clients_per_round:
+            raise UserError(f"algo.m={self.hp.m} for multikrum is larger than clients_per_round="
                             f"{clients_per_round}; set algo.m<={clients_per_round} or null")
 
     def step(self, state, cohort):
-        count = cohort.size - self.f if self.m is None else min(self.m, cohort.size)
+        count = cohort.size - self.hp.f if self.hp.m is None else min(self.hp.m, cohort.size)
         pick = self.selection(cohort, count)
         uniform = torch.zeros(cohort.size, dtype=torch.float64)
         uniform[pick] = 1.0 / count

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms.base import Algorithm
+from fedmoo.hparams import algo as declared
 from fedmoo.moo.gram import combine
 from fedmoo.state import ServerState
 
@@ -52,6 +53,7 @@ class TERM(Algorithm):
     """
 
     name = "term"
+    hp: declared.TERM
     state_cls = TERMState
 
     def init(self, w0, num_clients):
@@ -60,8 +62,8 @@ class TERM(Algorithm):
     def step(self, state, cohort):
         f = cohort.require("loss_before", self.name).to(torch.float64).cpu()
         k_count = cohort.size
-        e = tilted_exp(f, self.t)
-        if self.normalization == "softmax":
+        e = tilted_exp(f, self.hp.t)
+        if self.hp.normalization == "softmax":
             omega = e / e.sum()
             return combine(omega, cohort.deltas), 1.0, {}, {"server/omega_max": float(omega.max())}
         est = 0.5 * state.est + 0.5 * e.mean()

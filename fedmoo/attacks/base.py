@@ -15,7 +15,6 @@ from torch import Tensor
 
 from fedmoo import hparams as declarations
 from fedmoo.errors import UserError
-from fedmoo.hparams.attack import COMMON
 from fedmoo.state import ClientSpec, Cohort
 
 
@@ -27,11 +26,12 @@ class Attack:
     attackers join every round) and ``seed``, besides its own. They are declared, with their
     defaults and help, in ``fedmoo.hparams.attack`` (a plugin's: ``<package>/hparams.py``) with
     the attack's slug, description and class: the constructor takes them as keywords, checks
-    them there, fills in the declared defaults, and each becomes an attribute
-    (``SignFlip(scale=2.0).scale``).
+    them there, fills in the declared defaults, and ``hp`` holds them as the declared dataclass
+    (``SignFlip(scale=2.0).hp.scale``).
     """
 
     name: ClassVar[str] = ""
+    hp: Any          # the declared dataclass (extending fedmoo.hparams.attack.Common), filled
 
     def __init__(self, name: str | None = None, **hyperparameters: Any):
         self.name = name or type(self).name    # type: ignore[misc]
@@ -39,11 +39,7 @@ class Attack:
             raise UserError(f"attack={self.name} declares no hyperparameters (malicious, ...): "
                             "its package must declare them in <package>/hparams.py "
                             "(docs/plugins.md)")
-        values = declarations.resolve("attack", self.name, hyperparameters)
-        own = [k for k in values if k not in COMMON]
-        self._hparam_keys = (*own, *(k for k in values if k in COMMON))
-        for key, value in values.items():
-            setattr(self, key, value)
+        self.hp = declarations.make("attack", self.name, hyperparameters)
         self.attackers = torch.zeros(0, dtype=torch.long)
         self.mask = torch.zeros(0, dtype=torch.bool)
 
@@ -52,7 +48,7 @@ class Attack:
              num_classes: int | None = None) -> Attack:
         """Resolve ``malicious`` against the federation; returns self."""
         self.num_classes = num_classes
-        ids = resolve_malicious(self.malicious, num_clients, client_names, self.seed)
+        ids = resolve_malicious(self.hp.malicious, num_clients, client_names, self.hp.seed)
         self.attackers = torch.tensor(ids, dtype=torch.long)
         self.mask = torch.zeros(num_clients, dtype=torch.bool)
         self.mask[self.attackers] = True
@@ -61,7 +57,7 @@ class Attack:
     @property
     def forced_clients(self) -> Tensor:
         """Clients the sampler must put in every cohort."""
-        return self.attackers if self.always_participate else self.attackers[:0]
+        return self.attackers if self.hp.always_participate else self.attackers[:0]
 
     def rows(self, client_ids: Tensor) -> Tensor:
         """Bool ``[K]``: which cohort rows are attackers (on the ids' device)."""
@@ -80,7 +76,7 @@ class Attack:
 
     def hparams(self) -> dict[str, Any]:
         """The attack's own keys, then ``malicious``, ``always_participate``, ``seed``."""
-        return {k: getattr(self, k) for k in self._hparam_keys}
+        return declarations.values(self.hp)
 
     # -- the round hooks ----------------------------------------------------------------------
     def client_spec(self, spec: ClientSpec, client_ids: Tensor) -> ClientSpec:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fedmoo.attacks.base import Attack
+from fedmoo.hparams import attack as declared
 
 
 class Bias(Attack):
@@ -16,11 +17,12 @@ class Bias(Attack):
     """
 
     name = "bias"
+    hp: declared.Bias
 
     def corrupt(self, cohort, rows, seed):
         changes = {}
         for name in ("loss_before", "loss_after", "loss_trained"):
             v = getattr(cohort, name)
             if v is not None:
-                changes[name] = v + rows.to(v.dtype) * self.b
+                changes[name] = v + rows.to(v.dtype) * self.hp.b
         return cohort.replace(**changes)

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from fedmoo.attacks.base import Attack
+from fedmoo.hparams import attack as declared
 
 
 class Gaussian(Attack):
@@ -19,16 +20,17 @@ class Gaussian(Attack):
     """
 
     name = "gaussian"
+    hp: declared.Gaussian
 
     def corrupt(self, cohort, rows, seed):
         d = cohort.deltas
-        state = np.random.SeedSequence([int(seed), self.seed, 3]).generate_state(1, np.uint64)[0]
+        state = np.random.SeedSequence([int(seed), self.hp.seed, 3]).generate_state(1, np.uint64)[0]
         gen = torch.Generator().manual_seed(int(state >> np.uint64(1)))
         honest = d[rows]
         z = torch.randn(honest.shape, generator=gen, dtype=torch.float64)
         z = z.to(device=d.device, dtype=d.dtype)
         flat_z = z.flatten(1).norm(dim=1)
-        target = honest.flatten(1).norm(dim=1) if self.norm is None else torch.full_like(flat_z, self.norm)
+        target = honest.flatten(1).norm(dim=1) if self.hp.norm is None else torch.full_like(flat_z, self.hp.norm)
         scale = (target / flat_z).view(-1, *(1,) * (d.dim() - 1))
         out = d.clone()
         out[rows] = z * scale

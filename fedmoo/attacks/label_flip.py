@@ -12,6 +12,7 @@ import torch
 
 from fedmoo.attacks.base import Attack
 from fedmoo.errors import UserError
+from fedmoo.hparams import attack as declared
 
 class LabelFlip(Attack):
     """The attacker's labels go through a permutation pi of the C classes before training.
@@ -25,13 +26,14 @@ class LabelFlip(Attack):
     """
 
     name = "label_flip"
+    hp: declared.LabelFlip
 
     def bind(self, num_clients, client_names=None, num_classes=None):
         super().bind(num_clients, client_names, num_classes)
         if num_classes is None:
             raise UserError("attack=label_flip needs a classification dataset; choose another "
                             "attack for regression data")
-        self.pi = torch.from_numpy(label_permutation(self.permutation, num_classes, self.seed))
+        self.pi = torch.from_numpy(label_permutation(self.hp.permutation, num_classes, self.hp.seed))
         return self
 
     def client_spec(self, spec, client_ids):

@@ -7,6 +7,7 @@ import dataclasses
 import torch
 
 from fedmoo.attacks.base import Attack
+from fedmoo.hparams import attack as declared
 
 
 class LossScaling(Attack):
@@ -22,12 +23,13 @@ class LossScaling(Attack):
     """
 
     name = "loss_scaling"
+    hp: declared.LossScaling
 
     def client_spec(self, spec, client_ids):
         rows = self.rows(client_ids)
         if not bool(rows.any()):
             return spec
-        factor = torch.where(rows, self.c, 1.0).to(torch.float64)
+        factor = torch.where(rows, self.hp.c, 1.0).to(torch.float64)
         if spec.loss_scale is not None:
             factor = factor.to(spec.loss_scale) * spec.loss_scale
         return dataclasses.replace(spec, loss_scale=factor)
@@ -37,5 +39,5 @@ class LossScaling(Attack):
         for name in ("loss_before", "loss_after", "loss_trained"):
             v = getattr(cohort, name)
             if v is not None:
-                changes[name] = torch.where(rows, v * self.c, v)
+                changes[name] = torch.where(rows, v * self.hp.c, v)
         return cohort.replace(**changes)

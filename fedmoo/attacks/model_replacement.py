@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fedmoo.attacks.base import Attack
 from fedmoo.attacks.rows import scale_rows
+from fedmoo.hparams import attack as declared
 
 
 class ModelReplacement(Attack):
@@ -21,10 +22,11 @@ class ModelReplacement(Attack):
     """
 
     name = "model_replacement"
+    hp: declared.ModelReplacement
 
     def factor(self, cohort, rows) -> float:
-        if self.boost is not None:
-            return self.boost
+        if self.hp.boost is not None:
+            return self.hp.boost
         n = cohort.num_samples.to(cohort.deltas.dtype)
         return float(n.sum() / n[rows].sum())
 

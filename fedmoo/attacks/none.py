@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from fedmoo.attacks.base import Attack
+from fedmoo.hparams import attack as declared
 
 
 class NoAttack(Attack):
@@ -16,9 +17,10 @@ class NoAttack(Attack):
     """
 
     name = "none"
+    hp: declared.NoAttack
 
     def bind(self, num_clients, client_names=None, num_classes=None):
-        if self.malicious is not None:
+        if self.hp.malicious is not None:
             return super().bind(num_clients, client_names, num_classes)
         self.num_classes = num_classes
         self.attackers = torch.zeros(0, dtype=torch.long)

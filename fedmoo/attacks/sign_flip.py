@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fedmoo.attacks.base import Attack
 from fedmoo.attacks.rows import scale_rows
+from fedmoo.hparams import attack as declared
 
 
 class SignFlip(Attack):
@@ -13,6 +14,7 @@ class SignFlip(Attack):
     """
 
     name = "sign_flip"
+    hp: declared.SignFlip
 
     def corrupt(self, cohort, rows, seed):
-        return cohort.replace(deltas=scale_rows(cohort.deltas, rows, -self.scale))
+        return cohort.replace(deltas=scale_rows(cohort.deltas, rows, -self.hp.scale))

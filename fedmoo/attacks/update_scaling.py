@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fedmoo.attacks.base import Attack
 from fedmoo.attacks.rows import scale_rows
+from fedmoo.hparams import attack as declared
 
 
 class UpdateScaling(Attack):
@@ -13,6 +14,7 @@ class UpdateScaling(Attack):
     """
 
     name = "update_scaling"
+    hp: declared.UpdateScaling
 
     def corrupt(self, cohort, rows, seed):
-        return cohort.replace(deltas=scale_rows(cohort.deltas, rows, self.factor))
+        return cohort.replace(deltas=scale_rows(cohort.deltas, rows, self.hp.factor))

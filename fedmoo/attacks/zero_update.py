@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from fedmoo.attacks.base import Attack
 from fedmoo.attacks.rows import row_view
+from fedmoo.hparams import attack as declared
 
 
 class ZeroUpdate(Attack):
     """The attacker sends ``g_k = 0`` (losses honest). No hyperparameters."""
 
     name = "zero_update"
+    hp: declared.Common
 
     def corrupt(self, cohort, rows, seed):
         d = cohort.deltas

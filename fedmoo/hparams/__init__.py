@@ -243,6 +243,22 @@ def resolve(group: str, slug: str, given: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def make(group: str, slug: str, given: dict[str, Any]) -> Any:
+    """``slug``'s declared dataclass holding ``given`` (``resolve``d: checked, defaults filled):
+    the typed hyperparameters a component reads (``self.hp.eta``)."""
+    values = resolve(group, slug, given)
+    return declared(group, slug).params(**values)
+
+
+def values(hp: Any) -> dict[str, Any]:
+    """The values a ``make`` object holds: its own keys, then those every component of its group
+    has (an attack's ``malicious``, ...)."""
+    bases = [_base(group) for group in BASES]
+    common = [f.name for c in type(hp).__mro__[1:] if c in bases for f in dataclasses.fields(c)]
+    keys = [f.name for f in dataclasses.fields(hp)]
+    return {k: getattr(hp, k) for k in [*(k for k in keys if k not in common), *common]}
+
+
 def store() -> None:
     """Put every declaration in Hydra's ConfigStore as the option ``<group>/<slug>`` (a YAML
     file of that name, which adds what a declaration cannot say, comes first in Hydra's search

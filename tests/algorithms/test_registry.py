@@ -48,7 +48,7 @@ def test_the_option_is_the_declaration(name):
 
 
 def test_fedmgda_decay_horizon_follows_the_run_length():
-    assert build(yaml_algo("fedmgda_plus", rounds=300)).total_rounds == 300
+    assert build(yaml_algo("fedmgda_plus", rounds=300)).hp.total_rounds == 300
 
 
 @pytest.mark.parametrize("name,kwargs,needle", [

@@ -44,7 +44,7 @@ def test_the_defaults_that_differ_between_attacks():
     assert compose(["attack=bias"])["attack"] == {"name": "bias", "malicious": 0.1, "b": 10.0,
                                                   "always_participate": False, "seed": 0}
     made = attacks.create({"name": "sign_flip", "scale": 2, "malicious": [1]})
-    assert made.scale == 2.0 and isinstance(made.scale, float) and made.seed == 0
+    assert made.hp.scale == 2.0 and isinstance(made.hp.scale, float) and made.hp.seed == 0
 
 
 @pytest.mark.parametrize("value", [0.2, 1.0, 0, 3, [0, 3], (2, 1), "phd", ["phd", "non-phd"]])

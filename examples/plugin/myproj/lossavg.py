@@ -18,6 +18,6 @@ class LossAvg(Algorithm):
 
     def step(self, state, cohort):
         f = cohort.require("loss_before", self.name).to(cohort.deltas.dtype)
-        weights = f.clamp_min(1e-12) ** self.power
+        weights = f.clamp_min(1e-12) ** self.hp.power
         p = weights / weights.sum()
-        return p @ cohort.deltas, self.eta, {}, {"server/max_weight": float(torch.max(p))}
+        return p @ cohort.deltas, self.hp.eta, {}, {"server/max_weight": float(torch.max(p))}
