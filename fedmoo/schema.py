@@ -49,6 +49,17 @@ class Client:
 
 
 @dataclass
+class EngineOptions:
+    """The options of ``engine=batched``, written as a section: ``engine={name: batched,
+    program: vmap}`` (``engine.program=vmap`` on top of ``engine=batched``)."""
+
+    program: str = knob("auto", "auto (torch.fx lockstep program where the model traces, else "
+                        "vmap) | lockstep | vmap", choices=("auto", "lockstep", "vmap"))
+    compile: bool = knob(False, "run the vmap step through torch.compile")
+    cuda_graph: bool = knob(False, "replay each step as a CUDA graph (device=cuda)")
+
+
+@dataclass
 class Config:
     """The top-level keys of a run's config. The sections a group fills (``data``, ``algo``,
     ...) are declared as open mappings: their keys belong to the component each names."""
@@ -185,14 +196,35 @@ def check(cfg: dict[str, Any]) -> None:
     check_finite(cfg)   # after the knobs, whose messages say more
 
 
+def engine_options() -> tuple[Knob, ...]:
+    """``engine.program``, ``engine.compile``, ``engine.cuda_graph``: ``engine=batched``'s."""
+    return of(EngineOptions, "engine.")
+
+
 def check_knobs(cfg: dict[str, Any]) -> None:
-    """Each knob ``cfg`` holds, alone: its type and range or choices, and no ``client`` key
-    that is not an SGD setting."""
+    """Each knob ``cfg`` holds, alone: its type and range or choices, no ``client`` key that is
+    not an SGD setting, and an ``engine`` section holding only ``engine=batched``'s options."""
     declared = {f.name for f in dataclasses.fields(Client)}
     unknown = sorted(set(cfg.get("client") or {}) - declared)
     if unknown:       # the section is declared whole (``+client.foo=1`` would reach the engine)
         raise UserError(f"client.{unknown[0]} is not a setting of client; remove it (its "
                         f"settings: {', '.join(sorted(declared))})")
+    engine = cfg.get("engine")
+    if isinstance(engine, dict):
+        options = {k.leaf: k for k in engine_options()}
+        name = engine.get("name")
+        extra = sorted(set(engine) - {"name", *options}) or (
+            sorted(set(engine) - {"name"}) if name != "batched" else [])
+        if extra:
+            raise UserError(f"engine.{extra[0]} is not an option of engine={name}; "
+                            + ("engine=batched takes engine.program (auto, lockstep or vmap), "
+                               "engine.compile and engine.cuda_graph (true or false)"
+                               if name == "batched" else "its options are engine=batched's: "
+                               "name the engine, engine=batched"))
+        for key, value in engine.items():
+            msg = key in options and knobs_refusal(options[key], value)
+            if msg:
+                raise UserError(msg)
     for k in knobs():
         head, _, leaf = k.key.rpartition(".")
         node = cfg.get(head) if head else cfg

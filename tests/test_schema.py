@@ -123,6 +123,11 @@ def test_the_check_imports_neither_torch_nor_the_run():
     (["-m", "attack=bias", "attack.malicious=0.2,1.5"], "attack.malicious=1.5 as a fraction must be in (0, 1]"), (["attack=label_flip", "+attack.c=2"], "attack.c is not a hyperparameter of attack=label_flip"), (["model=resnet18_gn", "model.groups=3"], "model.groups=3 must divide the narrowest layer's 64 channels"), (["model=mlp", "model.hidden=abc"], "model.hidden='abc' must be a list of positive layer widths"),
     (["partition=dirichlet", "partition.beta=-1"], "partition.beta=-1 must be a number in (0.0, inf)"),
     (["partition=one_class_per_client", "partition.classes=[0,2,0]"], "partition.classes=[0, 2, 0] names class 0 twice"),
+    # engine=batched's options are knobs too: refused before anything is written
+    (["engine={name: batched, program: fast}"], "engine.program='fast' must be one of: auto, lockstep, vmap"),
+    (["engine={name: batched, compile: 1}"], "engine.compile=1 must be true or false"),
+    (["engine={name: batched, graph: true}"], "engine.graph is not an option of engine=batched"),
+    (["engine={name: sequential, program: vmap}"], "engine.program is not an option of engine=sequential"),
     (["partition=femnist_skewed", "partition.classes=[36,37,37]"], "partition.classes=[36, 37, 37] names class 37 twice"), (["-m", "partition.fractions=[0.8,0.1,0.1],[0.5,0.1,0.1]"], "partition.fractions=[0.5, 0.1, 0.1] must be three non-negative numbers"),
     (["data=cifar10", "data.normalize=z"], "data.normalize='z' must be one of: unit, standard, pixel_zscore"), (["+data.bogus=1"], "data.bogus is not a hyperparameter of data=synthetic; valid keys: input_shape, num_classes, num_users"),
 ])

@@ -69,7 +69,7 @@ def _defaults() -> dict[str, str]:
 
 def run_knobs() -> list[tuple[str, str, str]]:
     """(key, default, help) of every run knob, as fedmoo.schema declares them."""
-    return [(k.key, show(k.default), k.help) for k in schema.knobs()]
+    return [(k.key, show(k.default), k.help) for k in (*schema.knobs(), *schema.engine_options())]
 
 
 def _item(head: str, text: str, col: int) -> str:

@@ -20,7 +20,7 @@ from torch import nn
 
 from fedmoo.engine.base import Engine, LocalSGD
 from fedmoo.errors import UserError
-from fedmoo.schema import ENGINES  # declared with the `engine` knob
+from fedmoo.schema import ENGINES, check_knobs, engine_options  # the `engine` knob's
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +60,8 @@ def resolve_auto(model, device_type: str | None = None) -> tuple[str, str]:
 def build(engine_cfg, model, data, sgd: LocalSGD) -> Engine:
     opts = dict(engine_cfg) if isinstance(engine_cfg, Mapping) else {"name": engine_cfg}
     name = opts.pop("name", None)
+    check_knobs({"engine": {"name": name, **opts}})    # checked before the run, and here for Python
     if name == "auto":
-        if opts:
-            raise UserError(f"engine.{min(opts)} is not an option of engine=auto; "
-                            "name the engine: engine=batched or engine=sequential")
         name, why = resolve_auto(model)
         try:
             engine = build(name, model, data, sgd)
@@ -80,26 +78,15 @@ def build(engine_cfg, model, data, sgd: LocalSGD) -> Engine:
             why = f"auto: the batched engine failed to build ({type(e).__name__}: {e})"
         engine.choice = why
         return engine
-    if name == "sequential" and not opts:
+    if name == "sequential":
         from fedmoo.engine.sequential import SequentialEngine
 
         return SequentialEngine(model, data, sgd)
     if name == "batched":
         from fedmoo.engine.batched import BatchedEngine
 
-        unknown = sorted(set(opts) - {"compile", "program", "cuda_graph"})
-        if unknown:
-            raise UserError(f"engine.{unknown[0]} is not an option of engine=batched; "
-                            "its options are engine.compile (true or false), engine.program "
-                            "(auto, lockstep or vmap) and engine.cuda_graph (true or false)")
-        flags = {k: opts.get(k, False) for k in ("compile", "cuda_graph")}
-        for key, value in flags.items():
-            if not isinstance(value, bool):
-                raise UserError(f"engine.{key}={value!r} must be true or false")
-        if flags["cuda_graph"] and next(model.parameters()).device.type != "cuda":
+        given = {k.leaf: opts.get(k.leaf, k.default) for k in engine_options()}
+        if given["cuda_graph"] and next(model.parameters()).device.type != "cuda":
             raise UserError("engine.cuda_graph=true needs a CUDA device (device=cuda)")
-        return BatchedEngine(model, data, sgd, **flags, program=str(opts.get("program", "auto")))
-    if name == "sequential":
-        raise UserError(f"engine.{min(opts)} is not an option of engine=sequential; "
-                        "use engine=sequential without options")
+        return BatchedEngine(model, data, sgd, **given)
     raise UserError(f"engine={name!r} is not valid; choose one of: {', '.join(ENGINES)}")
