@@ -114,6 +114,16 @@ def _damage(ckpt: dict, how: str) -> None:
         ckpt["elapsed_s"] = -1.0
     elif how == "old-format":
         ckpt["format"] = 1
+    elif how == "text-in-row":      # would be written to rounds.csv as it is
+        ckpt["rows"][1]["test/acc_mean"] = "81.2\n5,junk"
+    elif how == "inf-in-row":
+        ckpt["rows"][2]["train/loss_mean"] = float("inf")
+    elif how == "float-round":
+        ckpt["rows"][0]["round"] = 1.0
+    elif how == "lost-column":
+        del ckpt["rows"][3]["test/acc_std"]
+    elif how == "odd-column":
+        ckpt["rows"][0]["a\nb"] = 1.0
 
 
 DAMAGE = [
@@ -132,6 +142,11 @@ DAMAGE = [
     ("round-past-end", r"round 99 is not a round of this run \(0..6\)"),
     ("negative-elapsed", "elapsed_s=-1.0"),
     ("old-format", "another fedmoo version .format 1; this one reads format 2"),
+    ("text-in-row", r"row 2 holds '81.2\\n5,junk' in column 'test/acc_mean', not a finite number"),
+    ("inf-in-row", "row 3 holds inf in column 'train/loss_mean', not a finite number or NaN"),
+    ("float-round", "row 1 holds 1.0 in column 'round', not an integer"),
+    ("lost-column", "row 4 has no column 'test/acc_std', which row 3 has"),
+    ("odd-column", r"row 1 has a column named 'a\\nb'"),
 ]
 
 
