@@ -14,6 +14,7 @@ from fedmoo import engine as fengine
 from fedmoo.errors import UserError
 from fedmoo.run import checkpoint
 from fedmoo.run.loop import run
+from fedmoo.run.setup import git_commit
 from tests.conftest import ROOT, small_cfg
 from tests.data.conftest import write_mnist_family
 from tests.inprocess import run_main
@@ -73,9 +74,13 @@ def test_resume_on_other_data_is_refused_and_on_the_same_data_is_exact(tmp_path,
     _cut(dict(cfg, data_dir=str(a)), tmp_path / "cut", monkeypatch)
     with pytest.raises(UserError, match="trained on other data .* resume=false"):
         run(dict(cfg, data_dir=str(b)), tmp_path / "cut")
-    assert checkpoint.load(tmp_path / "cut", torch.device("cpu"))["round"] == 4
+    ckpt = checkpoint.load(tmp_path / "cut", torch.device("cpu"))
+    assert ckpt["round"] == 4
     res = run(dict(cfg, data_dir=str(a)), tmp_path / "cut")   # the data it was trained on
     assert res.resumed_from == 4 and res.status == "completed"
+    summary = json.loads((tmp_path / "cut" / "summary.json").read_text())
+    assert summary["data_digest"] == ckpt["data"] and len(ckpt["data"]) == 64  # for the reports
+    assert summary["versions"].get("fedmoo_git") == git_commit()
     assert rows_without_time(tmp_path / "cut" / "rounds.csv") == \
         rows_without_time(full.run_dir / "rounds.csv")
 
