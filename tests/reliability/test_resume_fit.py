@@ -4,6 +4,7 @@ data, its state's fields and shapes, RNG states, round and rows) before anything
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -63,13 +64,16 @@ def _mnist_dirs(tmp_path):
     return a, b
 
 
+def _mnist_cfg():
+    return dict(small_cfg(rounds=6, checkpoint_every=2, num_clients=3, clients_per_round=2,
+                          data={"name": "mnist", "input_shape": [1, 28, 28], "num_classes": 10,
+                                "normalize": "unit", "download": False},
+                          partition={"name": "iid", "seed": 0}), resume=True)
+
+
 def test_resume_on_other_data_is_refused_and_on_the_same_data_is_exact(tmp_path, monkeypatch):
     a, b = _mnist_dirs(tmp_path)
-    cfg = small_cfg(rounds=6, checkpoint_every=2, num_clients=3, clients_per_round=2,
-                    data={"name": "mnist", "input_shape": [1, 28, 28], "num_classes": 10,
-                          "normalize": "unit", "download": False},
-                    partition={"name": "iid", "seed": 0})
-    cfg["resume"] = True
+    cfg = _mnist_cfg()
     full = run(dict(cfg, data_dir=str(a)), tmp_path / "full")
     _cut(dict(cfg, data_dir=str(a)), tmp_path / "cut", monkeypatch)
     with pytest.raises(UserError, match="trained on other data .* resume=false"):
@@ -83,6 +87,20 @@ def test_resume_on_other_data_is_refused_and_on_the_same_data_is_exact(tmp_path,
     assert summary["versions"].get("fedmoo_git") == git_commit()
     assert rows_without_time(tmp_path / "cut" / "rounds.csv") == \
         rows_without_time(full.run_dir / "rounds.csv")
+
+
+def test_data_rewritten_in_place_with_its_mtime_is_other_data(tmp_path, monkeypatch):
+    """``cp -p`` of relabelled files over the run's own: same path, size and mtime, so only the
+    data cache's content key lets the resume see other data."""
+    a, b = _mnist_dirs(tmp_path)
+    cfg = dict(_mnist_cfg(), data_dir=str(a))
+    _cut(cfg, tmp_path / "cut", monkeypatch)
+    labels = a / "MNIST" / "raw" / "train-labels-idx1-ubyte"
+    st = labels.stat()
+    labels.write_bytes((b / "MNIST" / "raw" / labels.name).read_bytes())
+    os.utime(labels, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(UserError, match="trained on other data"):
+        run(cfg, tmp_path / "cut")
 
 
 def _damage(ckpt: dict, how: str) -> None:
