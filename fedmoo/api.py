@@ -60,7 +60,8 @@ def load(*paths: str | Path) -> Any:
     """Every job below ``paths`` (run directories, sweep directories, or folders of either) as
     one pandas DataFrame with one row per job and evaluated round: ``job`` (its directory),
     ``status``, ``seed``, one column per config key that differs between the jobs (dotted:
-    ``algo.name``, ``algo.alpha``, ``rounds``), then the rounds.csv columns (``round``,
+    ``algo.name``, ``algo.alpha``, ``rounds``; ``data_digest`` when they trained on different
+    data), then the rounds.csv columns (``round``,
     ``test/acc_mean``, ...). A job with no rows (failed, or killed before its first evaluation)
     has one row with ``round`` empty, so its status shows."""
     import pandas as pd

@@ -91,5 +91,5 @@ def load_tinyimagenet(data_dir: Path, *, normalize: str, download: bool) -> Sour
                                 f"val/images and a wnid of wnids.txt, got {line[:80]!r}; {FIX}")
             items.append((image, index[fields[1]], True))
     return cached(data_dir, "tinyimagenet", {"normalize": normalize},
-                  [p for p, _, _ in items],
+                  [root / "wnids.txt", ann] + [p for p, _, _ in items],
                   lambda: _source(items, classes, normalize, SIZES["tinyimagenet"]))

@@ -8,14 +8,18 @@ configuration, flattened to dotted keys, less ``NOT_A_RESULT_KEY`` and the keys 
 sets to ``${seed}``: jobs that differ in anything else (``rounds``, a hyperparameter) are never
 averaged together. Keys a job's record lacks (written before the key existed, or a killed job's
 Hydra record beside finished jobs' summaries) are filled in with their defaults
-(``fedmoo.report.defaults``) before jobs are compared, so they never split a configuration. A
-group counts one job per seed (``group_jobs``). A file that cannot be read
+(``fedmoo.report.defaults``) before jobs are compared, so they never split a configuration. The
+digest of the data a job trained on (summary.json's ``data_digest``) is part of its identity:
+``data_dir`` is not, and runs on other data are never averaged as seeds of one configuration
+(``compare_data_and_builds`` says so, and warns when one configuration's jobs come from different
+fedmoo builds). A group counts one job per seed (``group_jobs``). A file that cannot be read
 makes its job ``corrupt`` with a ``reason``; nothing here raises for a damaged job.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -35,6 +39,8 @@ NOT_A_RESULT_KEY = ("seed", "hydra", "experiment", "debug", "progress", "device"
                     "threads", "logger", "resume", "checkpoint_every", "traceback",
                     "deterministic")
 FINISHED = ("completed", "diverged")
+DATA_KEY = "data_digest"   # summary.json's FederatedData.digest; its first 12 digits here
+log = logging.getLogger(__name__)
 _FOLLOWS_SEED = re.compile(r"^\$\{\.*seed\}$")
 
 
@@ -76,8 +82,20 @@ class Job:
 
     @cached_property
     def flat(self) -> dict[str, Any]:
-        """The configuration with dotted keys (computed on first use)."""
-        return flatten(self.config or {})
+        """The configuration with dotted keys (computed on first use) and ``DATA_KEY``, where
+        summary.json records the data the job trained on."""
+        digest = (self.summary or {}).get(DATA_KEY)
+        return {**flatten(self.config or {}), **({DATA_KEY: str(digest)[:12]} if digest else {})}
+
+    @property
+    def build(self) -> str | None:
+        """The fedmoo build that wrote summary.json: ``0.1.0 (git 1a2b3c4d5e6f)``, the version
+        alone where it records no commit, None where it records no version."""
+        v = (self.summary or {}).get("versions")
+        if not isinstance(v, dict) or "fedmoo" not in v:
+            return None
+        return str(v["fedmoo"]) + (f" (git {str(v['fedmoo_git'])[:12]})"
+                                   if v.get("fedmoo_git") else "")
 
     def identity(self) -> dict[str, Any]:
         """The flattened configuration that determines the job's results, seed excluded, with
@@ -211,6 +229,7 @@ def find_jobs(dirs: list[str | Path]) -> list[Job]:
                             "below it)")
         jobs += [load_job(p) for p in found]
     fill_defaults(jobs)
+    compare_data_and_builds(jobs)
     return jobs
 
 
@@ -235,6 +254,37 @@ def fill_defaults(jobs: list[Job]) -> None:
                 v = defaults.default(k, j.flat)
                 if v is not defaults.MISSING:
                     j.filled[k] = v
+
+
+def _key(identity: dict[str, Any]) -> str:
+    return json.dumps(identity, sort_keys=True, default=str)
+
+
+def compare_data_and_builds(jobs: list[Job]) -> None:
+    """A job that records no data digest (written before fedmoo recorded one, or killed before
+    summary.json) takes that of its configuration's other jobs when they agree on one, so it
+    splits nothing by itself. Then one warning line for the configurations their data split
+    (reported apart) and one for those whose seeds different fedmoo builds computed (averaged
+    together: a commit may change numerics, the version string does not)."""
+    by: dict[str, list[Job]] = {}
+    for j in (j for j in jobs if j.config is not None):
+        by.setdefault(_key({k: v for k, v in j.identity().items() if k != DATA_KEY}), []).append(j)
+    split = 0
+    for same in by.values():
+        digests = {j.flat[DATA_KEY] for j in same if DATA_KEY in j.flat}
+        split += len(digests) > 1
+        for j in same if len(digests) == 1 else []:
+            j.filled.setdefault(DATA_KEY, *digests)
+    if split:
+        log.warning("%d configuration(s) split by %s: their jobs were trained on different data "
+                    "(another data_dir or changed dataset files; none recorded by older jobs), "
+                    "so each is reported apart", split, DATA_KEY)
+    builds = [sorted({j.build for j in g.jobs if j.build}) for g in group_jobs(jobs)]
+    mixed = [b for b in builds if len(b) > 1]
+    if mixed:
+        log.warning("%d configuration(s) average seeds computed by different fedmoo builds (%s): "
+                    "numerics may differ between builds; rerun them with one build to compare "
+                    "like with like", len(mixed), ", ".join(mixed[0]))
 
 
 def counts(job: Job, include_failed: bool = False) -> bool:
@@ -302,8 +352,7 @@ def group_jobs(jobs: list[Job]) -> list[Group]:
     by_config: dict[str, list[Job]] = {}
     for j in jobs:
         if j.config is not None:
-            key = json.dumps(j.identity(), sort_keys=True, default=str)
-            by_config.setdefault(key, []).append(j)
+            by_config.setdefault(_key(j.identity()), []).append(j)
     groups = []
     for members in by_config.values():
         by_seed: dict[str, list[Job]] = {}

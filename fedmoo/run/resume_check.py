@@ -4,8 +4,9 @@ A checkpoint is checked whole against the run's own live state before anything i
 its fields (no missing, no unknown one), the data it was trained on (``FederatedData.digest``),
 the algorithm state's fields and each tensor's dtype and shape (the run's ``algo.init`` state is
 the template), the RNG states (the structure of this process's own), the round (the state's,
-within the run's rounds) and the rows (exactly the rounds the run evaluates up to it). The first
-thing that does not fit is named in one line (a UserError); nothing is restored from a
+within the run's rounds) and the rows (exactly the rounds the run evaluates up to it, each with
+the columns of the row before it and numbers only: they go to rounds.csv as they are). The
+first thing that does not fit is named in one line (a UserError); nothing is restored from a
 checkpoint that does not fit. The configuration itself is compared by RunDir (config_diff).
 """
 
@@ -133,14 +134,33 @@ def _fits(value: Any, ref: Any, where: str, strict: bool) -> None:
 
 
 def _check_rows(rows: Any, rnd: int, rounds: int, eval_every: int) -> None:
-    """One row per round the run evaluates up to ``rnd``, in order."""
+    """One row per round the run evaluates up to ``rnd``, in order, each fit for rounds.csv
+    (``_check_row``): the rows are written there as they are."""
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise Misfit("rows is not a list of rounds.csv rows")
+    for i, row in enumerate(rows):
+        _check_row(row, rows[i - 1] if i else {}, i + 1)
     have = [r.get("round") for r in rows]
     want = [t for t in range(1, rnd + 1) if t % eval_every == 0 or t == rounds]
     if have != want:
         raise Misfit(f"its rows are of rounds {_span(have)} where round {rnd} with "
                      f"eval_every={eval_every} has rows of rounds {_span(want)}")
+
+
+def _check_row(row: dict, before: dict, n: int) -> None:
+    """Row ``n``: an integer round, every column an earlier row has, names that are one line of
+    text, and numbers that are finite or NaN (a metric without a value, written ``nan``)."""
+    where = f"its row {n}"
+    lost = [k for k in before if k not in row]
+    if lost:
+        raise Misfit(f"{where} has no column {lost[0]!r}, which row {n - 1} has")
+    for k, v in row.items():
+        if not isinstance(k, str) or not k.isprintable() or not k.strip():
+            raise Misfit(f"{where} has a column named {k!r:.60}")
+        number = isinstance(v, int) if k == "round" else isinstance(v, (int, float))
+        if isinstance(v, bool) or not number or math.isinf(v):
+            kind = "an integer" if k == "round" else "a finite number or NaN"
+            raise Misfit(f"{where} holds {v!r:.60} in column {k!r}, not {kind}")
 
 
 def _span(rounds: list) -> str:

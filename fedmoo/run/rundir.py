@@ -163,6 +163,7 @@ class RunDir:
             "message": message,
             "rounds_completed": int(state.round),
             "resumed_from": self.resumed_from,
+            "data_digest": self.data_digest,   # the reports never average runs on other data
             "final": final,
             "wall_time_s": wall,
             **self.info,

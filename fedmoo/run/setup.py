@@ -5,9 +5,12 @@ Every builder turns a mistake in the config into a one-line UserError that names
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import platform
+import re
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,8 +70,25 @@ class Parts:
             "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
             else platform.processor() or platform.machine(),
             "versions": {"fedmoo": fedmoo.__version__, "torch": torch.__version__,
-                         "numpy": np.__version__, "python": platform.python_version()},
+                         "numpy": np.__version__, "python": platform.python_version(),
+                         **({"fedmoo_git": git_commit()} if git_commit() else {})},
         }
+
+
+@functools.cache
+def git_commit(root: Path = Path(fedmoo.__file__).resolve().parent.parent) -> str | None:
+    """HEAD of the git checkout fedmoo is imported from; None for an installed copy, or when git
+    is missing or refuses. The version string stays the same between commits whose numerics
+    differ, so the reports tell builds apart by this. Only a checkout whose top is the package's
+    parent is asked: a repository that merely holds an installed copy is not fedmoo's."""
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out if re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", out) else None
 
 
 def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | None,

@@ -151,3 +151,18 @@ def test_user_cache_dir_follows_xdg_and_home(monkeypatch, tmp_path):
     assert cache.cache_dirs(tmp_path) == [tmp_path / ".fedmoo_cache",
                                           tmp_path / "home" / ".cache" / "fedmoo"]
     assert os.environ.get("FEDMOO_CACHE") is None
+
+
+def test_a_file_rewritten_with_its_size_and_mtime_rebuilds_the_entry(tmp_path, raw):
+    """``cp -p`` / ``rsync -a`` / an archive with fixed timestamps: same size and mtime, other
+    bytes; the entry is keyed on the content."""
+    build = Builder()
+    _load(tmp_path / "data", raw, build)
+    st = raw.stat()
+    raw.write_text("RAW")
+    os.utime(raw, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert raw.stat().st_size == st.st_size and raw.stat().st_mtime_ns == st.st_mtime_ns
+    _load(tmp_path / "data", raw, build)
+    assert build.calls == 2
+    _load(tmp_path / "data", raw, build)
+    assert build.calls == 2

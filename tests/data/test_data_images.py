@@ -49,6 +49,9 @@ def test_celeba_attribute_target_split_and_identity(tmp_path):
     assert src.is_test.tolist() == [False, True, False]
     assert src.owner.tolist() == [1, 0, 1] and src.client_names == ["7", "2880"]
     assert float(src.x[1].mean()) == pytest.approx(100 / 255, abs=0.02)
+    _png(tmp_path / "celeba" / "img_align_celeba" / "000003.jpg", 200, (178, 218), "JPEG")
+    src = source("celeba", tmp_path, size=16)                  # an image is part of the key
+    assert float(src.x[1].mean()) == pytest.approx(200 / 255, abs=0.02)
     multi = source("celeba", tmp_path, target="all", size=8, keep_valid=True)
     assert tuple(multi.y.shape) == (4, 40) and multi.task == "multitask"
     assert multi.y[0, :2].tolist() == [0, 1]
@@ -87,6 +90,8 @@ def test_tinyimagenet_layout_with_val_annotations(tmp_path):
     src = source("tinyimagenet", tmp_path, download=False)
     assert tuple(src.x.shape) == (3, 3, 64, 64) and src.num_classes == 2
     assert src.y.tolist() == [0, 1, 1] and src.is_test.tolist() == [False, False, True]
+    (root / "val" / "val_annotations.txt").write_text("val_0.JPEG\tn01443537\t0\t10\t62\t60\n")
+    assert source("tinyimagenet", tmp_path, download=False).y.tolist() == [0, 1, 0]   # relabelled
 
 
 def test_digits_real_offline_with_stratified_test_split():

@@ -4,6 +4,7 @@ data, its state's fields and shapes, RNG states, round and rows) before anything
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ from fedmoo import engine as fengine
 from fedmoo.errors import UserError
 from fedmoo.run import checkpoint
 from fedmoo.run.loop import run
+from fedmoo.run.setup import git_commit
 from tests.conftest import ROOT, small_cfg
 from tests.data.conftest import write_mnist_family
 from tests.inprocess import run_main
@@ -62,22 +64,43 @@ def _mnist_dirs(tmp_path):
     return a, b
 
 
+def _mnist_cfg():
+    return dict(small_cfg(rounds=6, checkpoint_every=2, num_clients=3, clients_per_round=2,
+                          data={"name": "mnist", "input_shape": [1, 28, 28], "num_classes": 10,
+                                "normalize": "unit", "download": False},
+                          partition={"name": "iid", "seed": 0}), resume=True)
+
+
 def test_resume_on_other_data_is_refused_and_on_the_same_data_is_exact(tmp_path, monkeypatch):
     a, b = _mnist_dirs(tmp_path)
-    cfg = small_cfg(rounds=6, checkpoint_every=2, num_clients=3, clients_per_round=2,
-                    data={"name": "mnist", "input_shape": [1, 28, 28], "num_classes": 10,
-                          "normalize": "unit", "download": False},
-                    partition={"name": "iid", "seed": 0})
-    cfg["resume"] = True
+    cfg = _mnist_cfg()
     full = run(dict(cfg, data_dir=str(a)), tmp_path / "full")
     _cut(dict(cfg, data_dir=str(a)), tmp_path / "cut", monkeypatch)
     with pytest.raises(UserError, match="trained on other data .* resume=false"):
         run(dict(cfg, data_dir=str(b)), tmp_path / "cut")
-    assert checkpoint.load(tmp_path / "cut", torch.device("cpu"))["round"] == 4
+    ckpt = checkpoint.load(tmp_path / "cut", torch.device("cpu"))
+    assert ckpt["round"] == 4
     res = run(dict(cfg, data_dir=str(a)), tmp_path / "cut")   # the data it was trained on
     assert res.resumed_from == 4 and res.status == "completed"
+    summary = json.loads((tmp_path / "cut" / "summary.json").read_text())
+    assert summary["data_digest"] == ckpt["data"] and len(ckpt["data"]) == 64  # for the reports
+    assert summary["versions"].get("fedmoo_git") == git_commit()
     assert rows_without_time(tmp_path / "cut" / "rounds.csv") == \
         rows_without_time(full.run_dir / "rounds.csv")
+
+
+def test_data_rewritten_in_place_with_its_mtime_is_other_data(tmp_path, monkeypatch):
+    """``cp -p`` of relabelled files over the run's own: same path, size and mtime, so only the
+    data cache's content key lets the resume see other data."""
+    a, b = _mnist_dirs(tmp_path)
+    cfg = dict(_mnist_cfg(), data_dir=str(a))
+    _cut(cfg, tmp_path / "cut", monkeypatch)
+    labels = a / "MNIST" / "raw" / "train-labels-idx1-ubyte"
+    st = labels.stat()
+    labels.write_bytes((b / "MNIST" / "raw" / labels.name).read_bytes())
+    os.utime(labels, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(UserError, match="trained on other data"):
+        run(cfg, tmp_path / "cut")
 
 
 def _damage(ckpt: dict, how: str) -> None:
@@ -114,6 +137,16 @@ def _damage(ckpt: dict, how: str) -> None:
         ckpt["elapsed_s"] = -1.0
     elif how == "old-format":
         ckpt["format"] = 1
+    elif how == "text-in-row":      # would be written to rounds.csv as it is
+        ckpt["rows"][1]["test/acc_mean"] = "81.2\n5,junk"
+    elif how == "inf-in-row":
+        ckpt["rows"][2]["train/loss_mean"] = float("inf")
+    elif how == "float-round":
+        ckpt["rows"][0]["round"] = 1.0
+    elif how == "lost-column":
+        del ckpt["rows"][3]["test/acc_std"]
+    elif how == "odd-column":
+        ckpt["rows"][0]["a\nb"] = 1.0
 
 
 DAMAGE = [
@@ -132,6 +165,11 @@ DAMAGE = [
     ("round-past-end", r"round 99 is not a round of this run \(0..6\)"),
     ("negative-elapsed", "elapsed_s=-1.0"),
     ("old-format", "another fedmoo version .format 1; this one reads format 2"),
+    ("text-in-row", r"row 2 holds '81.2\\n5,junk' in column 'test/acc_mean', not a finite number"),
+    ("inf-in-row", "row 3 holds inf in column 'train/loss_mean', not a finite number or NaN"),
+    ("float-round", "row 1 holds 1.0 in column 'round', not an integer"),
+    ("lost-column", "row 4 has no column 'test/acc_std', which row 3 has"),
+    ("odd-column", r"row 1 has a column named 'a\\nb'"),
 ]
 
 

@@ -159,3 +159,62 @@ def test_a_trackers_copy_of_summary_json_inside_a_run_is_not_a_job(tmp_path):
     copy.mkdir(parents=True)
     shutil.copy(tmp_path / "a" / "summary.json", copy / "summary.json")
     assert [j.path for j in find_jobs([tmp_path])] == [tmp_path / "a"]
+
+
+def _on(data_dir, digest, seed, acc, **summary):
+    """A digits job of data_dir (not a result key) whose summary.json records ``digest``."""
+    cfg = {**_digits(3, seed), "data_dir": data_dir}
+    return cfg, {"test/acc_mean": acc}, {**({"data_digest": digest} if digest else {}), **summary}
+
+
+def test_runs_on_other_data_are_apart_and_older_jobs_join_theirs(tmp_path, capsys):
+    from fedmoo.api import load
+    from fedmoo.report.pareto import points
+
+    for name, (cfg, final, summary) in {"a0": _on("/a", "a" * 64, 0, 80.0),
+                                         "a1": _on("/a", "a" * 64, 1, 82.0),
+                                         "b0": _on("/b", "b" * 64, 0, 20.0)}.items():
+        _job(tmp_path / "split", name, ["data=digits"], cfg["seed"], final, config=cfg,
+             summary=summary)
+    rc, out, err = _table(capsys, str(tmp_path / "split"), "--metric", "test/acc_mean")
+    assert rc == 0 and "| data_digest=aaaaaaaaaaaa | 81.00 ± 1.00 | 2 |" in out
+    assert "| data_digest=bbbbbbbbbbbb | 20.00 | 1 |" in out
+    assert err == ("fedmoo: 1 configuration(s) split by data_digest: their jobs were trained on "
+                   "different data (another data_dir or changed dataset files; none recorded by "
+                   "older jobs), so each is reported apart\n")
+    assert sorted(load(tmp_path / "split")["data_digest"]) == ["a" * 12] * 2 + ["b" * 12]
+    assert [p["n"] for p in points([str(tmp_path / "split")], "test/acc_mean", "test/acc_mean")
+            ] == [2, 1]
+    capsys.readouterr()
+    for name, (cfg, final, summary) in {"new": _on("/a", "a" * 64, 0, 80.0),
+                                         "old": _on("/b", None, 1, 82.0)}.items():
+        _job(tmp_path / "older", name, ["data=digits"], cfg["seed"], final, config=cfg,
+             summary=summary)
+    rc, out, err = _table(capsys, str(tmp_path / "older"), "--metric", "test/acc_mean")
+    assert rc == 0 and "| all | 81.00 ± 1.00 | 2 |" in out and err == ""
+
+
+def test_seeds_of_different_builds_are_averaged_with_one_warning(tmp_path, capsys):
+    for seed, commit in ((0, "1" * 40), (1, "2" * 40), (2, "2" * 40)):
+        _job(tmp_path, str(seed), ["algo=fedavg"], seed, {"test/acc_mean": 80.0 + seed},
+             summary={"versions": {"fedmoo": "0.1.0", "fedmoo_git": commit}})
+    rc, out, err = _table(capsys, str(tmp_path), "--metric", "test/acc_mean")
+    assert rc == 0 and "| all | 81.00 ± 0.82 | 3 |" in out
+    assert err == ("fedmoo: 1 configuration(s) average seeds computed by different fedmoo builds "
+                   "(0.1.0 (git 111111111111), 0.1.0 (git 222222222222)): numerics may differ "
+                   "between builds; rerun them with one build to compare like with like\n")
+
+
+def test_the_build_commit_is_read_from_fedmoo_s_own_checkout_only(tmp_path):
+    import subprocess
+
+    from fedmoo.run.setup import git_commit
+    from tests.conftest import ROOT
+
+    assert git_commit(tmp_path) is None                      # an installed copy: no .git
+    (tmp_path / ".git").write_text("gitdir: /nowhere\n")    # a broken checkout: never fails
+    assert git_commit(tmp_path) is None
+    if (ROOT / ".git").exists():
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], text=True,
+                              capture_output=True).stdout.strip()
+        assert git_commit(ROOT) == head
