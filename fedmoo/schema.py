@@ -47,6 +47,28 @@ class Client:
     momentum: float = knob(0.0, "SGD momentum, in [0, 1)", lo=0.0, hi=1.0, hi_open=True)
     weight_decay: float = knob(0.0, "L2 penalty of local SGD", lo=0.0)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_made", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A made record is not changed (engines and rows share it); not ``frozen=True``,
+        which would make Hydra's ``client`` node read-only to overrides."""
+        if getattr(self, "_made", False):
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_config(cls, section: dict[str, Any]) -> Client:
+        """The record a run's engine trains with: a ``client`` section checked as a run's is
+        (a key that is no setting, a value out of range: a UserError naming it), a key it
+        lacks at its declared default, each value of its declared type (``lr: 1`` is 1.0).
+        ``description`` (a config group's one-line help) is not a setting."""
+        given = {k: v for k, v in section.items() if k != "description"}
+        check_knobs({"client": given})
+        kinds = {k.leaf: k.type for k in of(cls, "client.")}
+        return cls(**{k: v if v is None or kinds[k] not in (float, int) else kinds[k](v)
+                      for k, v in given.items()})
+
 
 @dataclass
 class EngineOptions:

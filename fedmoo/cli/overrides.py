@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 
 from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options, with_plugins
-from fedmoo.cli.setups import check_preset_override
 
 
 def check_overrides(args: list[str]) -> str | None:
@@ -21,8 +20,6 @@ def check_overrides(args: list[str]) -> str | None:
     for i, arg in enumerate(args):
         if i and args[i - 1] in VALUED:      # the value of --cfg job, -p package, ...
             continue
-        if preset := check_preset_override(arg):      # the removed partition_preset group
-            return preset
         if not arg.startswith("-") and "=" not in arg:
             return bare_word(arg, args[i - 1] if i else "")
         if arg.startswith("-") or "=" not in arg:

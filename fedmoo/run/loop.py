@@ -253,11 +253,6 @@ class Session:
         self._round = (t, rs, ids, _rng_state(parts.device))
         return Member(parts.engine, ids.to(parts.device), state.w, spec, rs)
 
-    def end(self, t: int, trained) -> None:
-        """Round ``t`` after local training: attack, server update, evaluation, record."""
-        self.update(t, trained)
-        self.record(t)
-
     def wants_eval(self) -> dict[str, tuple] | None:
         """After ``update``: what this round's evaluation measures, so a group can evaluate its
         runs together: ``{"ev": (split, model, None), "improved": ("train", new global model,

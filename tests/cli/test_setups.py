@@ -87,11 +87,8 @@ def test_a_named_setup_picks_its_data_partition_and_numbers(name):
     assert compose([f"setup={name}", "rounds=7"])["rounds"] == 7     # the command line wins
 
 
-def test_setups_on_disk_and_the_former_pairs_agree():
+def test_setups_on_disk():
     assert sorted(group_options("setup")) == sorted(SETUPS)
-    for (data, partition), name in setups.FORMER_PRESETS.items():
-        assert SETUPS[name][:2] == (data, partition)
-    assert len(setups.FORMER_PRESETS) == 7      # the partition_preset files there were
 
 
 def test_the_line_naming_the_setup():
@@ -99,26 +96,9 @@ def test_the_line_naming_the_setup():
     assert about.startswith("AdaFed CIFAR-10 setup 2: 10 clients, Dirichlet 0.5")
     assert setups.applied({"setup": "adafed_cifar10_dirichlet", "data": "cifar10",
                            "partition": "dirichlet"}) == f"setup: adafed_cifar10_dirichlet ({about})"
-    assert setups.applied({"setup": None, "data": "cifar10", "partition": "dirichlet"}) == (
-        "data=cifar10 partition=dirichlet no longer applies a paper's setup; add "
-        f"setup=adafed_cifar10_dirichlet for it ({about})")
+    assert setups.applied({"setup": None, "data": "cifar10", "partition": "dirichlet"}) is None
     assert setups.applied({"setup": None, "data": "cifar10", "partition": "iid"}) is None
     assert setups.applied({"setup": None, "data": "synthetic", "partition": "natural"}) is None
-
-
-@pytest.mark.parametrize("arg,want", [
-    ("partition_preset=cifar10_dirichlet", "partition_preset=cifar10_dirichlet: partition_preset "
-     "is gone; paper setups are named with setup=: use setup=adafed_cifar10_dirichlet"),
-    ("+partition_preset=mine", "+partition_preset=mine: partition_preset is gone; paper setups "
-     "are named with setup=: use setup=NAME (`fedmoo list setup`)"),
-    ("~partition_preset", "~partition_preset: partition_preset is gone and a partition applies "
-     "no paper setup any more; remove it"),
-])
-def test_a_partition_preset_override_names_setup(tmp_path, arg, want):
-    for command in ("run", "describe", "prepare"):
-        r = run_main([command, "data=cifar10", arg], tmp_path)
-        assert (r.returncode, r.stderr) == (2, f"fedmoo: error: {want}\n"), command
-    assert not any(tmp_path.iterdir())
 
 
 def test_unknown_setup_is_refused(tmp_path):
@@ -159,9 +139,7 @@ def test_run_names_the_setup_it_applied(tmp_path):
     r = run_main(["run", "data=fmnist", "partition=one_class_per_client", "num_clients=10",
                   *tiny, "hydra.run.dir=pair"], tmp_path)
     assert r.returncode == 0, r.stderr
-    assert _setup_lines(r.stderr) == [
-        "fedmoo: data=fmnist partition=one_class_per_client no longer applies a paper's setup; "
-        f"add setup=fedfv_fmnist_one_class_per_client for it ({about})"]
+    assert _setup_lines(r.stderr) == []          # a data + partition pair applies no setup
 
     r = run_main(["run", "data=fmnist", "partition=iid", "num_clients=10", *tiny,
                   "hydra.run.dir=plain"], tmp_path)
@@ -175,7 +153,6 @@ def test_every_experiment_names_only_setups_that_exist():
         for entry in yaml.safe_load(path.read_text()).get("defaults", []):
             if isinstance(entry, dict) and "override /setup" in entry:
                 assert entry["override /setup"] in names, path
-    assert not (CONF_DIR / "partition_preset").exists()
 
 
 def test_announce_says_a_line_once_per_sweep(caplog, tmp_path):
@@ -189,5 +166,4 @@ def test_announce_says_a_line_once_per_sweep(caplog, tmp_path):
         setups.announce(choices, tmp_path / "a")
         setups.announce(choices, tmp_path / "b")
         setups.announce({"setup": None, "data": "mnist", "partition": "shards"}, tmp_path / "a")
-    assert [r.levelname for r in caplog.records] == ["INFO", "INFO", "INFO", "DEBUG", "INFO",
-                                                     "WARNING"]
+    assert [r.levelname for r in caplog.records] == ["INFO", "INFO", "INFO", "DEBUG", "INFO"]
