@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fedmoo import schema
+from fedmoo.config import schema
 from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
 

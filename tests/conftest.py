@@ -99,8 +99,8 @@ def cli(tmp_path):
 
 def small_cfg(**overrides) -> dict:
     """A resolved config for ``fedmoo.run.loop.run`` without Hydra: tiny synthetic federation
-    (the knobs it does not set have their declared defaults, fedmoo.schema)."""
-    from fedmoo.schema import fill
+    (the knobs it does not set have their declared defaults, fedmoo.config.schema)."""
+    from fedmoo.config.schema import fill
 
     cfg = {
         "seed": 0, "rounds": 3, "num_clients": 6, "clients_per_round": 3, "eval_every": 1,
@@ -129,7 +129,7 @@ def declare_impl(monkeypatch, group: str, slug: str, impl, params=None, **defaul
     that slug with ``params`` (default: the one it has, else no knobs) and ``defaults``."""
     import dataclasses
 
-    from fedmoo import hparams
+    from fedmoo.config import hparams
 
     found = hparams.declared(group, slug)
     if params is None:

@@ -1,4 +1,5 @@
-"""fedmoo.hparams: what a declaration may be (the mistakes of a plugin's author stop at import)."""
+"""fedmoo.config.hparams: what a declaration may be (the mistakes of a plugin's author stop at
+import)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from fedmoo import hparams
-from fedmoo.hparams.partition import Partition
-from fedmoo.knobs import knob
+from fedmoo.config import hparams
+from fedmoo.config.hparams.partition import Partition
+from fedmoo.config.knobs import knob
 
 
 @dataclass
@@ -25,9 +26,9 @@ def undeclare():
 
 
 def test_a_partition_or_attack_must_extend_the_keys_every_one_has(undeclare):
-    with pytest.raises(TypeError, match="does not extend fedmoo.hparams.partition.Partition"):
+    with pytest.raises(TypeError, match="does not extend fedmoo.config.hparams.partition.Partition"):
         hparams.declare("partition", "halves", Halves, dict)
-    with pytest.raises(TypeError, match="does not extend fedmoo.hparams.attack.Common"):
+    with pytest.raises(TypeError, match="does not extend fedmoo.config.hparams.attack.Common"):
         hparams.declare("attack", "halves", Halves, dict)
 
     @dataclass

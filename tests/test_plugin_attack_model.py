@@ -14,9 +14,9 @@ SMALL = ["progress=false", "num_clients=6", "clients_per_round=3", "data.max_sam
 HPARAMS = '''
 from dataclasses import dataclass
 
-from fedmoo.hparams import declare
-from fedmoo.hparams.attack import Common
-from fedmoo.knobs import knob
+from fedmoo.config.hparams import declare
+from fedmoo.config.hparams.attack import Common
+from fedmoo.config.knobs import knob
 
 
 @dataclass

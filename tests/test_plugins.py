@@ -83,7 +83,7 @@ def test_an_undeclared_package_is_not_a_plugin(name, tmp_path):
 
 
 def test_the_marker_file_declares_a_package(monkeypatch, tmp_path):
-    from fedmoo import plugins
+    from fedmoo.config import plugins
     from fedmoo.errors import UserError
 
     pkg = tmp_path / "ownproj"
@@ -103,7 +103,7 @@ def _quiet_plugin(root):
     (pkg / "fedmoo-plugin").write_text("")
     (pkg / "hparams.py").write_text(
         "from dataclasses import dataclass\n\n"
-        "from fedmoo.hparams import declare\nfrom fedmoo.knobs import knob\n\n\n"
+        "from fedmoo.config.hparams import declare\nfrom fedmoo.config.knobs import knob\n\n\n"
         "@dataclass\nclass Quiet:\n"
         "    eta: float = knob(1.0, 'server step', lo=0.0, lo_open=True)\n\n\n"
         "declare('algo', 'quiet', Quiet, 'quietproj.quiet:Quiet', 'Quiet: FedAvg, uniform')\n")
@@ -174,7 +174,7 @@ def test_a_plugin_that_exits_is_named_and_refused(where, cli):
     pkg.mkdir()
     (pkg / "fedmoo-plugin").write_text("")
     (pkg / "hparams.py").write_text(   # declares an algorithm its package implements
-        "from fedmoo.hparams import declare\nfrom fedmoo.hparams.algo import FedAvg\n\n"
+        "from fedmoo.config.hparams import declare\nfrom fedmoo.config.hparams.algo import FedAvg\n\n"
         "declare('algo', 'exitavg', FedAvg, 'exitproj:ExitAvg', 'exits')\n")
     (pkg / "__init__.py").write_text("")
     (pkg / where).write_text("import sys\nsys.exit(0)\n")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedmoo import hparams, knobs, schema
+from fedmoo.config import hparams, knobs, schema
 from fedmoo.errors import UserError
 from tests.conftest import ROOT, run_cli, small_cfg
 

@@ -1,11 +1,11 @@
-"""Server rules. Each is declared once, in ``fedmoo.hparams.algo`` (a plugin's in its
+"""Server rules. Each is declared once, in ``fedmoo.config.hparams.algo`` (a plugin's in its
 ``hparams.py``): its slug, description, hyperparameters and the class that implements it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fedmoo import hparams
+from fedmoo.config import hparams
 from fedmoo.algorithms.base import Algorithm
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from fedmoo.algorithms.base import Algorithm
-from fedmoo.hparams import algo as declared
+from fedmoo.config.hparams import algo as declared
 from fedmoo.moo.gram import combine, gram, normalizer
 from fedmoo.moo.gram_schmidt import adafed_coefficients
 from fedmoo.state import ClientSpec

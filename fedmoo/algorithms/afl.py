@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms.base import Algorithm
-from fedmoo.hparams import algo as declared
+from fedmoo.config.hparams import algo as declared
 from fedmoo.errors import UserError
 from fedmoo.moo.gram import combine
 from fedmoo.moo.simplex import project_simplex

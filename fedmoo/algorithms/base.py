@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from fedmoo import hparams as declarations
+from fedmoo.config import hparams as declarations
 from fedmoo.moo.descent import common_descent, move_norm, update_norms
 from fedmoo.state import ClientSpec, Cohort, GradientProbe, ServerState
 
@@ -16,7 +16,7 @@ from fedmoo.state import ClientSpec, Cohort, GradientProbe, ServerState
 class Algorithm:
     """A federated server rule.
 
-    Each rule is declared in ``fedmoo.hparams.algo`` (a plugin's: ``<package>/hparams.py``):
+    Each rule is declared in ``fedmoo.config.hparams.algo`` (a plugin's: ``<package>/hparams.py``):
     its slug (used in the CLI, YAML and CSV), description and hyperparameters. The constructor
     takes them as keywords, checks them there and fills in the declared defaults; ``name`` is
     the slug it was built under (a preset of the same class has its own: ``fedmgda_plus``),

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms.base import Algorithm
-from fedmoo.hparams import algo as declared
+from fedmoo.config.hparams import algo as declared
 from fedmoo.moo.gram import combine
 from fedmoo.state import ClientSpec, ServerState
 

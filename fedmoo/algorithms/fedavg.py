@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fedmoo.algorithms.base import Algorithm, mixing_weights
-from fedmoo.hparams import algo as declared
+from fedmoo.config.hparams import algo as declared
 
 
 class FedAvg(Algorithm):

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.algorithms.base import Algorithm
-from fedmoo.hparams import algo as declared
+from fedmoo.config.hparams import algo as declared
 from fedmoo.moo.conflict import project_conflicts, remove_conflict, row_dots
 from fedmoo.moo.gram import TINY, combine, gram
 from fedmoo.state import ServerState

@@ -13,7 +13,7 @@ from fedmoo.algorithms.base import (
     Algorithm,
     mixing_weights,
 )
-from fedmoo.hparams import algo as declared
+from fedmoo.config.hparams import algo as declared
 from fedmoo.moo.gram import combine, gram, normalizer
 from fedmoo.moo.minnorm import min_norm_weights
 from fedmoo.state import ClientSpec

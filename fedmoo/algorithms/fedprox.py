@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fedmoo.algorithms.fedavg import FedAvg
-from fedmoo.hparams import algo as declared
+from fedmoo.config.hparams import algo as declared
 from fedmoo.state import ClientSpec
 
 

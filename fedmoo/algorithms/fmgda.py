@@ -18,7 +18,7 @@ from fedmoo.algorithms.base import (
     Algorithm,
     mixing_weights,
 )
-from fedmoo.hparams import algo as declared
+from fedmoo.config.hparams import algo as declared
 from fedmoo.moo.tasks import min_norm_tasks, task_average
 from fedmoo.state import ClientSpec, GradientProbe, ServerState, TaskTraining
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from fedmoo.algorithms.base import Algorithm
-from fedmoo.hparams import algo as declared
+from fedmoo.config.hparams import algo as declared
 from fedmoo.moo.gram import combine, sq_norms
 from fedmoo.state import ClientSpec
 

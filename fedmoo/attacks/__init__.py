@@ -3,14 +3,14 @@
 Attacks act on the Cohort (or on the attacker's data/objective), never inside algorithm code:
 ``forced_clients`` (the sampler), ``client_spec(spec, ids)`` (before local training) and
 ``apply(cohort, seed)`` (after it). One module per attack, each declared in
-``fedmoo.hparams.attack`` (a plugin's in its ``hparams.py``); docs/attacks.md.
+``fedmoo.config.hparams.attack`` (a plugin's in its ``hparams.py``); docs/attacks.md.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fedmoo import hparams
+from fedmoo.config import hparams
 from fedmoo.attacks.base import Attack
 
 

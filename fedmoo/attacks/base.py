@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from fedmoo import hparams as declarations
+from fedmoo.config import hparams as declarations
 from fedmoo.errors import UserError
 from fedmoo.state import ClientSpec, Cohort
 
@@ -24,14 +24,14 @@ class Attack:
     Every attack takes the common keys ``malicious`` (who attacks: client ids, one id, a
     fraction of the clients drawn with ``seed``, or client names), ``always_participate`` (the
     attackers join every round) and ``seed``, besides its own. They are declared, with their
-    defaults and help, in ``fedmoo.hparams.attack`` (a plugin's: ``<package>/hparams.py``) with
-    the attack's slug, description and class: the constructor takes them as keywords, checks
+    defaults and help, in ``fedmoo.config.hparams.attack`` (a plugin's: ``<package>/hparams.py``)
+    with the attack's slug, description and class: the constructor takes them as keywords, checks
     them there, fills in the declared defaults, and ``hp`` holds them as the declared dataclass
     (``SignFlip(scale=2.0).hp.scale``).
     """
 
     name: ClassVar[str] = ""
-    hp: Any          # the declared dataclass (extending fedmoo.hparams.attack.Common), filled
+    hp: Any          # the declared dataclass (extending hparams.attack.Common), filled
 
     def __init__(self, name: str | None = None, **hyperparameters: Any):
         self.name = name or type(self).name    # type: ignore[misc]
@@ -98,7 +98,7 @@ class Attack:
 def resolve_malicious(value: Any, num_clients: int, client_names: list[str] | None,
                       seed: int) -> list[int]:
     """Sorted attacker ids from ``attack.malicious`` (see ``Attack``), a value its declaration
-    allows (``fedmoo.hparams.attack.malicious_problem``)."""
+    allows (``fedmoo.config.hparams.attack.malicious_problem``)."""
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
         return _by_name(list(value), client_names)
     if isinstance(value, str):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fedmoo.attacks.base import Attack
-from fedmoo.hparams import attack as declared
+from fedmoo.config.hparams import attack as declared
 
 
 class Bias(Attack):

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from fedmoo.attacks.base import Attack
-from fedmoo.hparams import attack as declared
+from fedmoo.config.hparams import attack as declared
 
 
 class Gaussian(Attack):

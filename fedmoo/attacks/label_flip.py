@@ -12,7 +12,7 @@ import torch
 
 from fedmoo.attacks.base import Attack
 from fedmoo.errors import UserError
-from fedmoo.hparams import attack as declared
+from fedmoo.config.hparams import attack as declared
 
 class LabelFlip(Attack):
     """The attacker's labels go through a permutation pi of the C classes before training.

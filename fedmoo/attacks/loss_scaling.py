@@ -7,7 +7,7 @@ import dataclasses
 import torch
 
 from fedmoo.attacks.base import Attack
-from fedmoo.hparams import attack as declared
+from fedmoo.config.hparams import attack as declared
 
 
 class LossScaling(Attack):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from fedmoo.attacks.base import Attack
-from fedmoo.hparams import attack as declared
+from fedmoo.config.hparams import attack as declared
 
 
 class NoAttack(Attack):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fedmoo.attacks.base import Attack
 from fedmoo.attacks.rows import scale_rows
-from fedmoo.hparams import attack as declared
+from fedmoo.config.hparams import attack as declared
 
 
 class SignFlip(Attack):

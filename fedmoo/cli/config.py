@@ -23,7 +23,7 @@ def compose(overrides: list[str] | tuple[str, ...] = (), resolve: bool = True) -
             cfg = hydra_compose(config_name="config", overrides=with_plugins(list(overrides)))
         return OmegaConf.to_container(cfg, resolve=resolve)
     except (HydraException, OmegaConfBaseException) as e:
-        from fedmoo import schema
+        from fedmoo.config import schema
 
         raise UserError(schema.type_refusal(e)
                         or f"invalid configuration: {str(e).splitlines()[0]}") from None

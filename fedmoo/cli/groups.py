@@ -11,10 +11,10 @@ GROUPS = ("algo", "data", "partition", "setup", "model", "client", "attack", "ex
 
 def group_options(group: str, folders: list[Path] | tuple[()] = ()) -> dict[str, str]:
     """Options of a config group with their descriptions: the components declared in it
-    (fedmoo.hparams: their description), then the YAML options (nested folders give
+    (fedmoo.config.hparams: their description), then the YAML options (nested folders give
     ``sub/name``; the file's first comment) of fedmoo's conf folder, the declared plugins' (marked
     ``[plugin X]``) and the config ``folders`` a command line adds."""
-    from fedmoo import hparams, plugins
+    from fedmoo.config import hparams, plugins
 
     out: dict[str, str] = {}
     if group in hparams.GROUPS:
@@ -36,7 +36,7 @@ def group_options(group: str, folders: list[Path] | tuple[()] = ()) -> dict[str,
 def with_plugins(args: list[str]) -> list[str]:
     """``args`` with the plugins' conf folders added to ``hydra.searchpath``, in one override
     (merged with those the command line gives, in their order)."""
-    from fedmoo import plugins
+    from fedmoo.config import plugins
 
     extra = plugins.search_path()
     out, given, n = [], [], 0

@@ -10,10 +10,10 @@ from fedmoo.report.checks import did_you_mean
 def option_text(group: str | None, option: str) -> str:
     """What ``fedmoo list GROUP OPTION`` prints: for a component's option (algo, attack, model,
     data, partition), each hyperparameter the option composes to, its default when the option
-    changes it, and its help (fedmoo.hparams); for the other groups, the option's file."""
-    from fedmoo import hparams, plugins
+    changes it, and its help (fedmoo.config.hparams); for the other groups, the option's file."""
+    from fedmoo.config import hparams, plugins
     from fedmoo.cli.config import compose
-    from fedmoo.knobs import show
+    from fedmoo.config.knobs import show
 
     if group is None:
         raise UserError("fedmoo list OPTION needs its group first: fedmoo list algo fedfv")

@@ -85,7 +85,7 @@ def top_level_keys(groups: tuple[str, ...]) -> set[str]:
     hydra."""
     from omegaconf import OmegaConf
 
-    from fedmoo import schema
+    from fedmoo.config import schema
 
     cfg = OmegaConf.load(CONF_DIR / "config.yaml")
     keys = schema.top_level_keys() | {k for k in cfg if k != "defaults"}
@@ -172,7 +172,7 @@ def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str
 
 def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...]) -> str:
     """One line for an error Hydra raised while composing the config or making the run dir."""
-    from fedmoo import schema
+    from fedmoo.config import schema
     from fedmoo.errors import UserError
 
     if isinstance(e.__cause__, UserError):   # a plugin Hydra instantiated checked its values

@@ -1,4 +1,5 @@
-"""The config of ``fedmoo run`` checked by ``fedmoo.schema.check`` before Hydra makes a directory.
+"""The config of ``fedmoo run`` checked by ``fedmoo.config.schema.check`` before Hydra makes a
+directory.
 
 In a single run the callbacks' ``on_run_start`` is called after the config is composed and
 before ``run_job`` creates the run directory (by fedmoo.cli.hydra_run, and by Hydra itself on
@@ -17,7 +18,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from fedmoo import schema
+from fedmoo.config import schema
 from fedmoo.errors import Refused, UserError
 
 

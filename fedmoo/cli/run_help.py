@@ -1,8 +1,8 @@
 """``fedmoo run --help``: fedmoo's own help (Hydra's generic one stays behind ``--hydra-help``).
 
 The groups and their options are read from the config tree each time (plain text), the run knobs
-from their declarations (``fedmoo.schema``; no Hydra or torch import), so the help cannot fall
-behind either.
+from their declarations (``fedmoo.config.schema``; no Hydra or torch import), so the help cannot
+fall behind either.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 import textwrap
 
-from fedmoo import schema
+from fedmoo.config import schema
 from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
-from fedmoo.knobs import show
+from fedmoo.config.knobs import show
 
 WIDTH = 100
 HELP_FLAGS = ("-h", "--help")
@@ -68,7 +68,7 @@ def _defaults() -> dict[str, str]:
 
 
 def run_knobs() -> list[tuple[str, str, str]]:
-    """(key, default, help) of every run knob, as fedmoo.schema declares them."""
+    """(key, default, help) of every run knob, as fedmoo.config.schema declares them."""
     return [(k.key, show(k.default), k.help) for k in (*schema.knobs(), *schema.engine_options())]
 
 

@@ -37,7 +37,7 @@ ALLOWED_TARGETS = (
 
 def target_allowed(target: str) -> bool:
     """On ALLOWED_TARGETS, or in a declared plugin's package (fedmoo.plugins)."""
-    from fedmoo import plugins
+    from fedmoo.config import plugins
 
     allowed = (*ALLOWED_TARGETS, *(f"{p}." for p in plugins.names()))
     return any(target == a or (a.endswith(".") and target.startswith(a)) for a in allowed)

@@ -12,13 +12,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedmoo import hparams
+from fedmoo.config import hparams
 from fedmoo.data import partition as _partition
 from fedmoo.data.checks import check_finite_samples, check_labels
 from fedmoo.data.federated import MULTITASK, ClientSplit, FederatedData, Source
 from fedmoo.errors import UserError
-from fedmoo.hparams.partition import Partition
-from fedmoo.hparams.data import DESCRIBED
+from fedmoo.config.hparams.partition import Partition
+from fedmoo.config.hparams.data import DESCRIBED
 
 # The keys every partition takes (fedmoo.data.federate reads them; the rest go to the partitioner)
 COMMON = tuple(f.name for f in dataclasses.fields(Partition))
@@ -86,8 +86,8 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
 
     ``num_clients=None`` (``num_clients: null``) means the dataset's own clients: with
     ``partition=natural`` as many as the source has owners; other partitions need a number.
-    ``part_cfg``'s keys are those the partition declares (fedmoo.hparams.partition), a missing
-    one at its declared default."""
+    ``part_cfg``'s keys are those the partition declares (fedmoo.config.hparams.partition), a
+    missing one at its declared default."""
     name = part_cfg.get("name")
     fn = hparams.component("partition", name)      # None for natural (the owners decide)
     hp = hparams.resolve("partition", name, {k: v for k, v in part_cfg.items() if k != "name"})

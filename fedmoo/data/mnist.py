@@ -27,7 +27,7 @@ from fedmoo.data.checks import check_labels, reason
 from fedmoo.data.download import CHUNK, Resource, ensure
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
-from fedmoo.hparams.data import EMNIST_NUM_CLASSES, FMNIST_SYSTEM_DIR
+from fedmoo.config.hparams.data import EMNIST_NUM_CLASSES, FMNIST_SYSTEM_DIR
 
 IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 MAX_IDX_BYTES = 1 << 30   # data of one IDX file (EMNIST byclass train images: 547 MB)

@@ -3,8 +3,8 @@
 A partitioner maps the labels of a sample pool to one index array per client. Partitions are
 seeded by ``partition.seed`` (separate from the training seed) and saved with the run. A
 partitioner's own keys are keyword-only, with no defaults: their defaults, types and ranges are
-declared once in fedmoo.hparams.partition (``fedmoo.data.federate`` resolves them), so the checks
-here are only those that need the labels or the number of clients.
+declared once in fedmoo.config.hparams.partition (``fedmoo.data.federate`` resolves them), so the
+checks here are only those that need the labels or the number of clients.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedmoo.errors import UserError
-from fedmoo.hparams.partition import FEMNIST_LETTERS, SPLITS
+from fedmoo.config.hparams.partition import FEMNIST_LETTERS, SPLITS
 
 
 
@@ -102,7 +102,7 @@ def femnist_skewed(labels: np.ndarray, num_clients: int, rng: np.random.Generato
     ``j < classes_per_client``; each class's shuffled samples are split evenly among its clients.
     Default classes 36..45 = lower-case a..j of the 62 FEMNIST / EMNIST-byclass classes."""
     cls = list(FEMNIST_LETTERS if classes is None else classes)
-    per = classes_per_client             # 1..len(cls): fedmoo.hparams.partition checks it
+    per = classes_per_client             # 1..len(cls): fedmoo.config.hparams.partition checks it
     owners: dict[int, list[int]] = {c: [] for c in range(len(cls))}
     for k in range(num_clients):
         for j in range(per):
@@ -144,7 +144,7 @@ def objective_indicator(tasks, tasks_per_client, num_clients: int, task_names: l
     ``tasks``: ``all`` (every client holds every task) or one list per client of task indices or
     task names. ``tasks_per_client``: n draws n distinct tasks per client uniformly with the
     partition generator (after the samples are assigned, so it does not change the partition).
-    The declaration (fedmoo.hparams.partition) refuses both set, and a count below 1.
+    The declaration (fedmoo.config.hparams.partition) refuses both set, and a count below 1.
     """
     s = len(task_names)
     if tasks_per_client is not None:

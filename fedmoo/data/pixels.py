@@ -10,7 +10,7 @@ import torch
 
 def normalize(x: np.ndarray, is_test: np.ndarray, mode: str, mean=None, std=None) -> torch.Tensor:
     """uint8 images ``[M, C, H, W]`` -> float32 tensor; ``mode`` one of the declared choices
-    of ``data.normalize`` (fedmoo.hparams.data.NORMALIZE), checked before loading.
+    of ``data.normalize`` (fedmoo.config.hparams.data.NORMALIZE), checked before loading.
 
     - ``unit``: ``x / 255``.
     - ``standard``: ``(x / 255 - mean[c]) / std[c]`` with the given per-channel constants, or the

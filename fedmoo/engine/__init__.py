@@ -20,7 +20,7 @@ from torch import nn
 
 from fedmoo.engine.base import Engine, LocalSGD
 from fedmoo.errors import UserError
-from fedmoo.schema import ENGINES, check_knobs, engine_options  # the `engine` knob's
+from fedmoo.config.schema import ENGINES, check_knobs, engine_options  # the `engine` knob's
 
 log = logging.getLogger(__name__)
 

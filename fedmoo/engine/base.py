@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from fedmoo.schema import Client
+from fedmoo.config.schema import Client
 
 if TYPE_CHECKING:
     from torch import Tensor

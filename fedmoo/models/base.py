@@ -6,12 +6,12 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from fedmoo import hparams as declarations
+from fedmoo.config import hparams as declarations
 
 
 class Model(nn.Module):
-    """A network whose ``model.*`` keys are declared in ``fedmoo.hparams.model`` under its slug
-    ``name``. The constructor takes the data's shape (``input_shape``, ``num_classes`` and, for
+    """A network whose ``model.*`` keys are declared in ``fedmoo.config.hparams.model`` under its
+    slug ``name``. The constructor takes the data's shape (``input_shape``, ``num_classes`` and, for
     a multi-task network, ``num_tasks``) and the hyperparameters as keywords; ``Model.__init__``
     checks them against the declaration and fills in the declared defaults: ``self.hparams``.
     """

@@ -3,10 +3,10 @@
 A job written before a key existed (no ``tf32`` in an older summary.json), or one whose record
 was written by another fedmoo version, must still be grouped with the jobs of the same
 configuration. The reports therefore compare configurations with the missing keys filled in
-from fedmoo's config: a top-level key from its declaration (``fedmoo.schema``), a key of a group
-(``algo.mu``) from the file of the option the job names (``conf/algo/fedprox.yaml`` for
+from fedmoo's config: a top-level key from its declaration (``fedmoo.config.schema``), a key of a
+group (``algo.mu``) from the file of the option the job names (``conf/algo/fedprox.yaml`` for
 ``algo.name: fedprox``; the plugins' conf folders too), else from the declaration of the
-component it names (``fedmoo.hparams``). A value that is an interpolation
+component it names (``fedmoo.config.hparams``). A value that is an interpolation
 (``${num_clients}``) or that the tree does not hold stays missing.
 """
 
@@ -53,7 +53,7 @@ def _read(path: Path, group: str | None) -> dict[str, Any]:
 
 
 def _conf_dirs() -> list[Path]:
-    from fedmoo import plugins
+    from fedmoo.config import plugins
 
     try:
         return [CONF_DIR, *(d for _, d in plugins.conf_dirs())]
@@ -79,8 +79,8 @@ def default(key: str, flat: dict[str, Any]) -> Any:
 
 @lru_cache(maxsize=None)
 def _declared(group: str, slug: str) -> dict[str, Any]:
-    """The declared defaults of a component's hyperparameters (fedmoo.hparams), by key."""
-    from fedmoo import hparams
+    """The declared defaults of a component's hyperparameters (fedmoo.config.hparams), by key."""
+    from fedmoo.config import hparams
 
     try:
         return {k.key.partition(".")[2]: _usable(k.default) for k in hparams.knobs(group, slug)}
@@ -90,8 +90,8 @@ def _declared(group: str, slug: str) -> dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def _top_level() -> dict[str, Any]:
-    """The top-level knobs' declared defaults (fedmoo.schema)."""
-    from fedmoo import schema
+    """The top-level knobs' declared defaults (fedmoo.config.schema)."""
+    from fedmoo.config import schema
 
     return {k.key: k.default for k in schema.knobs() if "." not in k.key}
 

@@ -33,7 +33,8 @@ VOLATILE_KEYS = ("progress", "traceback", "resume", "checkpoint_every", "device"
                  "logger", "deterministic")
 # Keys (dotted) added to the config after runs were checkpointed without them, with the value such
 # a run ran with: a checkpoint that lacks one is compared as if it held that value. The partition
-# keys came with their declaration (fedmoo.hparams.partition), which every partition's config holds.
+# keys came with their declaration (fedmoo.config.hparams.partition), which every partition's
+# config holds.
 ADDED_KEYS = {"tf32": False, "partition.tasks": "all", "partition.tasks_per_client": None,
               "partition.max_per_client": None}
 

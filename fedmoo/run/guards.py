@@ -1,5 +1,5 @@
 """Divergence checks of a run, after every update (its knobs are checked before any work starts
-by ``fedmoo.schema.check``)."""
+by ``fedmoo.config.schema.check``)."""
 
 from __future__ import annotations
 

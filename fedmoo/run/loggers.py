@@ -46,7 +46,7 @@ from fedmoo.errors import UserError
 from fedmoo.run import tracker_process
 from fedmoo.run.tracker_child import first_line
 from fedmoo.report.jobs import flatten
-from fedmoo.schema import LOGGERS
+from fedmoo.config.schema import LOGGERS
 
 FLUSH_S = 2   # TensorBoard's events reach the disk at most this late
 SWEEP_ENV = "FEDMOO_SWEEP_DIR"   # set by the sweep report callback while a sweep runs,

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from fedmoo import schema
+from fedmoo.config import schema
 from fedmoo.engine.common import round_seed, seed_torch
 from fedmoo.engine.base import Member
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError

@@ -28,7 +28,7 @@ from fedmoo.engine.cpu_layout import set_row_threads
 from fedmoo.errors import UserError
 from fedmoo.params import num_params
 from fedmoo.run import memory
-from fedmoo.schema import cohort_size
+from fedmoo.config.schema import cohort_size
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def check_eval_split(cfg: dict[str, Any], federation) -> None:
 
 
 def resolve_device(name: str) -> torch.device:
-    """``device``: auto, cpu, cuda or cuda:N (fedmoo.schema refuses any other text, ``meta``
+    """``device``: auto, cpu, cuda or cuda:N (fedmoo.config.schema refuses any other text, ``meta``
     too), checked against the GPUs this process sees before anything is built on it."""
     name = str(name)
     if name == "auto":
@@ -215,7 +215,7 @@ def set_threads(threads: Any, model_params: int) -> None:
         log.debug("threads=auto: %d intra-op thread(s), rows side by side on %d",
                   torch.get_num_threads(), count)
         return
-    torch.set_num_threads(threads)      # a positive integer (fedmoo.schema)
+    torch.set_num_threads(threads)      # a positive integer (fedmoo.config.schema)
     set_row_threads(threads)
 
 

@@ -123,4 +123,4 @@ class GridSweeper(Sweeper):
 
         assert self.loader is not None
         for cfg in self.loader.keep(self.config, batch):
-            check_composed(cfg)     # fedmoo.schema.check: a bad value refuses the sweep
+            check_composed(cfg)     # fedmoo.config.schema.check: a bad value refuses the sweep

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fedmoo import hparams
+from fedmoo.config import hparams
 from fedmoo.algorithms import build, get, names
 from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
@@ -34,7 +34,7 @@ def test_the_option_is_the_declaration(name):
     cls = get(name)
     assert hparams.options("algo")[name]      # described once, in its declaration
     assert cls.__module__.startswith("fedmoo.algorithms.")   # one module per family
-    assert "__init__" not in vars(cls), "no constructor of its own: defaults live in fedmoo.hparams"
+    assert "__init__" not in vars(cls), "no constructor of its own: defaults are declared"
     cfg = yaml_algo(name)
     declared = {k.key.partition(".")[2]: k.default for k in hparams.knobs("algo", name)}
     assert cfg.pop("name") == name

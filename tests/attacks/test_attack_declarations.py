@@ -1,4 +1,4 @@
-"""The attacks' hyperparameters are declared once (fedmoo.hparams.attack): the YAML of each
+"""The attacks' hyperparameters are declared once (fedmoo.config.hparams.attack): the YAML of each
 option starts from its declaration, the attack built from it reports the same values, and the
 torch-free checks of the keys that take values of several kinds."""
 
@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from fedmoo import attacks, hparams
+from fedmoo import attacks
+
+from fedmoo.config import hparams
 from fedmoo.attacks.base import Attack
 from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
-from fedmoo.hparams.attack import COMMON, malicious_problem, permutation_problem
+from fedmoo.config.hparams.attack import COMMON, malicious_problem, permutation_problem
 
 CONF = Path(attacks.__file__).parents[1] / "conf" / "attack"
 OWN = {"none": [], "bias": ["b"], "loss_scaling": ["c"], "update_scaling": ["factor"],
@@ -29,7 +31,7 @@ def test_every_attack_is_declared():
 @pytest.mark.parametrize("name", sorted(OWN))
 def test_the_option_is_the_declaration(name):
     cls = attacks.get(name)
-    assert "__init__" not in vars(cls), "no constructor of its own: defaults live in fedmoo.hparams"
+    assert "__init__" not in vars(cls), "no constructor of its own: defaults are declared"
     assert not (CONF / f"{name}.yaml").exists()
     section = compose([f"attack={name}"])["attack"]
     declared = {k.key.partition(".")[2]: k.default for k in hparams.knobs("attack", name)}

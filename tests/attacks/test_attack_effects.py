@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedmoo import attacks, hparams
+from fedmoo import attacks
+
+from fedmoo.config import hparams
 from fedmoo.attacks.label_flip import label_permutation
 from fedmoo.errors import UserError
 from fedmoo.run.sampler import ClientSampler

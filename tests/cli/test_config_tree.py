@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from fedmoo import algorithms, attacks, hparams, models
+from fedmoo import algorithms, attacks, models
+
+from fedmoo.config import hparams
 from fedmoo.cli.config import compose
 from fedmoo.cli.groups import group_options
 

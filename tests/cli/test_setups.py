@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from fedmoo import schema
+from fedmoo.config import schema
 from fedmoo.cli import setups
 from fedmoo.cli.config import compose
 from fedmoo.cli.groups import CONF_DIR, group_options

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from fedmoo import data as fdata
-from fedmoo import hparams
+from fedmoo.config import hparams
 from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
-from fedmoo.hparams.data import DESCRIBED
+from fedmoo.config.hparams.data import DESCRIBED
 from fedmoo.cli.groups import CONF_DIR
 from tests.conftest import declare_impl
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedmoo import hparams
+from fedmoo.config import hparams
 from fedmoo.data import COMMON, federate
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError

@@ -1,5 +1,5 @@
-"""The partitions' declared hyperparameters (fedmoo.hparams.partition): the YAML options start
-from them, bad values are refused from the section alone (no data, no torch), and a plugin's
+"""The partitions' declared hyperparameters (fedmoo.config.hparams.partition): the YAML options
+start from them, bad values are refused from the section alone (no data, no torch), and a plugin's
 partition declares its own."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from fedmoo import hparams
+from fedmoo.config import hparams
 from fedmoo.cli.config import compose
 from fedmoo.data import federate
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
-from fedmoo.hparams.partition import Partition
+from fedmoo.config.hparams.partition import Partition
 from fedmoo.run import checkpoint
 from tests.conftest import declare_impl
 
@@ -113,7 +113,7 @@ def test_federate_refuses_before_partitioning_and_fills_the_defaults():
 def test_a_plugin_partition_declares_its_keys(monkeypatch):
     from dataclasses import dataclass
 
-    from fedmoo.knobs import knob
+    from fedmoo.config.knobs import knob
 
     def halves(labels, num_clients, rng, *, reverse):
         parts = np.array_split(np.arange(len(labels)), num_clients)

@@ -72,8 +72,8 @@ def test_the_protocol_module_imports_no_engine():
     found = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     found |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert {m for m in found if m.startswith(("fedmoo", "torch"))} == \
-        {"fedmoo.schema", "fedmoo.state", "torch"}   # the last two for type hints only;
-    # fedmoo.schema (torch-free) for the client knobs' declared defaults and checks
+        {"fedmoo.config.schema", "fedmoo.state", "torch"}   # the last two for type hints only;
+    # fedmoo.config.schema (torch-free) for the client knobs' declared defaults and checks
     assert "TYPE_CHECKING" in Path(base.__file__).read_text()
 
 

@@ -88,7 +88,7 @@ def test_runs_agree_other_algorithms(monkeypatch, tmp_path, algo):
 
 
 @pytest.mark.parametrize("engine,needle", [
-    ("turbo", "engine='turbo' must be one of: auto, sequential, batched"),   # fedmoo.schema
+    ("turbo", "engine='turbo' must be one of: auto, sequential, batched"),   # fedmoo.config.schema
     ({"name": "batched", "fast": True}, "engine.fast is not an option of engine=batched"),
     ({"name": "batched", "compile": "yes"}, "engine.compile='yes' must be true or false"),
     ({"name": "sequential", "compile": True}, "engine.compile is not an option of engine=sequential"),

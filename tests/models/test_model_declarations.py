@@ -1,5 +1,5 @@
-"""The networks' hyperparameters are declared once (fedmoo.hparams.model): each model YAML starts
-from its declaration, the network built from the composed section has those values, and the data
+"""The networks' hyperparameters are declared once (fedmoo.config.hparams.model): each model YAML
+starts from its declaration, the network built from the composed section has those values, and the data
 (not the config) gives the shape, the classes and the number of tasks."""
 
 from __future__ import annotations
@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from fedmoo import hparams, models, schema
+from fedmoo import models
+
+from fedmoo.config import hparams, schema
 from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
-from fedmoo.hparams.model import groups_problem, widths_problem
+from fedmoo.config.hparams.model import groups_problem, widths_problem
 from fedmoo.models.base import Model
 from fedmoo.params import num_params
 

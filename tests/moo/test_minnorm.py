@@ -7,7 +7,7 @@ import pytest
 import qpsolvers
 import torch
 
-from fedmoo.hparams.algo import SOLVERS  # every backend a config may name
+from fedmoo.config.hparams.algo import SOLVERS  # every backend a config may name
 from fedmoo.moo.minnorm import box_bounds, frank_wolfe_min_norm, min_norm_weights
 
 

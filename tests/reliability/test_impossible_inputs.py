@@ -10,7 +10,7 @@ import torch
 
 from fedmoo import budget, models
 from fedmoo.errors import UserError
-from fedmoo import schema
+from fedmoo.config import schema
 from fedmoo.run.setup import resolve_device
 from tests.inprocess import cli_in
 from tests.reliability.helpers import ONE_THREAD, SMALL, assert_no_result

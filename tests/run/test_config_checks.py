@@ -8,7 +8,7 @@ import torch
 from fedmoo.cli.overrides import check_overrides
 from fedmoo.errors import UserError
 from fedmoo.run import memory
-from fedmoo.schema import check
+from fedmoo.config.schema import check
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedmoo.errors import UserError
-from fedmoo.schema import check
+from fedmoo.config.schema import check
 from fedmoo.run.loop import run
 from fedmoo.run.sampler import ClientSampler
 from tests.conftest import small_cfg

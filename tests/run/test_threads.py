@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fedmoo.engine.cpu_layout import row_workers
-from fedmoo import schema
+from fedmoo.config import schema
 from fedmoo.run import setup
 
 

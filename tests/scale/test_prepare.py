@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedmoo import hparams
+from fedmoo.config import hparams
 from fedmoo.cli import prepare
 from fedmoo.data.synthetic import generate
 from fedmoo.errors import UserError

@@ -1,14 +1,14 @@
-"""The plugin's components, declared for fedmoo (``fedmoo.hparams.declare``): each one's slug,
-the ``module:attr`` that implements it, its description and its hyperparameters. The declaration
+"""The plugin's components, declared for fedmoo (``fedmoo.config.hparams.declare``): each one's
+slug, the ``module:attr`` that implements it, its description and its hyperparameters. The declaration
 is the option itself (``algo=lossavg``; no YAML needed). fedmoo reads this file before it
 imports torch or this package, to check a run's ``algo.*`` and ``data.*`` values: keep torch
 out."""
 
 from dataclasses import dataclass
 
-from fedmoo.hparams import declare
-from fedmoo.hparams.data import Dataset
-from fedmoo.knobs import knob
+from fedmoo.config.hparams import declare
+from fedmoo.config.hparams.data import Dataset
+from fedmoo.config.knobs import knob
 
 
 @dataclass

@@ -22,10 +22,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
-from fedmoo import hparams
+from fedmoo.config import hparams
 from fedmoo.errors import UserError
-from fedmoo.knobs import SEED_LIMIT, Knob, knob, of, seed_knob
-from fedmoo.knobs import refusal as knobs_refusal
+from fedmoo.config.knobs import SEED_LIMIT, Knob, knob, of, seed_knob
+from fedmoo.config.knobs import refusal as knobs_refusal
 
 SCHEMA_NAME = "fedmoo_schema"
 SECTIONS = ("data", "partition", "model", "client", "algo")   # every run needs these
@@ -133,7 +133,7 @@ class Config:
                        kind=str, choices=LOGGERS, many=True)
     traceback: bool = knob(False, "print full tracebacks for user errors (debug=true sets it)")
     # the groups' sections, in the order of config.yaml's defaults list; but for client, their
-    # keys belong to the component each names (declared in fedmoo.hparams)
+    # keys belong to the component each names (declared in fedmoo.config.hparams)
     model: Dict[str, Any] = field(default_factory=dict)
     partition: Dict[str, Any] = field(default_factory=dict)
     client: Client = field(default_factory=Client)
@@ -201,7 +201,7 @@ def check(cfg: dict[str, Any]) -> None:
     """Refuse (``UserError``, one line naming the key) a config a run cannot use: a missing
     section, a knob outside what the schema allows, more clients per round than clients,
     a seed outside [0, 2**63) or a number that is not finite at any depth, and a component's
-    key or value that its declaration (fedmoo.hparams) does not allow. Partial configs are
+    key or value that its declaration (fedmoo.config.hparams) does not allow. Partial configs are
     checked as far as they go (a missing knob has its default)."""
     missing = [s for s in SECTIONS if not isinstance(cfg.get(s), dict) or not cfg[s]]
     if missing:

@@ -1,8 +1,9 @@
 """A knob: one setting's type, default, allowed values and one-line help, declared once as a
 field of a dataclass (``knob(default, help, **rule)``), and what checks a value against it.
 
-The run knobs (``fedmoo.schema``) and the components' hyperparameters (``fedmoo.hparams``) are
-declared this way. Torch-free: this module imports only the standard library.
+The run knobs (``fedmoo.config.schema``) and the components' hyperparameters
+(``fedmoo.config.hparams``) are declared this way. Torch-free: this module imports only the
+standard library.
 """
 
 from __future__ import annotations

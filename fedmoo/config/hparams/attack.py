@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-from fedmoo.hparams import declare
-from fedmoo.knobs import knob, seed_knob
+from fedmoo.config.hparams import declare
+from fedmoo.config.knobs import knob, seed_knob
 
 PERMUTATIONS = ("reverse", "shift", "random")   # label_flip's named permutations
 MALICIOUS = ("give client ids ([0,3]), one id (2), a fraction in (0, 1] (0.2) or client names "

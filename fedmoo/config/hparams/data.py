@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import List, Optional
 
-from fedmoo.hparams import declare
-from fedmoo.knobs import knob, seed_knob
+from fedmoo.config.hparams import declare
+from fedmoo.config.knobs import knob, seed_knob
 
 NORMALIZE = ("unit", "standard", "pixel_zscore")    # fedmoo.data.pixels' modes
 # Label range of each EMNIST split (letters are labelled 1..26): the splits data.split may name

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from fedmoo.hparams import declare
-from fedmoo.knobs import knob
+from fedmoo.config.hparams import declare
+from fedmoo.config.knobs import knob
 
 GROUP_NORM = 64   # GroupNorm's groups divide every layer's channels (64, 128, 256, 512)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from fedmoo.hparams import declare
-from fedmoo.knobs import knob, seed_knob
+from fedmoo.config.hparams import declare
+from fedmoo.config.knobs import knob, seed_knob
 
 SOLVERS = ("daqp", "quadprog")   # the qpsolvers backends fedmoo.moo.minnorm is tested with
 WEIGHTING = ("samples", "uniform")

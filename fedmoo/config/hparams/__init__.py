@@ -1,8 +1,8 @@
 """The components' hyperparameters, declared once: ``declare(group, slug, Params)``.
 
 Every algorithm, attack, model, data source and partition names its hyperparameters in a
-dataclass of knobs (``fedmoo.knobs.knob``: type, default, allowed values, one-line help), in a
-module of this package (one per group) that imports no torch: the run's config is checked
+dataclass of knobs (``fedmoo.config.knobs.knob``: type, default, allowed values, one-line help), in
+a module of this package (one per group) that imports no torch: the run's config is checked
 against them before torch is imported and before any directory is made. ``declare`` files a
 declaration (``Declaration``: the dataclass, a preset's changed defaults); ``store`` puts each
 one's values in Hydra's ConfigStore as ``hparams/<group>/<slug>``, which an option's YAML file
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from fedmoo.errors import UserError
-from fedmoo.knobs import Knob, of, refusal
+from fedmoo.config.knobs import Knob, of, refusal
 
 GROUPS = ("algo", "attack", "model", "data", "partition")
 NOTES = ("name", "description")   # keys every option may hold besides its knobs
@@ -116,14 +116,15 @@ def declare(group: str, slug: str, params: type, impl: Any, description: str = "
             raise ValueError(f"{group} {slug!r}: default {refusal(k, k.default)}")
     _DECLARED[(group, slug)] = out
     if out.package != "fedmoo":          # a package that declares (imported in Python, for
-        from fedmoo import plugins       # fedmoo.api) counts as a plugin
+        from fedmoo.config import plugins       # fedmoo.api) counts as a plugin
 
         plugins.note_registered(out.package)
     return out
 
 
 # the dataclass a group's declarations extend: the keys the runner reads of every component
-BASES = {"attack": "fedmoo.hparams.attack:Common", "partition": "fedmoo.hparams.partition:Partition"}
+BASES = {"attack": "fedmoo.config.hparams.attack:Common",
+         "partition": "fedmoo.config.hparams.partition:Partition"}
 
 
 def _base(group: str) -> type | None:
@@ -139,7 +140,7 @@ def _load() -> None:
         _LOADED.add("fedmoo")
         for mod in pkgutil.iter_modules(__path__):
             importlib.import_module(f"{__name__}.{mod.name}")
-    from fedmoo import plugins
+    from fedmoo.config import plugins
 
     for name in plugins.names():
         if name not in _LOADED:
@@ -267,10 +268,10 @@ def store() -> None:
     start-up for 62 declarations, where ``check`` judges the values anyway)."""
     from hydra.core.config_store import ConfigStore
 
-    from fedmoo import plugins
+    from fedmoo.config import plugins
 
     cs = ConfigStore.instance()
-    folders = [Path(__file__).resolve().parents[1] / "conf", *(d for _, d in plugins.conf_dirs())]
+    folders = [Path(__file__).resolve().parents[2] / "conf", *(d for _, d in plugins.conf_dirs())]
     for (group, slug), found in all_declared().items():
         node = found.node()
         cs.store(group=f"hparams/{group}", name=slug, node=node)   # what a YAML option extends

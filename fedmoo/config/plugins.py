@@ -13,8 +13,8 @@ A plugin is an importable Python package. fedmoo finds plugins in two places:
 - in Python, a package that declared a component in this process with the implementation
   itself (``import myproj`` before ``fedmoo.api.run``): ``declare`` tells ``note_registered``.
 
-A plugin declares its components in ``<package>/hparams.py`` (``fedmoo.hparams.declare``: slug,
-description, hyperparameters and the ``"module:attr"`` that implements each), which fedmoo reads
+A plugin declares its components in ``<package>/hparams.py`` (``fedmoo.config.hparams.declare``:
+slug, description, hyperparameters and the ``"module:attr"`` that implements each), which fedmoo reads
 without importing the package; an implementation is imported when a run uses it. Its
 ``conf/`` folder, if any, joins fedmoo's config search path, so ``algo=myavg`` finds
 ``myproj/conf/algo/myavg.yaml`` and ``experiment=myproj/demo`` finds an experiment file. The

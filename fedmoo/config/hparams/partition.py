@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from fedmoo.hparams import declare
-from fedmoo.knobs import knob, seed_knob
+from fedmoo.config.hparams import declare
+from fedmoo.config.knobs import knob, seed_knob
 
 SPLITS = ("train", "val", "test")
 FEMNIST_LETTERS = tuple(range(36, 46))   # a..j of the 62 FEMNIST / EMNIST-byclass classes
