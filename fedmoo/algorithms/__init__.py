@@ -18,12 +18,12 @@ def names() -> list[str]:
     return list(hparams.options("algo"))
 
 
-def build(cfg: dict[str, Any]) -> Algorithm:
+def build(cfg: dict[str, Any], rounds: int | None = None) -> Algorithm:
     """Instantiate from an ``algo`` config mapping: ``{name: ..., <hyperparameter>: ...}``
-    (checked against the rule's declaration)."""
+    (checked against the rule's declaration), for a run of ``rounds`` rounds."""
     cfg = dict(cfg)
     name = cfg.pop("name", None)
-    return get(name)(name=name, **cfg)
+    return get(name)(name=name, rounds=rounds, **cfg)
 
 
 __all__ = ["Algorithm", "build", "get", "names"]

@@ -32,8 +32,10 @@ class Algorithm:
     hp: Any          # the declared dataclass, filled: a rule annotates its own (``hp: FedFV``)
 
     # -- construction -------------------------------------------------------------------------
-    def __init__(self, name: str | None = None, **hyperparameters: Any):
+    def __init__(self, name: str | None = None, rounds: int | None = None,
+                 **hyperparameters: Any):
         self.name = name or type(self).name    # type: ignore[misc]
+        self.rounds = rounds       # the run's length, from the runner (FedMGDA's step decay)
         self.hp = declarations.make("algo", self.name, hyperparameters)
 
     def hparams(self) -> dict[str, Any]:

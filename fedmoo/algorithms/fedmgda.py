@@ -19,6 +19,7 @@ from fedmoo.moo.minnorm import min_norm_weights
 from fedmoo.state import ClientSpec
 
 DECAY_PERIOD = 100  # the step size is multiplied by beta every this many rounds
+PAPER_ROUNDS = 2000  # the run length when none is given (built from Python, Flower): the paper's
 
 
 class FedMGDA(Algorithm):
@@ -27,7 +28,7 @@ class FedMGDA(Algorithm):
     ``lam = argmin 1/2 lam^T G lam`` with ``G_ij = <g_i, g_j>`` (normalised updates if
     ``normalize``), ``sum lam = 1``, ``max(0, lam0_k - eps) <= lam_k <= min(1, lam0_k + eps)``;
     ``d = sum lam_k g_k``; ``w <- w - eta_t d`` with ``eta_t = eta * beta^floor(t / 100)`` and
-    ``beta = eta_decay^(100 / total_rounds)`` (decayed by ``eta_decay`` at round total_rounds).
+    ``beta = eta_decay^(100 / T)`` (decayed by ``eta_decay`` at the run's last round T).
     The K x K QP is solved in float64 on the CPU (qpsolvers; a bounded Frank-Wolfe solve takes
     over if the solver fails). With eps = 1 d is a common descent direction:
     ``<g_k, d> >= ||d||^2`` for every k.
@@ -39,9 +40,9 @@ class FedMGDA(Algorithm):
       lambda0: ``uniform`` (authors' code) or ``samples`` (n_k-weighted, as FLGo).
       eta: global step > 0 (grid {0.5, 1, 1.5, 2}).
       eta_decay: total decay factor of the step over the run, in (0, 1], or null for none
-        (grid {none, 1/40, 1/30, 1/20, 1/10, 1/3, 1/2}).
-      total_rounds: the run length the decay is spread over (the YAML passes ``${rounds}``;
-        over the paper's T = 2000, 1/10 gives the authors' per-100-round factor 0.89).
+        (grid {none, 1/40, 1/30, 1/20, 1/10, 1/3, 1/2}); over the paper's T = 2000 rounds,
+        1/10 gives the authors' per-100-round factor 0.89. T is the run's ``rounds`` (the
+        runner builds the rule with it; 2000 for a rule built without).
       mu: client proximal term (mu/2)||w - w_t||^2 >= 0; > 0 gives MGDA-Prox.
       solver: QP backend, ``daqp`` or ``quadprog``.
 
@@ -59,7 +60,7 @@ class FedMGDA(Algorithm):
     def step_size(self, round_idx: int) -> float:
         if self.hp.eta_decay is None:
             return self.hp.eta
-        beta = self.hp.eta_decay ** (DECAY_PERIOD / self.hp.total_rounds)
+        beta = self.hp.eta_decay ** (DECAY_PERIOD / (self.rounds or PAPER_ROUNDS))
         return self.hp.eta * beta ** (round_idx // DECAY_PERIOD)
 
     def step(self, state, cohort):

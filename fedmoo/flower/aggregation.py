@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedmoo.algorithms import Algorithm, build, get
+from fedmoo.algorithms import Algorithm, build
 from fedmoo.errors import UserError
 
 # Metric keys a client reports with its trained parameters (fedmoo.flower.client sends them all).
@@ -50,9 +50,7 @@ def make_algorithm(algo: str | dict[str, Any] | Algorithm) -> Algorithm:
     (``{"name": "fedfv", "alpha": 0.1}``, as in conf/algo/*.yaml) or an instance."""
     if isinstance(algo, Algorithm):
         return algo
-    if isinstance(algo, str):
-        return get(algo)()
-    return build(dict(algo))
+    return build({"name": algo} if isinstance(algo, str) else dict(algo))
 
 
 class ServerRule:

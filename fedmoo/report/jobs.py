@@ -37,7 +37,8 @@ from fedmoo.report.results import read_rounds_frame
 # fedmoo.run.checkpoint.VOLATILE_KEYS are among them (tests/report/test_grouping.py checks).
 NOT_A_RESULT_KEY = ("seed", "hydra", "experiment", "debug", "progress", "device", "data_dir",
                     "threads", "logger", "resume", "checkpoint_every", "traceback",
-                    "deterministic")
+                    "deterministic",
+                    "algo.total_rounds")   # older records: FedMGDA's copy of ``rounds``
 FINISHED = ("completed", "diverged")
 DATA_KEY = "data_digest"   # summary.json's FederatedData.digest; its first 12 digits here
 log = logging.getLogger(__name__)

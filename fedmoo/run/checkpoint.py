@@ -37,6 +37,9 @@ VOLATILE_KEYS = ("progress", "traceback", "resume", "checkpoint_every", "device"
 # config holds.
 ADDED_KEYS = {"tf32": False, "partition.tasks": "all", "partition.tasks_per_client": None,
               "partition.max_per_client": None}
+# Keys a checkpoint may hold that the config no longer has: FedMGDA's ``algo.total_rounds`` was
+# the run's ``rounds`` (``${rounds}``), which the runner now hands to the rule.
+REMOVED_KEYS = ("algo.total_rounds",)
 
 
 def run_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +49,8 @@ def run_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def config_diff(old: dict[str, Any], new: dict[str, Any], limit: int = 3) -> str:
     """``key: old -> new`` for the first ``limit`` dotted keys that differ (empty if none)."""
-    a, b = {**ADDED_KEYS, **flatten(old)}, {**ADDED_KEYS, **flatten(new)}
+    a, b = ({k: v for k, v in {**ADDED_KEYS, **flatten(c)}.items() if k not in REMOVED_KEYS}
+            for c in (old, new))
     keys = [k for k in sorted(set(a) | set(b)) if a.get(k, "<unset>") != b.get(k, "<unset>")]
     parts = [f"{k}: {a.get(k, '<unset>')!r} -> {b.get(k, '<unset>')!r}" for k in keys[:limit]]
     if len(keys) > limit:

@@ -99,7 +99,7 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     device = resolve_device(cfg["device"])
     set_tf32(cfg["tf32"], device)
     set_deterministic(cfg["deterministic"])
-    algo = algorithms.build(cfg["algo"])
+    algo = algorithms.build(cfg["algo"], rounds=cfg["rounds"])
     sgd = LocalSGD.from_config(cfg["client"])
     if num_clients is not None:             # known before any data is read: fail fast
         algo.check_run(num_clients, per_round)

@@ -7,7 +7,7 @@ import csv
 import pytest
 import torch
 
-from fedmoo.algorithms import get
+from fedmoo.algorithms import build, get
 from fedmoo.errors import UserError
 from fedmoo.run.loop import run
 from fedmoo.state import Cohort
@@ -35,7 +35,7 @@ def fmol_cohort() -> Cohort:
 
 @pytest.mark.parametrize("name", ["fmgda", "fsmgda"])
 def test_indicator_averaging_qp_on_trunk_and_unheld_task_left_unchanged(name):
-    algo = get(name)(eta=0.5)
+    algo = build({"name": name, "eta": 0.5})
     w0 = torch.tensor([1.0, 1.0, 1.0, 1.0, 1.0], **T)
     state, diag = algo.server_update(algo.init(w0, num_clients=3), fmol_cohort())
     # trunk QP on (2,0) and (0,1): lambda = (1/5, 4/5, 0); d = (0.4, 0.8 | 0.4, 2.4, 0)

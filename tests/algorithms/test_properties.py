@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedmoo.algorithms import get, names
+from fedmoo.algorithms import build, get, names
 from fedmoo.state import state_from_dict, state_to_dict
 from tests.algorithms.cohorts import make_cohort, one_round
 
@@ -62,7 +62,7 @@ ORDER_DEPENDENT = {("fedfv", "random")}
 @pytest.mark.parametrize("name", names())
 def test_permutation_equivariance(name):
     """Shuffling the cohort rows (ids with them) does not change the round's outcome."""
-    algo = get(name)()
+    algo = build({"name": name})
     cohort = random_cohort(k=6, d=10, seed=3)
     perm = torch.tensor([4, 1, 5, 0, 3, 2])
     shuffled = make_cohort(cohort.deltas[perm], loss_before=cohort.loss_before[perm],
@@ -89,7 +89,7 @@ def test_fedfv_random_order_is_seeded_and_differs_from_loss_order():
 @pytest.mark.parametrize("name", names())
 def test_state_survives_a_checkpoint_and_rounds_are_pure(name, tmp_path):
     """Saving the state after round 1 and resuming gives the same round 2; inputs are not mutated."""
-    algo = get(name)() if name != "fedfv" else get(name)(order="random", tau=1)
+    algo = build({"name": name}) if name != "fedfv" else build({"name": name, "order": "random", "tau": 1})
     cohort = random_cohort(k=6, d=10, seed=5)
     s0 = algo.init(torch.zeros(10, dtype=torch.float64), num_clients=6)
     before = {k: v.clone() for k, v in state_to_dict(s0).items() if isinstance(v, torch.Tensor)}

@@ -40,7 +40,7 @@ def test_fedavg_references_are_what_they_claim():
     ("multikrum", {"f": 1, "m": 5}, "uniform"),
 ])
 def test_reduces_to_fedavg(name, hparams, reference):
-    algo = get(name)(**hparams)
+    algo = build({"name": name, **hparams})
     w = algo.eval_params(one_round(algo, make_cohort(DELTAS), w0=W0)[1])
     torch.testing.assert_close(w, UNIFORM if reference == "uniform" else WEIGHTED, atol=1e-12, rtol=0)
 
@@ -67,7 +67,7 @@ def test_fedprox_and_mgda_prox_ask_the_clients_for_the_proximal_term():
 
 
 def test_fedmgda_step_decays_by_the_total_factor():
-    algo = build({"name": "fedmgda_plus", "eta": 2.0, "eta_decay": 0.01, "total_rounds": 200})
+    algo = build({"name": "fedmgda_plus", "eta": 2.0, "eta_decay": 0.01}, rounds=200)
     # beta = 0.01^(100/200) = 0.1 per 100 rounds
     assert [algo.step_size(t) for t in (0, 99, 100, 199, 200)] == pytest.approx(
         [2.0, 2.0, 0.2, 0.2, 0.02])

@@ -21,11 +21,9 @@ def yaml_algo(name: str, rounds: int = 50) -> dict:
     return compose([f"algo={name}", f"rounds={rounds}"])["algo"]
 
 
-def test_every_algorithm_of_the_issue_is_registered_with_a_yaml():
+def test_every_algorithm_of_the_issue_is_declared_and_needs_no_yaml():
     assert set(names()) == EXPECTED
-    # a YAML only where the option adds something (the run length the step decay spans)
-    assert {p.stem for p in CONF.glob("*.yaml")} == {"fedmgda", "fedmgda_plus", "fedavg_n",
-                                                     "mgda_prox"}
+    assert not CONF.exists() or not list(CONF.glob("*.yaml"))
     assert {slug for group, slug in hparams.all_declared() if group == "algo"} == EXPECTED
 
 
@@ -40,15 +38,18 @@ def test_the_option_is_the_declaration(name):
     assert cfg.pop("name") == name
     assert set(cfg) == set(declared), "the YAML holds every declared hyperparameter"
     for key, value in cfg.items():
-        if key != "total_rounds":   # interpolated from the run's ${rounds}
-            assert value == declared[key], (key, value, declared[key])
+        assert value == declared[key], (key, value, declared[key])
     assert build({"name": name, **cfg}).hparams() == cfg
     assert repr(build(yaml_algo(name))).startswith(f"{name}(")
     assert name == "fedavg" or "FedAvg" in cls.__doc__, "the docstring says what reduces it to FedAvg"
 
 
-def test_fedmgda_decay_horizon_follows_the_run_length():
-    assert build(yaml_algo("fedmgda_plus", rounds=300)).hp.total_rounds == 300
+def test_fedmgda_decay_horizon_is_the_run_length_the_runner_gives():
+    """eta_decay is the total decay over the run: 0.1 at round T (in steps of 100 rounds)."""
+    algo = build({"name": "fedmgda_plus"}, rounds=300)
+    assert algo.step_size(0) == 1.0 and algo.step_size(299) == pytest.approx(0.1 ** (200 / 300))
+    assert build({"name": "fedmgda_plus"}).step_size(1000) == pytest.approx(0.1 ** 0.5)  # T=2000
+    assert "total_rounds" not in compose(["algo=fedmgda_plus"])["algo"]
 
 
 @pytest.mark.parametrize("name,kwargs,needle", [
@@ -89,7 +90,19 @@ def test_bad_hyperparameters_raise_one_line_user_errors(name, kwargs, needle):
     ("multikrum", {"m": 8}, 30, 7, "algo.m=8"),
 ])
 def test_impossible_run_settings_are_rejected(name, kwargs, n, k, needle):
-    algo = get(name)(**kwargs)
+    algo = build({"name": name, **kwargs})
     with pytest.raises(UserError, match=needle.replace("+", r"\+")):
         algo.check_run(n, k)
     algo.check_run(n, n)
+
+
+def test_records_with_the_former_total_rounds_key_resume_and_group_with_todays():
+    from fedmoo.report.jobs import Job
+    from fedmoo.run import checkpoint
+
+    new = {"rounds": 300, "algo": {"name": "fedmgda_plus", "eta": 1.0}}
+    old = {"rounds": 300, "algo": {"name": "fedmgda_plus", "eta": 1.0, "total_rounds": 300}}
+    assert checkpoint.config_diff(old, new) == ""
+    jobs = [Job(path=Path(f"j{i}"), overrides={}, config=c, summary=None)
+            for i, c in enumerate((old, new))]
+    assert jobs[0].identity() == jobs[1].identity()

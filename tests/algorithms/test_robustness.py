@@ -12,7 +12,7 @@ import torch
 from fedmoo.engine.base import LocalSGD
 from fedmoo import engine as fengine
 from fedmoo import models
-from fedmoo.algorithms import get, names
+from fedmoo.algorithms import build, names
 from fedmoo.data.federated import ClientSplit, FederatedData
 from fedmoo.params import get_flat
 from tests.algorithms.cohorts import make_cohort
@@ -47,7 +47,7 @@ def test_degenerate_cohorts_stay_finite(name, case):
     spec = dict(cases()[case])
     d = spec["deltas"].shape[1]
     cohort = make_cohort(personal=torch.zeros(6, d), **spec)
-    algo = get(name)()
+    algo = build({"name": name})
     state = algo.init(torch.ones(d, dtype=torch.float64), num_clients=6)
     for _ in range(3):
         state, diag = algo.server_update(state, cohort)
@@ -76,7 +76,7 @@ def test_single_class_clients_through_the_engine(name):
     model = models.build({"name": "logreg", "softmax_output": False}, data.input_shape,
                          data.num_classes)
     eng = fengine.build("sequential", model, data, LocalSGD(lr=1.0, batch_size=None, epochs=20))
-    algo = get(name)()
+    algo = build({"name": name})
     state = algo.init(get_flat(model), num_clients=5)
     ids = torch.arange(5)
     lowest = float("inf")

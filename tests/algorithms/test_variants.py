@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from fedmoo.algorithms import get, names
+from fedmoo.algorithms import build, get, names
 from fedmoo.state import Cohort
 from tests.algorithms.cohorts import make_cohort, one_round
 
@@ -176,7 +176,7 @@ def test_every_rule_logs_min_cos_and_harmed(name):
     # (1, 0) and (-1, 1): FedAvg-like rules harm client 0, MGDA (eps = 1) harms nobody
     cohort = make_cohort([[1.0, 0.0], [-1.0, 1.0], [0.5, 0.5]], personal=torch.zeros(3, 2))
     kwargs = {"f": 0} if name in ("krum", "multikrum") else {}
-    _, _, diag = one_round(get(name)(**kwargs), cohort)
+    _, _, diag = one_round(build({"name": name, **kwargs}), cohort)
     assert -1.0 <= diag["server/min_cos"] <= 1.0
     assert diag["server/harmed"] in (0.0, 1.0, 2.0, 3.0)
     if name in ("fedmgda", "fedmgda_plus", "mgda_prox"):

@@ -65,9 +65,9 @@ def test_list_an_option_prints_its_declared_hyperparameters(capsys):
     assert lines[0].startswith("algo=fedmgda_plus: FedMGDA+: ")
     eta_decay = next(x for x in lines if x.strip().startswith("algo.eta_decay="))
     assert eta_decay.split()[0] == "algo.eta_decay=0.1" and "total step decay" in eta_decay
-    rounds = next(x for x in lines if x.strip().startswith("algo.total_rounds="))
-    assert rounds.split()[0] == "algo.total_rounds=100" and "(declared default 2000)" in rounds
-    assert len(lines) == 1 + 8                     # epsilon ... solver: every knob, once
+    normalize = next(x for x in lines if x.strip().startswith("algo.normalize="))
+    assert normalize.split()[0] == "algo.normalize=true"      # the preset's own default
+    assert len(lines) == 1 + 7                     # epsilon ... solver: every knob, once
     assert main(["list", "algo", "median"]) == 0
     assert capsys.readouterr().out.splitlines()[1] == "  (no hyperparameters)"
     assert main(["list", "algo", "fedmgda_pls"]) == 2

@@ -76,7 +76,7 @@ def test_runs_agree_fedavg(monkeypatch, tmp_path, case):
 ALGOS = {
     "fedprox": {"name": "fedprox", "mu": 0.1},
     "ditto": {"name": "ditto", "lam": 0.5},
-    "fedmgda_plus": {"name": "fedmgda_plus", "epsilon": 0.5, "total_rounds": 3},
+    "fedmgda_plus": {"name": "fedmgda_plus", "epsilon": 0.5},
 }
 
 

@@ -91,7 +91,7 @@ def test_aggregate_fit_equals_server_update(name):
             FedmooFitStrategy(name, w0, num_clients=N)
         return
     strategy = FedmooFitStrategy(name, w0, num_clients=N)   # full participation (AFL needs it)
-    ref = algorithms.get(name)()
+    ref = algorithms.build({"name": name})
     state = ref.init(_flat(w0), num_clients=N)
     current = w0
     for rnd in (1, 2):                  # two rounds: state that crosses rounds must match too
@@ -129,7 +129,7 @@ def test_message_api_aggregate_train_equals_server_update(name):
     inputs = _round_inputs(rng, w0)
     replies = [_reply(*inputs[k], node=100 + k) for k in rng.permutation(N)]
     arrays, metrics = strategy.aggregate_train(1, replies)
-    ref = algorithms.get(name)()
+    ref = algorithms.build({"name": name})
     state, diag = ref.server_update(ref.init(_flat(w0), N), _reference_cohort(_flat(w0), inputs))
     torch.testing.assert_close(_flat(arrays.to_numpy_ndarrays()), state.w, rtol=0, atol=0)
     assert metrics["server/d_norm"] == pytest.approx(diag["server/d_norm"])
@@ -260,7 +260,7 @@ def test_flower_server_round_trip(name):
     history, _ = Server(client_manager=manager, strategy=strategy).fit(num_rounds=2, timeout=None)
     got = _flat(strategy.rule.arrays())
 
-    algo = algorithms.get(name)()
+    algo = algorithms.build({"name": name})
     state = algo.init(_flat(w0), num_clients=3)
     trainers = _make_trainers(3)
     for rnd in (1, 2):

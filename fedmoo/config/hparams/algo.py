@@ -59,8 +59,6 @@ class FedMGDA:
     eta_decay: Optional[float] = knob(None, "total step decay over the run, in (0, 1]; grid "
                                       "{null, 1/40, 1/30, 1/20, 1/10, 1/3, 1/2}; null = none",
                                       lo=0.0, lo_open=True, hi=1.0)
-    total_rounds: int = knob(2000, "run length the decay is spread over (the YAML passes "
-                             "${rounds})", lo=1)
     mu: float = knob(0.0, "client proximal term (mu/2)||w - w_t||^2; > 0 gives MGDA-Prox",
                      lo=0.0)
     solver: str = _solver()
