@@ -188,3 +188,36 @@ def test_runs_with_other_precision_knobs_train_apart_each_with_its_own(tmp_path,
     assert sorted(seen) == [False, True]
     for i, flag in enumerate([True, False, True]):
         assert read_summary(tmp_path / str(i) / "summary.json")["deterministic"] is flag
+
+
+class TinyConv(torch.nn.Module):
+    """A convolution over Synthetic's 60 features seen as a 6 x 10 image."""
+
+    def __init__(self, input_shape, num_classes):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 2, 3)
+        self.head = torch.nn.Linear(2 * 4 * 8, num_classes)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.conv(x.view(-1, 1, 6, 10))).flatten(1))
+
+
+@pytest.mark.parametrize("invariant", [True, False])
+def test_a_model_not_proven_identical_in_a_group_trains_alone(tmp_path, configs, monkeypatch,
+                                                              invariant):
+    """A CNN in a group differed from its run alone (by rounding without dropout, by points with
+    it): with the invariant arithmetic it trains alone, and the plan says why."""
+    from tests.conftest import declare_impl
+
+    declare_impl(monkeypatch, "model", "tinyconv", TinyConv)
+    conv = [{**configs[i], "model": {"name": "tinyconv"}, "rounds": 1} for i in (0, 1)]
+    plans = []
+    group.run_jobs([group.Job(c, tmp_path / str(i)) for i, c in enumerate(conv)],
+                   on_plan=plans.append, invariant=invariant)
+    if invariant:
+        assert plans[0].groups == [] and [i for i, _ in plans[0].alone] == [0, 1]
+        assert "Conv2d layers are not proven" in plans[0].alone[0][1]
+    else:
+        assert plans[0].groups == [[0, 1]]
+    assert all(read_summary(tmp_path / str(i) / "summary.json")["status"] == "completed"
+               for i in (0, 1))
