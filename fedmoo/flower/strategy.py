@@ -37,6 +37,15 @@ from fedmoo.algorithms import Algorithm
 from fedmoo.flower.aggregation import ROUND, Reply, ServerRule
 
 
+def _sampling(rule: ServerRule, kwargs: dict[str, Any], fraction: str, nodes: str,
+              available: str) -> dict[str, Any]:
+    """``kwargs`` for Flower's FedAvg, which samples ``rule.clients_per_round`` of
+    ``rule.num_clients`` nodes a round (its keywords are named differently in each API) and
+    evaluates none unless told."""
+    k, n = rule.clients_per_round, rule.num_clients
+    return {fraction: k / n, nodes: k, available: n, "fraction_evaluate": 0.0, **kwargs}
+
+
 
 class FedmooStrategy(MessageFedAvg):
     """A fedmoo algorithm as a Message-API Flower strategy.
@@ -52,12 +61,8 @@ class FedmooStrategy(MessageFedAvg):
                  num_clients: int, clients_per_round: int | None = None,
                  local_lr: float | None = None, **kwargs: Any):
         self.rule = ServerRule(algo, initial_arrays, num_clients, clients_per_round, local_lr)
-        k, n = self.rule.clients_per_round, self.rule.num_clients
-        kwargs.setdefault("fraction_train", k / n)
-        kwargs.setdefault("min_train_nodes", k)
-        kwargs.setdefault("min_available_nodes", n)
-        kwargs.setdefault("fraction_evaluate", 0.0)
-        super().__init__(**kwargs)
+        super().__init__(**_sampling(self.rule, kwargs, "fraction_train", "min_train_nodes",
+                                     "min_available_nodes"))
 
     def initial_record(self) -> ArrayRecord:
         return ArrayRecord(self.rule.arrays())
@@ -92,13 +97,9 @@ class FedmooFitStrategy(FitFedAvg):
                  num_clients: int, clients_per_round: int | None = None,
                  local_lr: float | None = None, **kwargs: Any):
         self.rule = ServerRule(algo, initial_arrays, num_clients, clients_per_round, local_lr)
-        k, n = self.rule.clients_per_round, self.rule.num_clients
-        kwargs.setdefault("fraction_fit", k / n)
-        kwargs.setdefault("min_fit_clients", k)
-        kwargs.setdefault("min_available_clients", n)
-        kwargs.setdefault("fraction_evaluate", 0.0)
         kwargs.setdefault("initial_parameters", ndarrays_to_parameters(self.rule.arrays()))
-        super().__init__(**kwargs)
+        super().__init__(**_sampling(self.rule, kwargs, "fraction_fit", "min_fit_clients",
+                                     "min_available_clients"))
 
     def configure_fit(self, server_round: int, parameters: Parameters,
                       client_manager: ClientManager) -> list[tuple[ClientProxy, FitIns]]:
