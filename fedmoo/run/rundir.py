@@ -27,6 +27,7 @@ from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.report.results import (atomic_write_text, read_summary, to_jsonable, write_csv,
                                    write_json)
 from fedmoo.run import checkpoint, locks, resume_check
+from fedmoo.data.federated import tensors_digest
 
 # Files a run writes; ``resume=false`` deletes them before starting over.
 RESULT_FILES = ("summary.json", "rounds.csv", "clients.csv", "model.pt", checkpoint.FILENAME,
@@ -50,6 +51,7 @@ class RunDir:
         self.info: dict[str, Any] = {}   # the run's description, repeated in every summary
         self.resumed_from = 0
         self.data_digest: str | None = None   # what the run trains on (write_federation)
+        self.source_digest: str | None = None  # the samples it was federated from
         self.accepted = False
         self._lock: locks.HeldLock | None = None
 
@@ -125,6 +127,10 @@ class RunDir:
         write_json(self.file("attack.json"), attack.describe())
         federation.save_partition(self.file("partition.npz"))
         self.data_digest = federation.digest()
+        # the data's own identity, for the reports: the samples and labels, not the partition,
+        # which follows the seed in most recipes (seeds of one configuration share it)
+        self.source_digest = (federation.source_digest
+                              or tensors_digest(federation.x, federation.y))
 
     def resume(self, state, device: torch.device) -> tuple[Any, list[dict[str, Any]], float]:
         """(state, rows so far, compute seconds so far) from this run's checkpoint, if any; the
@@ -163,7 +169,7 @@ class RunDir:
             "message": message,
             "rounds_completed": int(state.round),
             "resumed_from": self.resumed_from,
-            "data_digest": self.data_digest,   # the reports never average runs on other data
+            "data_digest": self.source_digest,   # the reports never average runs on other data
             "final": final,
             "wall_time_s": wall,
             **self.info,

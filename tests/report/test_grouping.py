@@ -218,3 +218,18 @@ def test_the_build_commit_is_read_from_fedmoo_s_own_checkout_only(tmp_path):
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], text=True,
                               capture_output=True).stdout.strip()
         assert git_commit(ROOT) == head
+
+
+def test_seeds_whose_partition_follows_the_seed_are_one_configuration(tmp_path):
+    """The digest the reports split on is the samples' (not the partition's): with
+    ``partition.seed=${seed}``, as most paper recipes, each seed has its own partition."""
+    from tests.inprocess import run_main
+
+    sweep = tmp_path / "sweep"
+    r = run_main(["run", "-m", "seed=0,1", "partition=iid", "partition.seed=${seed}", "rounds=1",
+                  "num_clients=4", "clients_per_round=2", "data.max_samples=40",
+                  "progress=false", f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    t = run_main(["table", str(sweep), "--format", "csv"], tmp_path)
+    assert t.returncode == 0 and "split by data_digest" not in t.stderr, t.stderr
+    assert [row.split(",")[-1] for row in t.stdout.strip().splitlines()[1:]] == ["2"]
