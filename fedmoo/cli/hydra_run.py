@@ -73,12 +73,16 @@ def plan(args: list[str]) -> Plan:
         else:
             overrides.append(args[i])
         i += 1
+    path = given.get("config_path")
     if "config_dir" in given:
         folder = Path(given["config_dir"]).expanduser().resolve()
         if not folder.is_dir():
             raise UserError(f"--config-dir {given['config_dir']}: no such folder")
-        overrides.insert(0, f"hydra.searchpath=[{folder.as_uri()}]")
-    path = given.get("config_path")
+        if (folder / f"{given.get('config_name')}.yaml").is_file() and path is None:
+            # the primary config is the folder's: Hydra reads it before hydra.searchpath
+            path, folder = str(folder), None
+        entry = folder.as_uri() if folder else f"pkg://{CONFIG_MODULE}"
+        overrides.insert(0, f"hydra.searchpath=[{entry}]")
     if path is not None and not os.path.isabs(path) and not path.startswith("pkg://"):
         raise UserError(f"--config-path {path}: give an absolute folder (or add a folder of "
                         "configs with --config-dir)")

@@ -204,6 +204,11 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
         options = re.findall(r"^\t(\S+)$", text.split("Available options", 1)[1], re.M)
         return (f"unknown {missing.group(1)} {missing.group(2)!r}; choose one of: "
                 f"{', '.join(options)}")
+    from hydra.errors import MissingConfigException
+
+    if isinstance(e, MissingConfigException):    # an IOError too, but no file of the user's
+        return (f"{str(e).splitlines()[0]} (a config folder of yours: --config-dir DIR or "
+                "hydra.searchpath=[file:///abs/dir])")
     if isinstance(e.__cause__, OSError) and not isinstance(e, OSError):
         e = e.__cause__  # e.g. logging could not open its file in the run directory
     if isinstance(e, OSError):

@@ -123,6 +123,10 @@ def folder(tmp_path):
     (root / "experiment" / "tag.yaml").write_text(
         "# @package _global_\nrounds: !!python/object/apply:os.system ['touch made_by_tag']\n")
     (root / "experiment" / "fine.yaml").write_text("# @package _global_\nrounds: 1\n")
+    (root / "mine.yaml").write_text(         # a primary config of the folder's (-cn mine)
+        "defaults:\n  - config\n  - _self_\n" + EVIL_CALLBACK.format(made=tmp_path / "made_by_cn")
+        .replace("# @package _global_\n", ""))
+    (root / "ok.yaml").write_text("defaults:\n  - config\n  - _self_\nrounds: 2\n")
     return root
 
 
@@ -135,12 +139,15 @@ def folder(tmp_path):
     (["-m", "experiment=fine,evil"], "hydra.callbacks.evil._target_=os.makedirs is not"),
     (["hydra/job_logging=zip"], "hydra.job_logging.handlers.z.class=zipfile.ZipFile is refused"),
     (["experiment=tag"], "tag.yaml, line 2: could not determine a constructor for the tag"),
+    (["-cn", "mine"], "hydra.callbacks.evil._target_=os.makedirs is not"),
 ])
 @pytest.mark.parametrize("how", ["--config-dir", "-cd", "searchpath"])
 def test_a_config_folders_code_is_refused_and_nothing_runs(cli, folder, args, refusal, how):
     given = ([f"hydra.searchpath=[file://{folder}]"] if how == "searchpath"
              else [how, str(folder)] if how == "-cd" else [f"{how}={folder}"])
     r = cli("run", *given, *args, "progress=false", f"hydra.sweep.dir={cli.cwd / 'sweep'}")
+    if "-cn" in args and how == "searchpath":    # Hydra reads a primary config before its searchpath
+        refusal = "Cannot find primary config 'mine'"
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and refusal in r.stderr, r.stderr
     assert sorted(p.name for p in cli.cwd.iterdir()) == ["confs"]     # nothing made, no outputs
@@ -151,3 +158,14 @@ def test_a_config_folders_plain_options_run(cli, folder):
             "num_clients=4", "clients_per_round=2")
     assert r.returncode == 0, r.stderr
     assert "done: 1 rounds" in r.stdout
+
+
+def test_a_primary_config_of_the_folder_runs_and_a_missing_one_is_one_line(cli, folder):
+    r = cli("run", "-cd", str(folder), "-cn", "ok", "progress=false", "data=digits",
+            "num_clients=4", "clients_per_round=2")
+    assert r.returncode == 0, r.stderr
+    assert "done: 2 rounds" in r.stdout
+    r = cli("run", "-cn", "nope", "rounds=1")
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "fedmoo: error: Cannot find primary config 'nope'. Check that it's in your config search "
+        "path. (a config folder of yours: --config-dir DIR or hydra.searchpath=[file:///abs/dir])")
