@@ -63,7 +63,9 @@ def load(*paths: str | Path) -> Any:
     ``algo.name``, ``algo.alpha``, ``rounds``; ``data_digest`` when they trained on different
     data), then the rounds.csv columns (``round``,
     ``test/acc_mean``, ...). A job with no rows (failed, or killed before its first evaluation)
-    has one row with ``round`` empty, so its status shows."""
+    has one row with ``round`` empty, so its status shows. Every column can be grouped on: a
+    list or dict value (``model.hidden``) is its JSON text (``"[100, 100]"``); integer columns
+    are pandas' nullable ``Int64``, so a missing value does not make them floats or objects."""
     import pandas as pd
 
     from fedmoo.report.jobs import find_jobs
@@ -79,10 +81,33 @@ def load(*paths: str | Path) -> Any:
     for job, ident in zip(jobs, identities):
         rows = job.rounds()
         head = {"job": str(job.path), "status": job.status, "seed": job.seed,
-                **{k: ident.get(k) for k in varying}}
+                **{k: _hashable(ident.get(k)) for k in varying}}
         if rows.empty:
             frames.append(pd.DataFrame([{**head, "round": None}]))
         else:
             frames.append(pd.concat([pd.DataFrame([head] * len(rows), index=rows.index),
                                      rows.reset_index(drop=True).set_index(rows.index)], axis=1))
-    return pd.concat(frames, ignore_index=True)
+    frame = pd.concat(frames, ignore_index=True)
+    ints = _integer_columns(frames)
+    frame[ints] = frame[ints].astype("Int64")
+    return frame
+
+
+def _hashable(value: Any) -> Any:
+    """A list or dict as its JSON text: pandas cannot group on or deduplicate lists."""
+    import json
+
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
+
+
+def _integer_columns(frames: list[Any]) -> list[str]:
+    """The columns whose every value, in every job that has one, is an integer; read before
+    the frames are joined, where a job without the column would turn it into floats."""
+    ok: dict[str, bool] = {}
+    for f in frames:
+        for col in f.columns:
+            values = f[col].dropna().tolist()
+            if values:
+                ok[col] = ok.get(col, True) and all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in values)
+    return [col for col, yes in ok.items() if yes]

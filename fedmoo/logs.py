@@ -68,6 +68,14 @@ def stderr_handler() -> StderrHandler:
     return StderrHandler(env_level())
 
 
+def hydra_handler() -> logging.Handler:
+    """Hydra's own lines on stdout (its launch lines are notes: info), not below
+    ``FEDMOO_LOG_LEVEL``, so ``fedmoo -q`` hides them (``conf/hydra/hydra_logging/fedmoo.yaml``)."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setLevel(max(logging.INFO, env_level()))
+    return handler
+
+
 def setup(level: int | None = None) -> None:
     """fedmoo's messages go to stderr only, at ``level`` (default: ``FEDMOO_LOG_LEVEL``); this
     replaces the logger's handlers, a finished Hydra job's run log included."""

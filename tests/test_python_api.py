@@ -45,3 +45,17 @@ def test_mistakes_are_user_errors(tmp_path):
         fm.run(["algo=nope"], run_dir=tmp_path)
     with pytest.raises(UserError, match="no such directory"):
         fm.load(tmp_path / "absent")
+
+
+def test_load_keeps_every_column_groupable_and_typed(tmp_path):
+    from tests.report.test_tables import _job
+
+    rows = [{"round": 1, "test/acc_mean": 50.0}, {"round": 2, "test/acc_mean": 60.0}]
+    _job(tmp_path, "0", ["model.hidden=[50]"], 0, {}, rounds=rows)
+    _job(tmp_path, "1", ["model.hidden=[100,100]"], 0, {}, rounds=rows)
+    _job(tmp_path, "2", ["model.hidden=[100,100]"], 1, {}, status="failed")
+    frame = fm.load(tmp_path)
+    assert str(frame["round"].dtype) == "Int64" and str(frame["seed"].dtype) == "Int64"
+    assert frame["round"].isna().sum() == 1
+    assert frame.groupby("model.hidden").size().to_dict() == {"[50]": 2, "[100, 100]": 3}
+    assert len(frame.drop_duplicates()) == 5

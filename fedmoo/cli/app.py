@@ -236,8 +236,8 @@ def run_together(jobs: list[Job | None], max_rows: int,
             continue
         with _job_log(j):
             values.append(finish(j, next(outcome)))
-            if j.sweep_dir is not None:
-                sweeps.job_done(j.sweep_dir)
+    if todo and todo[0].sweep_dir is not None:     # every job, run or refused, ends here
+        sweeps.job_done(todo[0].sweep_dir, count=len(jobs))
     return values
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from fedmoo.errors import UserError
 from fedmoo.report.checks import require_known, writing
-from fedmoo.report.jobs import find_jobs, group_jobs, label_keys, short_label
+from fedmoo.report.jobs import find_jobs, group_jobs
 from fedmoo.report.labels import axis_label
 
 log = logging.getLogger(__name__)
@@ -58,8 +58,12 @@ def hypervolume(points: np.ndarray, ref: tuple[float, float]) -> float:
     return float(area)
 
 
-def points(dirs: list[str], x: str, y: str) -> list[dict]:
-    """One record per configuration with completed seeds: label, x/y means and stds, n."""
+def points(dirs: list[str], x: str, y: str, spec: dict | None = None) -> list[dict]:
+    """One record per configuration with completed seeds: label (as ``fedmoo plot`` labels
+    its curve: by ``spec``'s rows, in their order, else the rule's name and the keys that
+    differ), x/y means and stds, n."""
+    from fedmoo.report.plots import labeller
+
     jobs = find_jobs(dirs)
     groups = group_jobs(jobs)
     known = [k for j in jobs if isinstance((j.summary or {}).get("final"), dict)
@@ -67,7 +71,7 @@ def points(dirs: list[str], x: str, y: str) -> list[dict]:
     where = f"a metric of any summary.json under {' '.join(dirs)}"
     require_known("--x", [x], known, where)
     require_known("--y", [y], known, where)
-    keys = label_keys(groups)
+    label_of = labeller(groups, spec, fallback="(one configuration)")
     out = []
     for g in groups:
         done = g.counted()
@@ -75,7 +79,7 @@ def points(dirs: list[str], x: str, y: str) -> list[dict]:
         ys = [j.metric(y) for j in done]
         pairs = [(a, b) for a, b in zip(xs, ys) if a is not None and b is not None
                  and np.isfinite(a) and np.isfinite(b)]
-        label = short_label(keys, g, sep=" ", fallback="(one configuration)")
+        label = label_of(g)
         if not pairs:
             log.warning("%s: no completed seed reports %s and %s; left out", label, x, y,
                         extra={"prefix": "fedmoo pareto: "})
@@ -189,14 +193,12 @@ def plot(recs: list[dict], x: str, y: str, minimize_y: bool, path: str, dpi: int
          hv: float | None = None, ref: tuple[float, float] | None = None,
          fixed: bool = True) -> str:
     """Draw the trade-off; returns how the points are labelled (``place_labels``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
+    from fedmoo.report.plots import metric_range, pyplot
+
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    from fedmoo.report.plots import metric_range
 
     (xlo, xhi), (ylo, yhi) = metric_range(x), metric_range(y)
     for r in recs:       # bars clipped to what the metric can be (no accuracy below 0 %)
@@ -280,7 +282,9 @@ def main(args: list[str]) -> int:
                         "numbers (the hypervolume would be infinite or undefined)")
     if ns.out and Path(ns.out).suffix.lower() not in (".png", ".pdf", ".svg"):
         raise UserError(f"--out {ns.out}: give a .png, .pdf or .svg file")
-    recs = points(ns.dirs, x, y)
+    from fedmoo.report.tables import load_spec
+
+    recs = points(ns.dirs, x, y, load_spec(ns.spec) if ns.spec else None)
     if not recs:
         raise UserError(f"no configuration below {', '.join(ns.dirs)} has completed runs that "
                         f"report {x} and {y} (see `fedmoo table` for the metrics)")

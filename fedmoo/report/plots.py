@@ -46,8 +46,35 @@ def _warn(msg: str) -> None:
     log.warning("%s", msg, extra={"prefix": "fedmoo plot: "})
 
 
-def _label(keys, g: Group) -> str:
-    return short_label(keys, g)
+def pyplot():
+    """matplotlib's pyplot, headless, writing TrueType fonts into PDF and PS: venues refuse the
+    Type 3 fonts that are matplotlib's default."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams.update({"pdf.fonttype": 42, "ps.fonttype": 42})
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def rule_name(slug: str) -> str:
+    """The algorithm's own name, from its declaration (``FedFV: project away ...`` -> ``FedFV``);
+    the slug when the description does not start with one."""
+    from fedmoo.config import hparams
+
+    d = hparams.declared("algo", slug)
+    name, sep, _ = (d.description if d else "").partition(": ")
+    return name if sep and " " not in name else slug
+
+
+def _label(keys, g: Group, fallback: str = "run") -> str:
+    """``FedFV alpha=0.5``: when the rule or its hyperparameters differ, the rule's name, then
+    ``key=value`` of the other keys that differ."""
+    rule = g.value("algo.name") if any(k.split(".")[0] == "algo" for k in keys) else ""
+    rest = short_label([k for k in keys if k not in ("algo", "algo.name")], g, sep=" ",
+                       fallback="")
+    return " ".join(p for p in (rule_name(rule) if rule else "", rest) if p) or fallback
 
 
 def metric_range(metric: str) -> tuple[float, float]:
@@ -68,20 +95,23 @@ def default_spec(jobs: list[Job]) -> str | None:
     return None
 
 
-def labeller(groups: list[Group], spec: dict | None):
+def labeller(groups: list[Group], spec: dict | None, fallback: str = "run"):
     """``label(group)``: the spec's row label (as ``fedmoo table`` prints it) when the spec has
-    a row for the group, else ``key=value, ...`` of the keys that tell the groups apart."""
+    a row for the group, else the rule's name and the keys that tell the groups apart
+    (``_label``). Sorts ``groups`` in the spec's row order (the others after them, as found)."""
     from fedmoo.report.tables import _row, table_keys
 
     if not spec or not spec.get("rows"):
         keys = label_keys(groups)
-        return lambda g: _label(keys, g)
+        return lambda g: _label(keys, g, fallback)
     primary, keys = table_keys(groups, spec)
+    rows = {id(g): _row(spec["rows"], primary, keys, {k: g.value(k) for k in keys})
+            for g in groups}
+    groups.sort(key=lambda g: rows[id(g)][1])
 
     def label(g: Group) -> str:
-        rec = {k: g.value(k) for k in keys}
-        text, order, _ = _row(spec["rows"], primary, keys, rec)
-        return text if order < 10**6 else _label(keys, g)
+        text, order, _ = rows[id(g)]
+        return text if order < 10**6 else _label(keys, g, fallback)
 
     return label
 
@@ -146,9 +176,16 @@ def _curves(group: Group, metric: str, include_failed: bool = False):
             frame.std(axis=1, ddof=0).to_numpy(), len(series))
 
 
-def _styles(i: int) -> dict:
-    """Colour and line style of the i-th curve: ten colours, then the same with other dashes."""
-    return {"color": f"C{i % 10}", "linestyle": ["-", "--", ":", "-."][(i // 10) % 4]}
+def _styles(i: int, n: int = 10) -> dict:
+    """Colour and line style of the i-th of ``n`` curves: matplotlib's ten colours; beyond ten
+    curves tab20's twenty (its dark tones, then its light ones), so that no two curves share a
+    colour up to 20; then the same with other dashes."""
+    import matplotlib
+
+    k = 10 if n <= 10 else 20
+    j = i % k
+    color = f"C{j}" if k == 10 else matplotlib.colormaps["tab20"](2 * j if j < 10 else 2 * j - 19)
+    return {"color": color, "linestyle": ["-", "--", ":", "-."][(i // k) % 4]}
 
 
 def log_axis(ax) -> None:
@@ -209,10 +246,7 @@ def place_legend(ax, fontsize: float = 8, title: str | None = None) -> str:
 
 def plot_metric(groups, label, metric: str, out: Path, logy: bool = False,
                 include_failed: bool = False, dpi: int = 120, note: str = "") -> bool:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -225,7 +259,7 @@ def plot_metric(groups, label, metric: str, out: Path, logy: bool = False,
         x, m, s, n = c
         missing = len(group.jobs) - len(group.counted(include_failed))
         name = f"{label(group)} (n={n}" + (f", {missing} left out)" if missing else ")")
-        style = _styles(len(drawn))
+        style = _styles(len(drawn), len(groups))
         same = next((lab for x0, m0, lab in drawn if len(x0) == len(x) and np.array_equal(x0, x)
                      and np.allclose(m0, m, rtol=1e-9, atol=1e-12, equal_nan=True)), None)
         if same is not None:          # would hide under the earlier curve: dashed, and said so
@@ -283,10 +317,7 @@ def plot_client_hist(groups, label, out: Path, include_failed: bool = False, dpi
     """The final test accuracies of the clients, pooled over seeds, as the percentage of clients
     per 5-point bin: one panel per configuration (shared axes), or outlines in one panel when
     there are more than PANELS_UP_TO configurations."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     data = []
     for group in groups:
@@ -309,7 +340,7 @@ def plot_client_hist(groups, label, out: Path, include_failed: bool = False, dpi
                              squeeze=False)
     for i, (name, c) in enumerate(zip(names, counts)):
         ax = axes[i, 0] if panels else axes[0, 0]
-        style = _styles(i)
+        style = _styles(i, len(data))
         if panels:
             ax.stairs(c, bins, fill=True, color=style["color"], alpha=0.6)
             ax.set_title(name, fontsize=8, loc="left", pad=3)
@@ -346,10 +377,7 @@ def plot_radar(groups, label, pattern: str, out: Path, include_failed: bool = Fa
     """The final per-task values (mean over seeds) of each configuration: one closed polygon per
     configuration on a radar chart, or grouped bars when there are fewer than 3 tasks (a radar
     of 2 axes is a line)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     series = []
     for group in groups:
@@ -369,7 +397,7 @@ def plot_radar(groups, label, pattern: str, out: Path, include_failed: bool = Fa
         width = 0.8 / len(series)
         for i, (name, m, _) in enumerate(series):
             ax.bar(np.arange(n) + (i - (len(series) - 1) / 2) * width, m, width, label=name,
-                   color=f"C{i % 10}", hatch=["", "//", "..", "xx"][(i // 10) % 4])
+                   color=_styles(i, len(series))["color"], hatch=["", "//", "..", "xx"][(i // 10) % 4])
         ax.set_xticks(np.arange(n))
         ax.set_xticklabels(names[:n])
         ax.set_ylabel(what)
@@ -382,7 +410,7 @@ def plot_radar(groups, label, pattern: str, out: Path, include_failed: bool = Fa
         fig, ax = plt.subplots(figsize=(6.5, 7.5), subplot_kw={"projection": "polar"})
         for i, (name, m, _) in enumerate(series):
             ax.plot(np.append(angles, angles[0]), np.append(m, m[0]), marker="o", markersize=3,
-                    label=name, **_styles(i))
+                    label=name, **_styles(i, len(series)))
         ax.set_xticks(angles)
         ax.set_xticklabels(names[:n], fontsize=8 if n <= 10 else 6)
         ax.set_title(title, fontsize=9, pad=18)

@@ -200,9 +200,9 @@ class SweepReport(Callback):
         failed = self.failed = failing(outcomes)
         if not bad:
             return
-        level = logging.ERROR if failed else logging.WARNING   # fedmoo -q shows errors
         parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        log.log(level, "sweep %s: %d jobs: %s", sweep_dir, len(outcomes), parts, extra=PLAIN)
+        # the count is a result: logged as an error so that fedmoo -q shows it, diverged or not
+        log.error("sweep %s: %d jobs: %s", sweep_dir, len(outcomes), parts, extra=PLAIN)
         for job, status, message, overrides in bad:
             label = job.relative_to(sweep_dir).as_posix()
             log.log(logging.WARNING if status == "diverged" else logging.ERROR,

@@ -51,9 +51,10 @@ def job_started(sweep_dir: Path, num: int, label: str) -> None:
         log.info("job %d of %d: %s", num + 1, note["jobs"], label)
 
 
-def job_done(sweep_dir: Path, now: float | None = None) -> int | None:
-    """Count a finished job (completed, skipped or failed) and say where the sweep stands;
-    returns the count of finished jobs."""
+def job_done(sweep_dir: Path, now: float | None = None, count: int = 1) -> int | None:
+    """Count ``count`` finished jobs (completed, skipped or failed) and say where the sweep
+    stands; returns the count of finished jobs. Jobs that ended together (a lockstep launch)
+    are counted at once: one line each would promise time for jobs already done."""
     note = info(sweep_dir)
     if note is None:
         return None
@@ -61,9 +62,9 @@ def job_done(sweep_dir: Path, now: float | None = None) -> int | None:
     try:
         with FileLock(str(path) + ".lock", thread_local=False):
             try:
-                done = int(path.read_text() or 0) + 1
+                done = int(path.read_text() or 0) + count
             except (OSError, ValueError):
-                done = 1
+                done = count
             path.write_text(str(done))
     except OSError:
         return None

@@ -78,3 +78,13 @@ def test_a_sweep_logs_each_line_once_and_into_each_jobs_log(tmp_path):
     log0 = (cli.cwd / "sw" / "0" / "fedmoo.log").read_text()
     assert log0.count("[fedmoo.run.setup][DEBUG] - " + parts[0][len("fedmoo: debug: "):]) == 1
     assert "sweep sw" not in (cli.cwd / "sw" / "1" / "fedmoo.log").read_text()
+
+
+def test_quiet_sweep_hides_hydras_launch_lines_and_keeps_the_count(tmp_path):
+    cli = cli_in(tmp_path)
+    r = cli("-q", "run", "-m", *SMALL, "rounds=2", "client.lr=1e6,0.1", "hydra.sweep.dir=sw")
+    assert r.returncode == 0, r.stderr                                # diverged is a result
+    assert "Launching" not in r.stdout + r.stderr and "#0 :" not in r.stdout, r.stdout
+    assert "fedmoo: sweep sw: 2 jobs: 1 completed, 1 diverged" in r.stderr.splitlines()
+    loud = cli("run", "-m", *SMALL, "rounds=1", "seed=0,1", "hydra.sweep.dir=sw2")
+    assert "[HYDRA] Launching 2 jobs locally" in loud.stdout

@@ -53,8 +53,8 @@ def test_curves_markers_clipped_bands_and_identical_curves(tmp_path, figures):
     assert plots.plot_metric(groups, label, "round/improved_frac", tmp_path / "f.png")
     ax = figures[-1].axes[0]
     lines = ax.get_lines()
-    assert [ln.get_label() for ln in lines] == ["algo=fedavg (n=2)",
-                                                "algo=fedprox, mu=0 (n=2) = algo=fedavg"]
+    assert [ln.get_label() for ln in lines] == ["fedavg (n=2)",
+                                                "FedProx mu=0 (n=2) = fedavg"]
     assert lines[0].get_marker() == "o" and lines[1].get_linestyle() != lines[0].get_linestyle()
     assert "same curve" in ax.get_title()
     for band in ax.collections:                  # mean 1.0 +- 0 and 0.8 +- 0.1, never above 1
@@ -120,8 +120,8 @@ def test_histogram_panels_say_which_are_identical(tmp_path, figures):
     groups = group_jobs(find_jobs([tmp_path]))
     assert plots.plot_client_hist(groups, plots.labeller(groups, None), tmp_path / "h.png")
     titles = [ax.get_title(loc="left") for ax in figures[-1].axes]
-    assert titles == ["algo=fedavg (2 clients, n=1)",
-                      "algo=fedprox (2 clients, n=1) = algo=fedavg"]
+    assert titles == ["fedavg (2 clients, n=1)",
+                      "FedProx (2 clients, n=1) = fedavg"]
 
 
 def _mixed(tmp_path):
@@ -218,3 +218,28 @@ def test_report_mistakes_are_one_line(tmp_path, capsys):
         assert main(["plot", str(tmp_path), *args]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"fedmoo: error: {line}") and err.count("\n") == 1, err
+
+
+def test_thirteen_curves_keep_the_specs_order_distinct_colours_and_truetype(tmp_path, figures,
+                                                                          monkeypatch, capsys):
+    from fedmoo.cli.main import main
+    from fedmoo.report import tables
+
+    alphas = [f"0.{i:02d}" for i in range(1, 14)]
+    for i, a in enumerate(alphas):
+        _job(tmp_path / "runs", str(i), ["algo=fedfv", f"algo.alpha={a}"], 0,
+             {"test/acc_mean": 50.0 + i, "test/acc_worst10": 40.0 - i}, rounds=rounds([1.0 + i]))
+    spec = tmp_path / "specs" / "demo"
+    spec.mkdir(parents=True)
+    rows = "".join(f"  '{a}': {{label: FedFV a{a}}}\n" for a in reversed(alphas))
+    (spec / "many.yaml").write_text(f"metrics: [test/acc_mean]\nrows:\n{rows}")
+    monkeypatch.setattr(tables, "TABLE_DIR", tmp_path / "specs")
+    assert main(["plot", str(tmp_path / "runs"), "--out", str(tmp_path / "p"), "--format", "pdf",
+                 "--metric", "test/acc_mean", "--spec", "demo/many"]) == 0
+    lines = figures[0].axes[0].get_lines()
+    assert [ln.get_label() for ln in lines] == [f"FedFV a{a} (n=1)" for a in reversed(alphas)]
+    assert len({str(ln.get_color()) for ln in lines}) == 13
+    pdf = (tmp_path / "p" / "test_acc_mean.pdf").read_bytes()
+    assert b"/Subtype /Type3" not in pdf and b"/CIDFontType2" in pdf   # TrueType glyphs
+    assert main(["pareto", str(tmp_path / "runs"), "--spec", "demo/many"]) == 0
+    assert "| FedFV a0.13 | 62.00" in capsys.readouterr().out      # the spec's labels, as plot's

@@ -116,7 +116,9 @@ def test_lockstep_group_says_rounds_and_runs_finished(tmp_path):
     assert rounds[0].endswith("; 0 of 2 runs finished")
     assert rounds[-1].startswith("fedmoo: 2 runs together: round 2 of 2 (100%), ")
     assert rounds[-1].endswith("; 2 of 2 runs finished")
-    assert "fedmoo: sweep: 2 of 2 jobs done, " in r.stderr
+    done = [ln for ln in r.stderr.splitlines() if "jobs done" in ln]   # they end together
+    assert len(done) == 1 and done[0].startswith("fedmoo: sweep: 2 of 2 jobs done, ")
+    assert "left" not in done[0]
 
 
 def test_jobs_in_several_processes_count_once_each(tmp_path):
@@ -138,4 +140,8 @@ def test_job_done_eta(tmp_path, caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "sweep: 1 of 4 jobs done, 30 s elapsed, about 1m30s left",
         "sweep: 2 of 4 jobs done, 50 s elapsed, about 50 s left"]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="fedmoo.run.sweeps"):
+        assert sweeps.job_done(tmp_path, now=start + 60, count=2) == 4     # ended together
+    assert [r.getMessage() for r in caplog.records] == ["sweep: 4 of 4 jobs done, 1m00s elapsed"]
     assert sweeps.job_done(tmp_path / "elsewhere") is None

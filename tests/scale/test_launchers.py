@@ -121,3 +121,14 @@ def test_missing_ray_plugin_is_one_line_error(cli):
                                 "plugin, which is not installed; pip install -e \".[ray]\" in the "
                                 "fedmoo checkout (or pip install hydra-ray-launcher)")
     assert not (cli.cwd / "sweep").exists()
+
+
+def test_slurm_off_a_cluster_is_one_line(tmp_path, monkeypatch, capsys):
+    from fedmoo.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))                # no sbatch here
+    assert main(["run", "-m", "hydra/launcher=slurm", "seed=0,1", "rounds=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sbatch" in err and "hydra/launcher=local_gpus" in err, err
+    assert not (tmp_path / "outputs").exists()
