@@ -53,18 +53,23 @@ def with_plugins(args: list[str]) -> list[str]:
 
 
 def describe_yaml(path: Path) -> str:
-    """The first comment line of a YAML file that is not a Hydra directive, nor the command
+    """The first comment sentence of a YAML file that is not a Hydra directive, nor the command
     that runs it (experiment files start with ``# fedmoo run -m experiment=...``, then say what
-    they reproduce), unless there is no other."""
-    command = ""
+    they reproduce), unless there is no other: its first line, and the lines that go on with it
+    (starting in lower case), so a description is never cut mid-sentence."""
+    command, found = "", ""
     for line in path.read_text().splitlines():
         s = line.strip()
         if not s.startswith("#"):
             break
         text = s.lstrip("#").strip()
-        if text.startswith("fedmoo "):
+        if found:
+            if not text[:1].islower():
+                break
+            found += " " + text
+        elif text.startswith("fedmoo "):
             command = command or text
         elif text and not text.startswith("@package"):
-            return text
-    return command
+            found = text
+    return found or command
 

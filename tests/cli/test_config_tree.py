@@ -62,3 +62,14 @@ def test_every_option_has_a_description():
                   "debug"):
         for name, text in group_options(group).items():
             assert text, f"{group}={name} has no description"
+
+
+def test_a_description_is_never_cut_mid_sentence(tmp_path):
+    from fedmoo.cli.groups import describe_yaml
+
+    f = tmp_path / "x.yaml"
+    f.write_text("# @package _global_\n# fedmoo run -m experiment=x\n# Pooled Adult: each domain's "
+                 "data and\n# test records pooled\n# Client 0 is phd\nrounds: 1\n")
+    assert describe_yaml(f) == "Pooled Adult: each domain's data and test records pooled"
+    f.write_text("# fedmoo run -m experiment=x\nrounds: 1\n")
+    assert describe_yaml(f) == "fedmoo run -m experiment=x"
