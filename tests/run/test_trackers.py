@@ -69,6 +69,7 @@ def test_a_tracker_that_fails_after_it_started_is_one_warning(tmp_path, monkeypa
 
 
 WRITER = "import sys; {}print('error logger=mlflow: {}', flush=True); sys.stdin.readline()"
+STARTED = "import sys; sys.stdin.readline(); {}print('error logger=mlflow: {}', flush=True)"
 
 
 def _answered(code: str) -> subprocess.Popen:
@@ -85,7 +86,7 @@ def test_a_writer_fails_the_run_only_before_its_run_started(tmp_path, monkeypatc
     """A writer's error line after its ready line is one warning; before it, a refusal (when
     it came before the run's end: the run waits for no writer)."""
     pytest.importorskip("mlflow")
-    code = WRITER.format("print('ready 7', flush=True); " if started else "",
+    code = (STARTED if started else WRITER).format("print('ready 7', flush=True); " if started else "",
                          "writing failed: database is locked" if started else "no store")
     monkeypatch.setattr(tracker_process, "_spawn", lambda module: _answered(code))
     if not started:
