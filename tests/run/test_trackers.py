@@ -330,7 +330,7 @@ def _wandb_records(path: Path) -> list:
 
 def test_wandb_group_is_the_sweeps_name():
     """Not the sweep's absolute path (machine-specific, up to 128 characters)."""
-    assert loggers.sweep_name("/home/me/sweeps/lr") == "lr"
+    assert loggers.sweep_name("/srv/me/sweeps/lr") == "lr"
     assert loggers.sweep_name("/x/multirun/2026-11-28/08-37-37") == "2026-11-28/08-37-37"
     assert loggers.sweep_name(None) is None
 
