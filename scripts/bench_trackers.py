@@ -5,18 +5,14 @@
 - ``mlflow``: the writer's ``log_batch`` work for rows of 40 metrics, one row a call against ten
   rows a call, ms a row (fedmoo.run.mlflow_writer.Writer on a new SQLite store);
 - ``imports``: what a writer process imports before the run asks for its tracked run
-  (``mlflow_writer.warm``, ``wandb_writer.warm``), s;
-- ``exit``: a writer process from its ``done`` line to its exit (the teardown the run no longer
-  waits for), s.
+  (``mlflow_writer.warm``, ``wandb_writer.warm``), s.
 
-    python scripts/bench_trackers.py [--parts tensorboard,mlflow,imports,exit] [--rows 100]
+    python scripts/bench_trackers.py [--parts tensorboard,mlflow,imports] [--rows 100]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,27 +74,7 @@ def imports(tmp: Path, rows: int) -> None:
         print(f"imports of {module}.warm(): {took} s", flush=True)
 
 
-def exit_cost(tmp: Path, rows: int) -> None:
-    took = []
-    for rep in range(3):
-        proc = subprocess.Popen([sys.executable, "-m", "fedmoo.run.mlflow_writer"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-        proc.stdin.write(json.dumps({"uri": f"sqlite:///{tmp / f'exit{rep}.db'}",
-                                     "experiment": "bench", "run_name": "bench", "tags": {},
-                                     "params": {}}) + "\n")
-        proc.stdin.write(json.dumps({"final": {"a": 1.0}, "artifact": None}) + "\n")
-        proc.stdin.close()
-        for line in proc.stdout:
-            if line.startswith(("done", "error")):
-                break
-        t = time.perf_counter()
-        proc.wait()
-        took.append(time.perf_counter() - t)
-    print(f"mlflow writer, done line to exit: median {statistics.median(took):.2f} s "
-          f"({', '.join(f'{x:.2f}' for x in took)})", flush=True)
-
-
-PARTS = {"tensorboard": tensorboard, "mlflow": mlflow, "imports": imports, "exit": exit_cost}
+PARTS = {"tensorboard": tensorboard, "mlflow": mlflow, "imports": imports}
 
 
 def main() -> None:

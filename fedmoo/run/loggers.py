@@ -10,24 +10,28 @@
   view.
 - ``mlflow``: an MLflow run in experiment ``fedmoo`` (or ``MLFLOW_EXPERIMENT_NAME``) with the
   config as parameters (dotted keys), every row as metrics (rows in batches, at most 2 s late;
-  ``/`` in names kept, step = the round), the final metrics (``final/<name>``) and
-  summary.json as an artifact. A child process writes it (fedmoo.run.mlflow_writer). Tracking URI:
-  ``MLFLOW_TRACKING_URI``, else a local SQLite store ``<run dir>/mlflow.db`` (``mlflow ui
-  --backend-store-uri sqlite:///<run dir>/mlflow.db``); a SQLite store may be shared by jobs
-  running at once, and its artifacts go beside it (``mlartifacts/<experiment>/<run id>``).
+  ``/`` in names kept, step = the round), the final metrics (``final/<name>``) and as
+  artifacts summary.json, rounds.csv, clients.csv and the config (``.hydra/config.yaml``). A
+  child process writes it (fedmoo.run.mlflow_writer). Tracking URI: ``MLFLOW_TRACKING_URI``,
+  else a local SQLite store ``<run dir>/mlflow.db`` (``mlflow ui --backend-store-uri
+  sqlite:///<run dir>/mlflow.db``); a SQLite store may be shared by jobs running at once, and
+  its artifacts go beside it (``mlartifacts/<run id>/artifacts/``).
   Needs ``pip install -e ".[trackers]"``.
 - ``wandb``: a Weights & Biases run in project ``fedmoo`` (or ``WANDB_PROJECT``) with the config,
   every row (step = the round) and the final metrics as its summary; files under
-  ``<run dir>/wandb``; W&B's own lines are silenced. A child process writes it
+  ``$WANDB_DIR/wandb``, else ``<run dir>/wandb``; W&B's own lines are silenced. A child process writes it
   (fedmoo.run.wandb_writer). ``WANDB_MODE=offline`` keeps it on disk
   (``wandb sync`` uploads later). Needs ``pip install -e ".[trackers]"``.
 
 A tracked run is named after its overrides (``algo=fedfv seed=1``; the run directory's name
 when there are none) and tagged with its run directory and, in a sweep, the sweep's directory
-(MLflow tags ``fedmoo.run_dir``, ``fedmoo.overrides``, ``fedmoo.sweep``; the W&B group).
+(MLflow tags ``fedmoo.run_dir``, ``fedmoo.overrides``, ``fedmoo.sweep``; the W&B group is the
+sweep's name, ``sweep_name``).
 Non-finite values are skipped (trackers reject them; rounds.csv keeps them). A tracker that
 cannot start stops the run (a UserError); one that fails after it started is one warning, and
-the run goes on without it (``Trackers``).
+the run goes on without it (``Trackers``). The run does not wait for MLflow's and W&B's
+writers at its end (fedmoo.run.tracker_process): they finish in the background, each with its
+log in ``<run dir>/tracker-<name>.log``.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import json
 import logging
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -122,14 +127,17 @@ class TensorBoardLogger(NullLogger):
 
     def finish(self, final: dict[str, Any], run_dir: Path) -> None:
         """The config as hparams with the final metrics (``final/<name>``), in the run's own
-        event file: TensorBoard's HParams view then lists a sweep's runs side by side."""
+        event file: TensorBoard's HParams view then lists a sweep's runs side by side. No
+        experiment header: TensorBoard keeps the first it finds (a FedAvg run's would hide
+        FedFV's ``algo.alpha`` in an ``algo=fedavg,fedfv`` sweep); without one it takes the
+        union of the runs' hparams, and the metrics from their scalars."""
         from torch.utils.tensorboard.summary import hparams
 
         params = {k: v if isinstance(v, (bool, int, float, str)) else json.dumps(v)
                   for k, v in flatten(self.cfg).items()}
         metrics = {f"final/{k}": v for k, v in _numbers(final).items()}
         step = int(final.get("round", 0) or 0)
-        for summary in hparams(params, metrics):
+        for summary in hparams(params, metrics)[1:]:     # session start and end, no header
             self._write(0, list(summary.value))
         self._write(step, self._scalars(metrics))
         self.events.flush()
@@ -160,6 +168,7 @@ class ChildLogger(NullLogger):
     """A tracker whose run a child process owns (fedmoo.run.tracker_process)."""
 
     child: tracker_process.ChildTracker
+    FILES = ("summary.json", "rounds.csv", "clients.csv", ".hydra/config.yaml")
 
     def log(self, row: dict[str, Any]) -> None:
         self.child.log_numbers(int(row["round"]), _numbers(row))
@@ -168,7 +177,7 @@ class ChildLogger(NullLogger):
         self.child.check()
 
     def finish(self, final: dict[str, Any], run_dir: Path) -> None:
-        self.child.finish_numbers(_numbers(final), run_dir)
+        self.child.finish_numbers(_numbers(final), [str(Path(run_dir) / f) for f in self.FILES])
 
     def close(self) -> None:
         self.child.close()
@@ -185,20 +194,38 @@ class MLflowLogger(ChildLogger):
         self.child = tracker_process.ChildTracker(WRITERS["mlflow"], "mlflow", {
             "uri": self.uri, "experiment": os.environ.get("MLFLOW_EXPERIMENT_NAME", "fedmoo"),
             "run_name": name, "tags": tags,
-            "params": {k: str(v)[:500] for k, v in flatten(cfg).items()}})
+            "params": {k: str(v)[:500] for k, v in flatten(cfg).items()}},
+            self.uri, Path(run_dir) / "tracker-mlflow.log",
+            confirm=bool(os.environ.get("MLFLOW_TRACKING_URI")))
 
 
 class WandbLogger(ChildLogger):
     """The W&B run (fedmoo.run.wandb_writer): project ``WANDB_PROJECT``, else ``fedmoo``; a
-    sweep's runs are one group; files under ``<run dir>/wandb``."""
+    sweep's runs are one group (``sweep_name``); files under ``$WANDB_DIR/wandb``, else
+    ``<run dir>/wandb``."""
 
     def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
         _need("wandb", "wandb")
-        (Path(run_dir) / "wandb").mkdir(parents=True, exist_ok=True)
+        where = Path(os.environ.get("WANDB_DIR") or run_dir)
+        (where / "wandb").mkdir(parents=True, exist_ok=True)
+        project = os.environ.get("WANDB_PROJECT", "fedmoo")
         self.child = tracker_process.ChildTracker(WRITERS["wandb"], "wandb", {
-            "project": os.environ.get("WANDB_PROJECT", "fedmoo"), "name": name,
-            "group": (tags.get("fedmoo.sweep") or "")[-128:] or None,
-            "dir": str(Path(run_dir)), "config": cfg})
+            "project": project, "name": name, "group": sweep_name(tags.get("fedmoo.sweep")),
+            "dir": str(where), "config": cfg},
+            f"W&B project {project} (files in {where / 'wandb'})",
+            Path(run_dir) / "tracker-wandb.log",
+            confirm=os.environ.get("WANDB_MODE") not in ("offline", "disabled"))
+
+
+def sweep_name(sweep: str | None) -> str | None:
+    """A sweep's W&B group: its directory's name, not its path (machine-specific, W&B allows
+    128 characters); with its date folder when the name is Hydra's time of day (``2026-11-28/
+    08-37-37``), so that sweeps of different days stay apart."""
+    if not sweep:
+        return None
+    path = Path(sweep)
+    name = f"{path.parent.name}/{path.name}" if re.fullmatch(r"[\d-]+", path.name) else path.name
+    return name[-128:]
 
 
 class Trackers(NullLogger):

@@ -96,13 +96,15 @@ class Writer:
             with self.lock:
                 self.client.log_batch(self.run_id, metrics=batch[i:i + BATCH_METRICS])
 
-    def end(self, final: dict[str, float] | None, artifact: str | None) -> None:
-        """FINISHED with the final metrics (``final/<name>``) and the artifact, else KILLED."""
+    def end(self, final: dict[str, float] | None, artifacts: list[str]) -> None:
+        """FINISHED with the final metrics (``final/<name>``) and the run's files as artifacts
+        (``<artifact root>/<run id>/artifacts/<file name>``), else KILLED."""
         if final is not None:
             self.metrics([({f"final/{k}": v for k, v in final.items()}, 0)])
         with self.lock:
-            if artifact and Path(artifact).exists():
-                self.client.log_artifact(self.run_id, artifact)
+            for path in artifacts:
+                if Path(path).exists():
+                    self.client.log_artifact(self.run_id, path)
             self.client.set_terminated(self.run_id, "KILLED" if final is None else "FINISHED")
 
 

@@ -38,7 +38,7 @@ class Writer:
         for values, step in rows:
             self.run.log(values, step=step)
 
-    def end(self, final: dict[str, float] | None, artifact: str | None) -> None:
+    def end(self, final: dict[str, float] | None, artifacts: list[str]) -> None:
         if final is None:
             self.run.finish(exit_code=1)
             return

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import select
 import struct
 import subprocess
 import sys
@@ -18,6 +20,18 @@ from fedmoo.run.launchers import plugin_available
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
 from tests.inprocess import cli_in, fresh_joblib_workers
+
+
+def _written(run_dir: Path, name: str, timeout: float = 180) -> str:
+    """The writer's log once it says how it ended: it finishes after the run, in the
+    background (fedmoo.run.tracker_process)."""
+    log, end = Path(run_dir) / f"tracker-{name}.log", time.time() + timeout
+    while time.time() < end:
+        text = log.read_text() if log.exists() else ""
+        if re.search(r"^(done|error )", text, re.M):
+            return text
+        time.sleep(0.1)
+    raise AssertionError(f"{log}: no done line in {timeout} s")
 
 
 def test_unknown_logger_is_one_line(tmp_path):
@@ -54,19 +68,27 @@ def test_a_tracker_that_fails_after_it_started_is_one_warning(tmp_path, monkeypa
                          "goes on without it (rounds.csv has every round)")
 
 
-WRITER = "import sys; sys.stdin.readline(); {}print('error logger=mlflow: {}', flush=True)"
+WRITER = "import sys; {}print('error logger=mlflow: {}', flush=True); sys.stdin.readline()"
+STARTED = "import sys; sys.stdin.readline(); {}print('error logger=mlflow: {}', flush=True)"
+
+
+def _answered(code: str) -> subprocess.Popen:
+    """A fake writer whose lines are out before the run starts: the run waits for none."""
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, bufsize=1)
+    select.select([proc.stdout], [], [], 60)
+    return proc
 
 
 @pytest.mark.parametrize("started", [True, False])
 def test_a_writer_fails_the_run_only_before_its_run_started(tmp_path, monkeypatch, caplog,
                                                             started):
-    """A writer's error line after its ready line is one warning; before it, a refusal."""
+    """A writer's error line after its ready line is one warning; before it, a refusal (when
+    it came before the run's end: the run waits for no writer)."""
     pytest.importorskip("mlflow")
-    code = WRITER.format("print('ready 7', flush=True); " if started else "",
+    code = (STARTED if started else WRITER).format("print('ready 7', flush=True); " if started else "",
                          "writing failed: database is locked" if started else "no store")
-    monkeypatch.setattr(tracker_process, "_spawn", lambda module: subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        bufsize=1))
+    monkeypatch.setattr(tracker_process, "_spawn", lambda module: _answered(code))
     if not started:
         with pytest.raises(UserError, match="^logger=mlflow: no store$"):
             run(small_cfg(rounds=3, logger="mlflow"), tmp_path)
@@ -80,6 +102,7 @@ def test_mlflow_local_store(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     result = run(small_cfg(rounds=3, logger="mlflow"), tmp_path)
+    assert _written(tmp_path, "mlflow").splitlines()[-1] == "done"
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (r,) = client.search_runs([client.get_experiment_by_name("fedmoo").experiment_id])
     assert r.info.status == "FINISHED" and r.info.run_name == tmp_path.name
@@ -91,6 +114,28 @@ def test_mlflow_local_store(tmp_path, monkeypatch):
     artifacts = Path(r.info.artifact_uri.removeprefix("file://"))
     assert json.loads((artifacts / "summary.json").read_text())["status"] == "completed"
     assert not (Path.cwd() / "mlruns").exists()
+
+
+def test_mlflow_artifacts_are_the_runs_files(tmp_path, caplog):
+    """`fedmoo run` ends before its writer (it says where the data goes); the writer then logs
+    the config, rounds.csv, clients.csv and summary.json as the MLflow run's artifacts, in
+    <run dir>/mlartifacts/<run id>/artifacts/ (the layout the docs give)."""
+    mlflow = pytest.importorskip("mlflow")
+    r = cli_in(tmp_path)("run", "logger=mlflow", "rounds=2", "num_clients=6",
+                         "clients_per_round=3", "data.max_samples=100", "progress=false",
+                         "hydra.run.dir=run", env={"MLFLOW_TRACKING_URI": ""})
+    assert r.returncode == 0, r.stderr
+    job = tmp_path / "run"
+    assert _written(job, "mlflow").splitlines()[-1] == "done"
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{job / 'mlflow.db'}")
+    (x,) = client.search_runs([client.get_experiment_by_name("fedmoo").experiment_id])
+    artifacts = job / "mlartifacts" / x.info.run_id / "artifacts"
+    assert Path(x.info.artifact_uri.removeprefix("file://")) == artifacts.resolve()
+    assert sorted(p.name for p in artifacts.iterdir()) == [
+        "clients.csv", "config.yaml", "rounds.csv", "summary.json"]
+    for name in ("clients.csv", "rounds.csv", "summary.json"):
+        assert (artifacts / name).read_bytes() == (job / name).read_bytes()
+    assert (artifacts / "config.yaml").read_bytes() == (job / ".hydra/config.yaml").read_bytes()
 
 
 def test_prestarted_mlflow_writer_is_the_runs_writer(tmp_path, monkeypatch):
@@ -168,6 +213,8 @@ def test_mlflow_store_shared_by_parallel_jobs(tmp_path):
                          f"hydra.sweep.dir={tmp_path / 'sweep'}",   # absolute: joblib's workers
                          env={"MLFLOW_TRACKING_URI": f"sqlite:///{db}"})   # keep an old cwd
     assert r.returncode == 0, r.stderr
+    for job in ("0", "1"):
+        _written(tmp_path / "sweep" / job, "mlflow")
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
     runs = client.search_runs([client.get_experiment_by_name("fedmoo").experiment_id])
     assert sorted(x.info.run_name for x in runs) == ["seed=0", "seed=1"]   # what the sweep varies
@@ -224,15 +271,37 @@ def test_tensorboard_hparams(tmp_path):
         content["_hparams_/session_start_info"]).session_start_info
     assert start.hparams["algo.name"].string_value == "fedavg"
     assert start.hparams["client.lr"].number_value == 0.05
-    experiment = plugin_data_pb2.HParamsPluginData.FromString(
-        content["_hparams_/experiment"]).experiment
-    tags = {m.name.tag for m in experiment.metric_infos}
-    assert "final/test/acc_mean" in tags
+    assert "_hparams_/experiment" not in content    # TensorBoard makes it from all the runs
     (scalar,) = events.Scalars("final/test/acc_mean")
     assert scalar.value == pytest.approx(result.final["test/acc_mean"])
     rows = events.Scalars("test/acc_mean")          # every rounds.csv row, one event each
     assert [(e.step, e.value) for e in rows] == [
         (r["round"], pytest.approx(r["test/acc_mean"])) for r in result.rows]
+
+
+def test_tensorboard_hparams_of_a_mixed_sweep(tmp_path):
+    """An algo=fedavg,fedfv sweep: no run writes an experiment header (TensorBoard would keep
+    the first, FedAvg's, and drop FedFV's columns), so the HParams view takes the union of the
+    runs' session records, which holds algo.alpha (FedFV's) beside the keys both have."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    r = cli_in(tmp_path)("run", "-m", "algo=fedavg,fedfv", "logger=tensorboard", "rounds=2",
+                         "num_clients=6", "clients_per_round=3", "data.max_samples=100",
+                         "progress=false", "hydra.sweep.dir=sweep")
+    assert r.returncode == 0, r.stderr
+    runs = EventMultiplexer().AddRunsFromDirectory(str(tmp_path / "sweep"))
+    runs.Reload()
+    content = runs.PluginRunToTagToContent("hparams")
+    assert len(content) == 2 and not any("_hparams_/experiment" in c for c in content.values())
+    starts = {}
+    for tags in content.values():
+        start = plugin_data_pb2.HParamsPluginData.FromString(
+            tags["_hparams_/session_start_info"]).session_start_info
+        starts[start.hparams["algo.name"].string_value] = set(start.hparams)
+    assert "algo.alpha" in starts["fedfv"] and "algo.alpha" not in starts["fedavg"]
+    assert {"seed", "client.lr"} <= starts["fedavg"] & starts["fedfv"]
 
 
 def _wandb_records(path: Path) -> list:
@@ -259,15 +328,26 @@ def _wandb_records(path: Path) -> list:
     return out
 
 
+def test_wandb_group_is_the_sweeps_name():
+    """Not the sweep's absolute path (machine-specific, up to 128 characters)."""
+    assert loggers.sweep_name("/srv/me/sweeps/lr") == "lr"
+    assert loggers.sweep_name("/x/multirun/2026-11-28/08-37-37") == "2026-11-28/08-37-37"
+    assert loggers.sweep_name(None) is None
+
+
 def test_wandb_offline_and_several_at_once(tmp_path, monkeypatch, capfd):
+    """Offline, with WANDB_DIR set: W&B's files go there, not under the run directory."""
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "elsewhere"))
     monkeypatch.delenv("WANDB_SILENT", raising=False)
     capfd.readouterr()
-    result = run(small_cfg(rounds=3, logger=["wandb", "tensorboard"]), tmp_path)
+    result = run(small_cfg(rounds=3, logger=["wandb", "tensorboard"]), tmp_path / "run")
+    _written(tmp_path / "run", "wandb")
     out, err = capfd.readouterr()
-    assert "wandb" not in (out + err).lower()     # W&B's summary block: not in fedmoo's output
-    (log,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    assert not re.search(r"^wandb:", out + err, re.M)   # W&B's own lines: not in ours
+    assert not (tmp_path / "run" / "wandb").exists()
+    (log,) = (tmp_path / "elsewhere" / "wandb").glob("offline-run-*/run-*.wandb")
 
     def items(update):
         return {(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in update}
@@ -289,4 +369,4 @@ def test_wandb_offline_and_several_at_once(tmp_path, monkeypatch, capfd):
     config = {i.key: json.loads(i.value_json) for i in run_rec.config.update}
     algo = config["algo"]
     assert (algo.get("value") or algo)["name"] == "fedavg"
-    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+    assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
