@@ -12,10 +12,11 @@ imported.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from fedmoo.config import schema
@@ -26,15 +27,64 @@ def check_composed(config: DictConfig, check=schema.check) -> None:
     """``check`` (``schema.check``) on a config Hydra composed (its ``hydra`` node left out); a
     refusal is raised as ``Refused``. A value that cannot be resolved yet (``${hydra:job.num}``
     before the job starts) leaves the check to the run, which makes it again."""
-    try:
-        cfg = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-               for k, v in ((k, config[k]) for k in config if k != "hydra")}
-    except OmegaConfBaseException:
+    cfg = _task(config)
+    if cfg is None:
         return
     try:
         check(cfg)
     except UserError as e:
         raise Refused(str(e)) from None
+
+
+def _task(config: DictConfig) -> dict[str, Any] | None:
+    """The job's own config, resolved (its ``hydra`` node left out); None if a value cannot be
+    resolved yet."""
+    try:
+        return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                for k, v in ((k, config[k]) for k in config if k != "hydra")}
+    except OmegaConfBaseException:
+        return None
+
+
+def check_collisions(configs: list[DictConfig], first: int = 0) -> None:
+    """Refuse a sweep (``Refused``, before any of its jobs runs) whose jobs ``first``,
+    ``first + 1``, ... would land on results of other configurations: an experiment's fixed
+    sweep folder run again with other overrides (job 3 is another configuration now). Names the
+    jobs and the one override that fixes it."""
+    from fedmoo.run.identity import collisions
+
+    jobs = []
+    for num, config in enumerate(configs, first):
+        with open_dict(config):
+            config.hydra.job.num = num      # what the launcher sets: the job's subdir
+        path = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+        if not (path / "summary.json").is_file():
+            continue
+        cfg = _task(config)
+        if cfg is not None:                 # else left to the job's own check
+            jobs.append((num, path, cfg))
+    bad = collisions(jobs)
+    if not bad:
+        return
+    sweep_dir = Path(str(configs[0].hydra.sweep.dir))
+    free = next(f"{sweep_dir}_{i}" for i in range(2, 10_000) if not Path(f"{sweep_dir}_{i}").exists())
+    num, path, diff = bad[0]
+    raise Refused(
+        f"{len(bad)} of {len(configs)} jobs of this sweep would land on results of another "
+        f"configuration in {sweep_dir} (jobs {_spans([n for n, _, _ in bad])}; job {num}, "
+        f"{path.name}/: {diff}): add hydra.sweep.dir={free} to run this sweep in its own "
+        "folder (or resume=false to replace those results)")
+
+
+def _spans(nums: list[int]) -> str:
+    """``[1, 2, 3, 7]`` -> ``1-3, 7``."""
+    runs: list[list[int]] = []
+    for n in nums:
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 class CheckConfig(Callback):

@@ -34,7 +34,7 @@ from fedmoo.report.results import read_rounds_frame
 
 # Keys (and their sub-keys) that never distinguish configurations: the seed, which varies across
 # repetitions, and knobs that only change where or how a job runs.
-# fedmoo.run.checkpoint.VOLATILE_KEYS are among them (tests/report/test_grouping.py checks).
+# fedmoo.run.identity.VOLATILE_KEYS are among them (tests/report/test_grouping.py checks).
 NOT_A_RESULT_KEY = ("seed", "hydra", "experiment", "debug", "progress", "device", "data_dir",
                     "threads", "logger", "resume", "checkpoint_every", "traceback",
                     "deterministic",

@@ -20,43 +20,12 @@ import numpy as np
 import torch
 
 from fedmoo.errors import UserError
-from fedmoo.report.defaults import flatten
 from fedmoo.report.results import atomic_write
+from fedmoo.run.identity import run_config
 from fedmoo.state import ServerState, state_from_dict, state_to_dict
 
 FORMAT = 2   # 2: the data digest (``data``); every field is checked on resume (resume_check)
 FILENAME = "checkpoint.pt"
-
-# Knobs that do not change the numbers a run produces: they may differ between a run and its
-# resume (a preempted job may come back on another node, with another data path).
-VOLATILE_KEYS = ("progress", "traceback", "resume", "checkpoint_every", "device", "data_dir", "threads",
-                 "logger", "deterministic")
-# Keys (dotted) added to the config after runs were checkpointed without them, with the value such
-# a run ran with: a checkpoint that lacks one is compared as if it held that value. The partition
-# keys came with their declaration (fedmoo.config.hparams.partition), which every partition's
-# config holds.
-ADDED_KEYS = {"tf32": False, "partition.tasks": "all", "partition.tasks_per_client": None,
-              "partition.max_per_client": None}
-# Keys a checkpoint may hold that the config no longer has: FedMGDA's ``algo.total_rounds`` was
-# the run's ``rounds`` (``${rounds}``), which the runner now hands to the rule.
-REMOVED_KEYS = ("algo.total_rounds",)
-
-
-def run_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The part of a resolved config that determines the results of a run."""
-    return {k: v for k, v in cfg.items() if k not in VOLATILE_KEYS}
-
-
-def config_diff(old: dict[str, Any], new: dict[str, Any], limit: int = 3) -> str:
-    """``key: old -> new`` for the first ``limit`` dotted keys that differ (empty if none)."""
-    a, b = ({k: v for k, v in {**ADDED_KEYS, **flatten(c)}.items() if k not in REMOVED_KEYS}
-            for c in (old, new))
-    keys = [k for k in sorted(set(a) | set(b)) if a.get(k, "<unset>") != b.get(k, "<unset>")]
-    parts = [f"{k}: {a.get(k, '<unset>')!r} -> {b.get(k, '<unset>')!r}" for k in keys[:limit]]
-    if len(keys) > limit:
-        parts.append(f"and {len(keys) - limit} more")
-    return ", ".join(parts)
-
 
 def rng_state() -> dict[str, Any]:
     """Torch CPU (and CUDA, if in use), numpy global and python ``random`` generator states."""

@@ -31,7 +31,7 @@ from fedmoo.engine.base import Member
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.params import get_flat, set_flat
 from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
-from fedmoo.run import checkpoint, loggers
+from fedmoo.run import checkpoint, identity, loggers
 from fedmoo.run.evaluation import RoundEvaluator
 from fedmoo.run.guards import check_diverged, check_row, reported_models
 from fedmoo.run.progress import open_bar, row_note
@@ -226,7 +226,7 @@ class Session:
             self.rounds, rundir.resumed_from, f"{algo.name} on {cfg['data']['name']}",
             self.show_progress))
         self.tracker = self._stack.enter_context(contextlib.closing(
-            loggers.build(cfg["logger"], rundir.path, checkpoint.run_config(cfg),
+            loggers.build(cfg["logger"], rundir.path, identity.run_config(cfg),
                           _overrides(rundir.record))))
         return None
 

@@ -26,7 +26,7 @@ import torch
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.report.results import (atomic_write_text, read_summary, to_jsonable, write_csv,
                                    write_json)
-from fedmoo.run import checkpoint, locks, resume_check
+from fedmoo.run import checkpoint, identity, locks, resume_check
 from fedmoo.data.federated import tensors_digest
 
 # Files a run writes; ``resume=false`` deletes them before starting over.
@@ -116,8 +116,8 @@ class RunDir:
     def check_same_config(self, old: dict[str, Any], what: str, as_json: bool = False) -> None:
         """Never mix two runs in one directory: ``old`` (read back from JSON with ``as_json``)
         must be this run's configuration."""
-        new = checkpoint.run_config(self.cfg)
-        diff = checkpoint.config_diff(old, to_jsonable(new) if as_json else new)
+        new = identity.run_config(self.cfg)
+        diff = identity.config_diff(old, to_jsonable(new) if as_json else new)
         if diff:
             raise UserError(f"{self.path} already holds a {what} run of another configuration "
                             f"({diff}); use another hydra.run.dir / hydra.sweep.dir, or "
@@ -173,7 +173,7 @@ class RunDir:
             "final": final,
             "wall_time_s": wall,
             **self.info,
-            "config": checkpoint.run_config(self.cfg),
+            "config": identity.run_config(self.cfg),
         })
 
     def complete(self, state, final: dict[str, Any], wall: float,

@@ -109,18 +109,21 @@ class GridSweeper(Sweeper):
         for first in range(0, len(jobs), size):
             batch = jobs[first:first + size]
             if first:
-                self.validate_batch_is_legal(batch)
+                self.validate_batch_is_legal(batch, first)
             results = self.launcher.launch(batch, initial_job_idx=first)
             for r in results:
                 r.return_value     # raises a job's error, as Hydra's basic sweeper does
             returns.append(results)
         return returns
 
-    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        """Compose every job of ``batch`` (kept for the launcher): a job that cannot be composed
-        stops the sweep before the batch runs. Each job's composed configuration passes here."""
-        from fedmoo.cli.precheck import check_composed
+    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]], first: int = 0) -> None:
+        """Compose every job of ``batch`` (kept for the launcher; its first job is number
+        ``first``): a job that cannot be composed, or whose directory holds another
+        configuration's result, stops the sweep before the batch runs."""
+        from fedmoo.cli.precheck import check_collisions, check_composed
 
         assert self.loader is not None
-        for cfg in self.loader.keep(self.config, batch):
+        configs = self.loader.keep(self.config, batch)
+        for cfg in configs:
             check_composed(cfg)     # fedmoo.config.schema.check: a bad value refuses the sweep
+        check_collisions(configs, first)

@@ -98,11 +98,11 @@ def test_impossible_run_settings_are_rejected(name, kwargs, n, k, needle):
 
 def test_records_with_the_former_total_rounds_key_resume_and_group_with_todays():
     from fedmoo.report.jobs import Job
-    from fedmoo.run import checkpoint
+    from fedmoo.run import identity
 
     new = {"rounds": 300, "algo": {"name": "fedmgda_plus", "eta": 1.0}}
     old = {"rounds": 300, "algo": {"name": "fedmgda_plus", "eta": 1.0, "total_rounds": 300}}
-    assert checkpoint.config_diff(old, new) == ""
+    assert identity.config_diff(old, new) == ""
     jobs = [Job(path=Path(f"j{i}"), overrides={}, config=c, summary=None)
             for i, c in enumerate((old, new))]
     assert jobs[0].identity() == jobs[1].identity()

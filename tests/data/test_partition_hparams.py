@@ -16,7 +16,7 @@ from fedmoo.data import federate
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 from fedmoo.config.hparams.partition import Partition
-from fedmoo.run import checkpoint
+from fedmoo.run import identity
 from tests.conftest import declare_impl
 
 CONF = Path(__file__).resolve().parents[2] / "fedmoo" / "conf" / "partition"
@@ -136,9 +136,9 @@ def test_a_checkpoint_from_before_the_declaration_compares_as_the_defaults():
     old = {"seed": 0, "tf32": False, "partition": {"name": "iid", "seed": 0}}
     new = {**old, "partition": {"name": "iid", "seed": 0, "tasks": "all",
                                 "tasks_per_client": None, "max_per_client": None}}
-    assert checkpoint.config_diff(old, new) == ""
+    assert identity.config_diff(old, new) == ""
     capped = {**old, "partition": {**new["partition"], "max_per_client": 256}}
-    assert checkpoint.config_diff(old, capped) == "partition.max_per_client: None -> 256"
+    assert identity.config_diff(old, capped) == "partition.max_per_client: None -> 256"
 
 
 def test_old_results_get_the_declared_defaults():

@@ -106,10 +106,13 @@ def test_a_shared_job_directory_blames_the_refused_job_and_keeps_multirun_yaml(t
     assert "algo=fedprox" in refused and "algo=fedavg" not in refused
     assert "several jobs of this sweep used the directory s0" in err
     kept = (sw / "multirun.yaml").read_text()
-    # the same directory for a sweep of another configuration: every job is refused
+    # the same directory for a sweep of another configuration: refused before any job runs,
+    # naming the job, what differs and the folder that fixes it
     r = cli("run", "-m", *SMALL, "rounds=2", "algo=qfedavg", "hydra.sweep.subdir=s${seed}",
             "hydra.sweep.dir=sw")
-    assert r.returncode == 1 and "sweep sw: 1 jobs: 1 refused" in r.stderr
-    assert "algo=qfedavg" in r.stderr.split("refused job s0")[1].splitlines()[0]
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert ("1 of 1 jobs of this sweep would land on results of another configuration in sw "
+            "(jobs 0; job 0, s0/: algo.name: 'fedavg' -> 'qfedavg'): add hydra.sweep.dir=sw_2 "
+            "to run this sweep in its own folder") in r.stderr
     assert (sw / "multirun.yaml").read_text() == kept
-    assert "still describes the sweep whose results are there" in r.stderr
+    assert summary(sw / "s0")["algo"] == "fedavg"

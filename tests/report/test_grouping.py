@@ -146,7 +146,7 @@ def test_keys_a_record_lacks_take_their_defaults_and_never_split_a_configuration
 
 def test_the_run_layers_volatile_knobs_are_not_result_keys():
     from fedmoo.report.jobs import is_result_key
-    from fedmoo.run.checkpoint import VOLATILE_KEYS
+    from fedmoo.run.identity import VOLATILE_KEYS
 
     assert [k for k in VOLATILE_KEYS if is_result_key(k)] == []
 

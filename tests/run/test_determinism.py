@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from fedmoo.errors import UserError
-from fedmoo.run import checkpoint
+from fedmoo.run import identity
 from fedmoo.run.loop import run
 from fedmoo.run.setup import set_deterministic
 from tests.conftest import ROOT, small_cfg
@@ -53,16 +53,16 @@ def test_deterministic_changes_nothing_on_a_cpu_and_is_recorded(tmp_path):
 
 def test_a_checkpoint_from_before_tf32_existed_compares_as_tf32_false():
     old = {"seed": 0, "client": {"lr": 0.1}}
-    assert checkpoint.config_diff(old, {**old, "tf32": False}) == ""
-    assert checkpoint.config_diff(old, {**old, "tf32": True}) == "tf32: False -> True"
+    assert identity.config_diff(old, {**old, "tf32": False}) == ""
+    assert identity.config_diff(old, {**old, "tf32": True}) == "tf32: False -> True"
 
 
 def test_a_run_may_resume_with_deterministic_switched():
     """Deterministic kernels change results by rounding at most, as moving to another GPU does:
     the knob is volatile, like device."""
     cfg = small_cfg()
-    assert checkpoint.run_config(dict(cfg, deterministic=True)) == \
-        checkpoint.run_config(dict(cfg, deterministic=False))
+    assert identity.run_config(dict(cfg, deterministic=True)) == \
+        identity.run_config(dict(cfg, deterministic=False))
 
 
 def test_a_run_without_determinism_does_not_import_dynamo(tmp_path):

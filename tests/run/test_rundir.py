@@ -87,7 +87,8 @@ def test_sweep_with_refused_jobs_fails(tmp_path):
     cli = cli_in(tmp_path)
     assert cli("run", "-m", *FAST, "rounds=1", "seed=0,1", "hydra.sweep.dir=sw").returncode == 0
     again = cli("run", "-m", *FAST, "rounds=2", "seed=0,1", "hydra.sweep.dir=sw")
-    assert again.returncode == 1
-    assert "2 jobs: 2 refused" in again.stderr
+    assert again.returncode == 2    # refused before any job runs (fedmoo.cli.precheck)
+    assert "2 of 2 jobs of this sweep would land on results of another configuration in sw " \
+        "(jobs 0-1; job 0, 0/: rounds: 1 -> 2): add hydra.sweep.dir=sw_2" in again.stderr
     # the same sweep again (nothing refused) is fine: completed jobs are skipped
     assert cli("run", "-m", *FAST, "rounds=1", "seed=0,1", "hydra.sweep.dir=sw").returncode == 0
