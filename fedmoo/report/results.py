@@ -8,6 +8,7 @@ may be damaged (a copy cut short, a full disk) for the reports and says what is 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -42,6 +43,18 @@ def _fmt(v: Any) -> Any:
     return v
 
 
+def csv_text(columns: list[str], rows: Iterable[dict[str, Any]]) -> str:
+    """``rows`` as CSV text under the header ``columns`` (a key a row lacks: empty); ``''``
+    without columns."""
+    if not columns:
+        return ""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, restval="")
+    w.writeheader()
+    w.writerows({k: _fmt(v) for k, v in r.items()} for r in rows)
+    return buf.getvalue()
+
+
 class RoundsWriter:
     """Append one row per evaluated round; the header is the union of keys seen so far.
 
@@ -54,30 +67,17 @@ class RoundsWriter:
         self.columns: list[str] = []
         for r in self.rows:
             self._extend(r)
-        self._rewrite()
+        atomic_write_text(self.path, csv_text(self.columns, self.rows))
 
     def _extend(self, row: dict[str, Any]) -> bool:
         new = [k for k in row if k not in self.columns]
         self.columns += new
         return bool(new)
 
-    def _rewrite(self) -> None:
-        lines = []
-        if self.columns:
-            import io
-
-            buf = io.StringIO()
-            w = csv.DictWriter(buf, fieldnames=self.columns, restval="")
-            w.writeheader()
-            for r in self.rows:
-                w.writerow({k: _fmt(v) for k, v in r.items()})
-            lines.append(buf.getvalue())
-        atomic_write_text(self.path, "".join(lines))
-
     def log(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
         if self._extend(row) or len(self.rows) == 1:
-            self._rewrite()
+            atomic_write_text(self.path, csv_text(self.columns, self.rows))
             return
         with open(self.path, "a", newline="") as f:
             csv.DictWriter(f, fieldnames=self.columns, restval="").writerow(
@@ -86,15 +86,7 @@ class RoundsWriter:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    import io
-
-    buf = io.StringIO()
-    if rows:
-        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: _fmt(v) for k, v in r.items()})
-    atomic_write_text(Path(path), buf.getvalue())
+    atomic_write_text(Path(path), csv_text(list(rows[0]) if rows else [], rows))
 
 
 def to_jsonable(v: Any) -> Any:
@@ -123,20 +115,11 @@ def read_summary(path: Path) -> dict[str, Any] | None:
     return out if isinstance(out, dict) else None
 
 
-def read_rounds(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def read_rounds_frame(path: Path, expected_rows: int | None = None):
     """(frame, problem, note): rounds.csv's whole rows as a pandas DataFrame, what is wrong with
     the file (None if nothing): a last line cut mid-row or rows with another number of fields than
     the header (both left out), fewer rows than ``expected_rows``, or a file that cannot be read
-    (empty frame); and what was repaired (None if nothing): rows of a round written again (two
-    runs appending to one file, a copy joined to another) are replaced by the last row of that
-    round, in round order, so a curve never zig-zags back."""
-    import io
-
+    (empty frame); and what was repaired (None if nothing: ``last_of_each_round``)."""
     import pandas as pd
 
     problems = []
@@ -191,14 +174,9 @@ class ClientsRoundsWriter:
         self.path = Path(path)
         rows = []
         if self.path.exists() and keep_up_to_round > 0:
-            rows = [r for r in read_rounds(self.path) if int(r["round"]) <= keep_up_to_round]
-        import io
-
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=self.COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-        atomic_write_text(self.path, buf.getvalue())
+            with open(self.path, newline="") as f:
+                rows = [r for r in csv.DictReader(f) if int(r["round"]) <= keep_up_to_round]
+        atomic_write_text(self.path, csv_text(self.COLUMNS, rows))
 
     def log(self, round_done: int, test_acc, test_loss, train_loss) -> None:
         with open(self.path, "a", newline="") as f:
