@@ -24,29 +24,22 @@ WHOLE = {
 }
 
 
+# A statistic over the clients (a regular expression) -> its words; UNITS: how it changes the unit
+STATS = {"mean": "mean over clients", "std": "std over clients", "var": "variance over clients",
+         "pooled": "pooled over all test samples", "angle": "angle to the uniform vector",
+         "kl": "KL divergence from uniform", r"(worst|best)(\d+)": "{0} {1}% of clients",
+         r"p(\d+)": "{0}th percentile of clients", r"client(\d+)": "client {0}"}
+UNITS = {"var": lambda u: f"{u}²" if u else "", "angle": lambda u: "°", "kl": lambda u: ""}
+
+
 def _stat(stat: str, unit: str) -> tuple[str, str]:
     """(words, unit) of a statistic over the clients; the unit may change (variance: unit²)."""
-    if stat == "mean":
-        return "mean over clients", unit
-    if stat == "std":
-        return "std over clients", unit
-    if stat == "var":
-        return "variance over clients", f"{unit}²" if unit else ""
-    if stat == "pooled":
-        return "pooled over all test samples", unit
-    if stat == "angle":
-        return "angle to the uniform vector", "°"
-    if stat == "kl":
-        return "KL divergence from uniform", ""
-    if m := re.fullmatch(r"(worst|best)(\d+)", stat):
-        return f"{m.group(1)} {m.group(2)}% of clients", unit
-    if m := re.fullmatch(r"p(\d+)", stat):
-        return f"{m.group(1)}th percentile of clients", unit
-    if m := re.fullmatch(r"client(\d+)", stat):
-        return f"client {m.group(1)}", unit
     if m := re.fullmatch(r"task(\d+)_(acc|loss)(?:_(\w+))?", stat):
         what, u = QUANTITIES[m.group(2)]
         return f"task {m.group(1)} {what}" + (f", {m.group(3)}" if m.group(3) else ""), u
+    for pattern, words in STATS.items():
+        if m := re.fullmatch(pattern, stat):
+            return words.format(*m.groups()), UNITS.get(stat, lambda u: u)(unit)
     return stat, unit
 
 
