@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -30,7 +31,7 @@ import yaml
 
 from fedmoo.errors import UserError
 from fedmoo.report import defaults
-from fedmoo.report.results import read_rounds_frame
+from fedmoo.report.results import one_line, read_rounds_frame
 
 # Keys (and their sub-keys) that never distinguish configurations: the seed, which varies across
 # repetitions, and knobs that only change where or how a job runs.
@@ -138,10 +139,6 @@ class Job:
         return self._rounds
 
 
-def _one_line(e: Exception) -> str:
-    return " ".join(str(e).split())[:200]
-
-
 def _hydra_config(path: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
     """Hydra's record, resolved where possible, and the keys it sets to ``${seed}``; raises
     ValueError or TypeError for a file that is not a YAML mapping."""
@@ -175,7 +172,7 @@ def load_job(path: Path) -> Job:
                 key, _, value = str(s).partition("=")
                 job.overrides[key.lstrip("+~")] = value
     except (OSError, ValueError, TypeError, RecursionError, yaml.YAMLError) as e:
-        problems.append(f".hydra is unreadable: {_one_line(e) or type(e).__name__}")
+        problems.append(f".hydra is unreadable: {one_line(e) or type(e).__name__}")
     sp = path / "summary.json"
     job.mtime = (sp if sp.exists() else path).stat().st_mtime
     if sp.exists():
@@ -193,8 +190,8 @@ def load_job(path: Path) -> Job:
             job.status = "corrupt"
             bad = (str(e) if isinstance(e, TypeError) else
                    "is nested too deeply to read" if isinstance(e, RecursionError) else
-                   f"is unreadable: {_one_line(e)}" if isinstance(e, OSError) else
-                   f"is not valid JSON: {_one_line(e)}")
+                   f"is unreadable: {one_line(e)}" if isinstance(e, OSError) else
+                   f"is not valid JSON: {one_line(e)}")
             problems.insert(0, f"summary.json {bad}")
     elif (path / "error.json").exists():
         job.status = "failed"
@@ -297,10 +294,14 @@ def counts(job: Job, include_failed: bool = False) -> bool:
 
 def status_counts(jobs: list[Job]) -> str:
     """``2 diverged, 1 failed``: how many of ``jobs`` have each status."""
-    by: dict[str, int] = {}
-    for j in jobs:
-        by[j.status] = by.get(j.status, 0) + 1
-    return ", ".join(f"{n} {s}" for s, n in sorted(by.items()))
+    return ", ".join(f"{n} {s}" for s, n in sorted(Counter(j.status for j in jobs).items()))
+
+
+def final_metrics(jobs: list[Job]) -> list[str]:
+    """The metric names of the jobs' summary.json ``final``, in order of first appearance."""
+    return list(dict.fromkeys(str(k) for j in jobs
+                              if isinstance(final := (j.summary or {}).get("final"), dict)
+                              for k in final))
 
 
 def left_out(jobs: list[Job], groups: list[Group], include_failed: bool = False) -> list[Job]:

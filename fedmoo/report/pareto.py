@@ -22,7 +22,7 @@ import numpy as np
 
 from fedmoo.errors import UserError
 from fedmoo.report.checks import require_known, writing
-from fedmoo.report.jobs import find_jobs, group_jobs
+from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs
 from fedmoo.report.labels import axis_label
 
 log = logging.getLogger(__name__)
@@ -66,8 +66,7 @@ def points(dirs: list[str], x: str, y: str, spec: dict | None = None) -> list[di
 
     jobs = find_jobs(dirs)
     groups = group_jobs(jobs)
-    known = [k for j in jobs if isinstance((j.summary or {}).get("final"), dict)
-             for k in j.summary["final"]]
+    known = final_metrics(jobs)
     where = f"a metric of any summary.json under {' '.join(dirs)}"
     require_known("--x", [x], known, where)
     require_known("--y", [y], known, where)

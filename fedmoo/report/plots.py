@@ -27,6 +27,7 @@ from fedmoo.errors import UserError
 from fedmoo.report.jobs import (Group, Job, as_text, find_jobs, group_jobs, label_keys, left_out,
                                 short_label, skipped_line, status_counts)
 from fedmoo.report.labels import axis_label
+from fedmoo.report.results import one_line
 from fedmoo.report.checks import did_you_mean, writing
 
 log = logging.getLogger(__name__)
@@ -305,7 +306,7 @@ def _client_accuracies(job: Job):
     except KeyError:
         _warn(f"{job.clients_path} has no accuracy column; left out")
     except (OSError, ValueError) as e:
-        _warn(f"{job.clients_path} is unreadable ({' '.join(str(e).split())[:200]}); left out")
+        _warn(f"{job.clients_path} is unreadable ({one_line(e)}); left out")
     return None
 
 
@@ -493,8 +494,5 @@ def main(argv: list[str]) -> int:
 
 def columns(groups: list[Group], include_failed: bool = False) -> list[str]:
     """The rounds.csv columns of the jobs a plot shows, in order of first appearance."""
-    out: dict[str, None] = {}
-    for g in groups:
-        for j in g.counted(include_failed):
-            out.update(dict.fromkeys(str(c) for c in j.rounds().columns))
-    return list(out)
+    return list(dict.fromkeys(str(c) for g in groups for j in g.counted(include_failed)
+                              for c in j.rounds().columns))

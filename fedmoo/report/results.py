@@ -89,6 +89,11 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     atomic_write_text(Path(path), csv_text(list(rows[0]) if rows else [], rows))
 
 
+def one_line(e: BaseException) -> str:
+    """An error's message on one line of at most 200 characters."""
+    return " ".join(str(e).split())[:200]
+
+
 def to_jsonable(v: Any) -> Any:
     """``v`` as it reads back from JSON: tuples become lists, NaN and inf become null."""
     if isinstance(v, float) and not math.isfinite(v):
@@ -138,7 +143,7 @@ def read_rounds_frame(path: Path, expected_rows: int | None = None):
                                 "fields than the header")
             frame = pd.read_csv(io.StringIO("".join(lines[:1] + whole)))
     except (OSError, ValueError, csv.Error, RecursionError) as e:  # pandas' errors: ValueError
-        return pd.DataFrame(), f"unreadable: {' '.join(str(e).split())[:200]}", None
+        return pd.DataFrame(), f"unreadable: {one_line(e)}", None
     frame, note = last_of_each_round(frame)
     if expected_rows is not None and len(frame) < expected_rows:
         problems.append(f"{len(frame)} rows where summary.json implies {expected_rows}")

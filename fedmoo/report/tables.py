@@ -18,7 +18,6 @@ metric out as a matrix (e.g. algorithm x attack).
 from __future__ import annotations
 
 import argparse
-import io
 import logging
 import math
 import re
@@ -31,8 +30,9 @@ import yaml
 
 from fedmoo.errors import UserError
 from fedmoo.report.checks import did_you_mean, require_known, writing
-from fedmoo.report.jobs import (Group, Job, as_text, counts, find_jobs, group_jobs, label_keys,
-                                override_keys, skipped_line)
+from fedmoo.report.jobs import (Group, Job, as_text, counts, final_metrics, find_jobs,
+                                group_jobs, label_keys, override_keys, skipped_line)
+from fedmoo.report.results import csv_text
 
 log = logging.getLogger(__name__)
 
@@ -288,13 +288,9 @@ def cell(r: dict[str, Any], m: dict[str, Any], dec: int, std: bool = True) -> st
     mean, sd = r[f"{k}/mean"], r[f"{k}/std"]
     n = r.get(f"{k}/n", r.get("n_seeds", 2))
     count, places = is_count(k, m), int(m.get("decimals", dec))
-
-    def fmt(x: float) -> str:
-        return fmt_value(x, places, count)
-
-    text = fmt(mean)
+    text = fmt_value(mean, places, count)
     if std and n != 1 and text != "—":
-        text += f" ± {fmt(sd)}"
+        text += f" ± {fmt_value(sd, places, count)}"
     return text
 
 
@@ -319,23 +315,13 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
     metrics = spec["metrics"]
     dec = int(spec.get("decimals", 2))
     if fmt == "csv":
-        import csv
-
-        buf = io.StringIO()
         cols = list(keys)
-        for m in metrics:
-            cols += [f"{m['key']}/mean", f"{m['key']}/std"]
-            if any(f"{m['key']}/paper" in r for r in records):
-                cols.append(f"{m['key']}/paper")
-        cols.append("n_seeds")
-        if any(r.get("_notes") for r in records):
-            cols.append("notes")
-        w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", restval="")
-        w.writeheader()
-        for r in records:
-            w.writerow({**{k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()},
-                        "notes": "; ".join(r.get("_notes") or [])})
-        return buf.getvalue()
+        for k in (m["key"] for m in metrics):
+            cols += [f"{k}/mean", f"{k}/std"] + [f"{k}/paper"] * any(f"{k}/paper" in r
+                                                                   for r in records)
+        cols += ["n_seeds"] + ["notes"] * any(r.get("_notes") for r in records)
+        rows = ({**r, "notes": "; ".join(r.get("_notes") or [])} for r in records)
+        return csv_text(cols, ({c: r[c] for c in cols if c in r} for r in rows))
     header = ["configuration"] + [m.get("label", m["key"]) for m in metrics] + ["seeds"]
     notes = any(r.get("_notes") for r in records)
     header += ["notes"] if notes else []
@@ -375,16 +361,6 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
     raise UserError(f"--format {fmt!r} is not valid; choose csv, md or latex")
 
 
-def final_metrics(jobs: list[Job]) -> list[str]:
-    """The metric names of the jobs' summary.json ``final``, in order of first appearance."""
-    out: dict[str, None] = {}
-    for j in jobs:
-        final = (j.summary or {}).get("final")
-        if isinstance(final, dict):
-            out.update(dict.fromkeys(str(k) for k in final))
-    return list(out)
-
-
 def check_names(jobs: list[Job], groups: list[Group], spec: dict[str, Any], ns) -> None:
     """``--metric`` names a metric some job reports, the spec's ``group_by`` and
     ``pivot.columns`` name config keys of the jobs: else one line, with the nearest names."""
@@ -392,10 +368,8 @@ def check_names(jobs: list[Job], groups: list[Group], spec: dict[str, Any], ns) 
     if ns.metric:
         require_known("--metric", ns.metric, final_metrics(jobs),
                       f"a metric of any summary.json {where}")
-    keys: dict[str, None] = {}
-    for g in groups:
-        for j in g.jobs + g.dropped:
-            keys.update(dict.fromkeys([*j.overrides, *j.identity()]))
+    keys = dict.fromkeys(k for g in groups for j in g.jobs + g.dropped
+                         for k in [*j.overrides, *j.identity()])
     keys.update(dict.fromkeys(k[: -len(".name")] for k in list(keys) if k.endswith(".name")))
     spec_name = f"table spec {ns.spec}" if ns.spec else "table spec"
     require_known(f"{spec_name} group_by:", spec.get("group_by") or [], keys,
