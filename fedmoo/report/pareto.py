@@ -24,6 +24,8 @@ from fedmoo.errors import UserError
 from fedmoo.report.checks import require_known, writing
 from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs
 from fedmoo.report.labels import axis_label
+from fedmoo.report.plots import labeller, metric_range, pyplot
+from fedmoo.report.tables import load_spec
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +64,6 @@ def points(dirs: list[str], x: str, y: str, spec: dict | None = None) -> list[di
     """One record per configuration with completed seeds: label (as ``fedmoo plot`` labels
     its curve: by ``spec``'s rows, in their order, else the rule's name and the keys that
     differ), x/y means and stds, n."""
-    from fedmoo.report.plots import labeller
-
     jobs = find_jobs(dirs)
     groups = group_jobs(jobs)
     known = final_metrics(jobs)
@@ -120,40 +120,45 @@ OFFSETS = [(6, 6, "left", "bottom"), (6, -6, "left", "top"), (-6, 6, "right", "b
 PAPER = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.75}
 
 
+def _annotate(ax, text: str, r: dict, front: bool, fits) -> Any:
+    """``text`` at point ``r``, at the first of OFFSETS whose box ``fits(box, last)`` (``last``:
+    the last offset); the box, or None (nothing left drawn) when none fits."""
+    renderer = ax.figure.canvas.get_renderer()
+    for dx, dy, ha, va in OFFSETS:
+        t = ax.annotate(text, (r["x"], r["y"]), textcoords="offset points", xytext=(dx, dy),
+                        ha=ha, va=va, fontsize=7, zorder=5, bbox=PAPER,
+                        color="black" if front else "0.35")
+        box = t.get_window_extent(renderer)
+        if fits(box, (dx, dy) == OFFSETS[-1][:2]):
+            return box, t
+        t.remove()
+    return None, None
+
+
 def place_labels(ax, recs: list[dict]) -> str:
     """Label every point next to it where the text overlaps no other label, point or the legend
     and stays inside the axes (error bars it crosses show faintly through its box); when some
     label finds no such place, number the points instead and list the labels beside the axes.
     Returns ``"beside"`` or ``"numbered"``."""
-    fig = ax.figure
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    frame = ax.get_window_extent(renderer)
-    centres = ax.transData.transform([[r["x"], r["y"]] for r in recs])
     from matplotlib.transforms import Bbox
 
+    ax.figure.canvas.draw()
+    frame = ax.get_window_extent()
+    centres = ax.transData.transform([[r["x"], r["y"]] for r in recs])
     dots = [Bbox.from_extents(cx - 5, cy - 5, cx + 5, cy + 5) for cx, cy in centres]
     legend = ax.get_legend()
-    placed: list[Any] = [legend.get_window_extent(renderer)] if legend is not None else []
+    placed: list[Any] = [legend.get_window_extent()] if legend is not None else []
     texts = []
     for i, r in enumerate(recs):
-        for dx, dy, ha, va in OFFSETS:
-            t = ax.annotate(r["label"], (r["x"], r["y"]), textcoords="offset points",
-                            xytext=(dx, dy), ha=ha, va=va, fontsize=7, zorder=5,
-                            color="black" if r["front"] else "0.35", bbox=PAPER)
-            box = t.get_window_extent(renderer)
-            inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
-                      and box.y1 <= frame.y1)
-            if inside and not any(_overlaps(box, o) for o in placed) and not any(
-                    _overlaps(box, d) for j, d in enumerate(dots) if j != i):
-                placed.append(box)
-                texts.append(t)
-                break
-            t.remove()
-        else:
+        box, t = _annotate(ax, r["label"], r, r["front"], lambda box, _: (
+            frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+            and not any(_overlaps(box, o) for o in placed + dots[:i] + dots[i + 1:])))
+        if box is None:
             for t in texts:
                 t.remove()
             return _numbered(ax, recs)
+        placed.append(box)
+        texts.append(t)
     return "beside"
 
 
@@ -169,20 +174,12 @@ def _numbered(ax, recs: list[dict]) -> str:
             spots.append((p, [i]))
         else:
             near[1].append(i)
-    renderer = ax.figure.canvas.get_renderer()
     notes: list[Any] = []
-    for _, members in spots:
-        r = recs[members[0]]
-        for dx, dy, ha, va in OFFSETS:             # the first place clear of the other notes
-            t = ax.annotate(",".join(str(i + 1) for i in members), (r["x"], r["y"]),
-                            textcoords="offset points", xytext=(dx, dy), ha=ha, va=va,
-                            fontsize=7, zorder=5, bbox=PAPER,
-                            color="black" if any(recs[i]["front"] for i in members) else "0.35")
-            box = t.get_window_extent(renderer)
-            if not any(_overlaps(box, o) for o in notes) or (dx, dy) == OFFSETS[-1][:2]:
-                notes.append(box)
-                break
-            t.remove()
+    for _, members in spots:             # each at the first place clear of the other notes
+        notes.append(_annotate(ax, ",".join(str(i + 1) for i in members), recs[members[0]],
+                               any(recs[i]["front"] for i in members),
+                               lambda box, last: last or not any(_overlaps(box, o)
+                                                                 for o in notes))[0])
     key = "\n".join(f"{i}  {r['label']}" for i, r in enumerate(recs, 1))
     ax.text(1.03, 1.0, key, transform=ax.transAxes, fontsize=7, va="top", ha="left")
     return "numbered"
@@ -192,11 +189,9 @@ def plot(recs: list[dict], x: str, y: str, minimize_y: bool, path: str, dpi: int
          hv: float | None = None, ref: tuple[float, float] | None = None,
          fixed: bool = True) -> str:
     """Draw the trade-off; returns how the points are labelled (``place_labels``)."""
+    plt = pyplot()
     from matplotlib.lines import Line2D
 
-    from fedmoo.report.plots import metric_range, pyplot
-
-    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
 
     (xlo, xhi), (ylo, yhi) = metric_range(x), metric_range(y)
@@ -235,13 +230,11 @@ def plot(recs: list[dict], x: str, y: str, minimize_y: bool, path: str, dpi: int
     return how
 
 
-def spec_settings(name: str | None) -> dict[str, Any]:
+def spec_settings(name: str | None, spec: dict[str, Any] | None) -> dict[str, Any]:
     """The ``pareto:`` section of table spec ``name`` (x, y, minimize_y, ref), checked."""
-    if not name:
+    if not spec:
         return {}
-    from fedmoo.report.tables import load_spec
-
-    section = load_spec(name).get("pareto") or {}
+    section = spec.get("pareto") or {}
     bad = [k for k in section if k not in ("x", "y", "minimize_y", "ref")]
     if not isinstance(section, dict) or bad:
         raise UserError(f"table spec {name}: pareto holds {bad or section!r}; it takes x, y, "
@@ -268,7 +261,8 @@ def main(args: list[str]) -> int:
     p.add_argument("--out", metavar="FILE", help="draw the trade-off (.png, .pdf or .svg)")
     p.add_argument("--dpi", type=int, default=130, help="resolution of a PNG (default 130)")
     ns = p.parse_args(args)
-    conf = spec_settings(ns.spec)
+    spec = load_spec(ns.spec) if ns.spec else None
+    conf = spec_settings(ns.spec, spec)
     x = ns.x or conf.get("x") or "test/acc_mean"
     y = ns.y or conf.get("y") or "test/acc_worst10"
     minimize_y = bool(ns.minimize_y if ns.minimize_y is not None else conf.get("minimize_y"))
@@ -281,9 +275,7 @@ def main(args: list[str]) -> int:
                         "numbers (the hypervolume would be infinite or undefined)")
     if ns.out and Path(ns.out).suffix.lower() not in (".png", ".pdf", ".svg"):
         raise UserError(f"--out {ns.out}: give a .png, .pdf or .svg file")
-    from fedmoo.report.tables import load_spec
-
-    recs = points(ns.dirs, x, y, load_spec(ns.spec) if ns.spec else None)
+    recs = points(ns.dirs, x, y, spec)
     if not recs:
         raise UserError(f"no configuration below {', '.join(ns.dirs)} has completed runs that "
                         f"report {x} and {y} (see `fedmoo table` for the metrics)")

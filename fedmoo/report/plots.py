@@ -22,8 +22,10 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from fedmoo.errors import UserError
+from fedmoo.report import tables
 from fedmoo.report.jobs import (Group, Job, as_text, find_jobs, group_jobs, label_keys, left_out,
                                 short_label, skipped_line, status_counts)
 from fedmoo.report.labels import axis_label
@@ -88,25 +90,20 @@ def metric_range(metric: str) -> tuple[float, float]:
 
 def default_spec(jobs: list[Job]) -> str | None:
     """The table spec named like the jobs' common ``experiment`` override, if there is one."""
-    from fedmoo.report.tables import TABLE_DIR
-
     names = {j.overrides.get("experiment") for j in jobs if j.config is not None}
-    if len(names) == 1 and (name := names.pop()) and (TABLE_DIR / f"{name}.yaml").is_file():
-        return name
-    return None
+    name = names.pop() if len(names) == 1 else None
+    return name if name and (tables.TABLE_DIR / f"{name}.yaml").is_file() else None
 
 
 def labeller(groups: list[Group], spec: dict | None, fallback: str = "run"):
     """``label(group)``: the spec's row label (as ``fedmoo table`` prints it) when the spec has
     a row for the group, else the rule's name and the keys that tell the groups apart
     (``_label``). Sorts ``groups`` in the spec's row order (the others after them, as found)."""
-    from fedmoo.report.tables import _row, table_keys
-
     if not spec or not spec.get("rows"):
         keys = label_keys(groups)
         return lambda g: _label(keys, g, fallback)
-    primary, keys = table_keys(groups, spec)
-    rows = {id(g): _row(spec["rows"], primary, keys, {k: g.value(k) for k in keys})
+    primary, keys = tables.table_keys(groups, spec)
+    rows = {id(g): tables._row(spec["rows"], primary, keys, {k: g.value(k) for k in keys})
             for g in groups}
     groups.sort(key=lambda g: rows[id(g)][1])
 
@@ -151,20 +148,16 @@ def figure_note(jobs: list[Job], groups: list[Group], include_failed: bool) -> s
 
 def _finish(fig, out: Path, dpi: int, note: str = "") -> None:
     """Save ``fig`` with ``note`` (the jobs left out) along its bottom edge."""
-    import matplotlib.pyplot as plt
-
     if note:
         fig.text(0.01, 0.005, note, fontsize=7, color="0.3", ha="left", va="bottom")
         fig.tight_layout(rect=(0, 0.035, 1, 1))
     else:
         fig.tight_layout()
     fig.savefig(out, dpi=dpi)
-    plt.close(fig)
+    pyplot().close(fig)
 
 
 def _curves(group: Group, metric: str, include_failed: bool = False):
-    import pandas as pd
-
     series = []
     for j in group.counted(include_failed):
         df = j.rounds()
@@ -297,8 +290,6 @@ def plot_metric(groups, label, metric: str, out: Path, logy: bool = False,
 
 def _client_accuracies(job: Job):
     """The ``accuracy`` column of clients.csv (None, with a warning, if it cannot be read)."""
-    import pandas as pd
-
     if job.clients_path is None:
         return None
     try:
@@ -447,10 +438,8 @@ def main(argv: list[str]) -> int:
     jobs = find_jobs(ns.dirs)
     groups = group_jobs(jobs)
     check_jobs(jobs, groups, ns.include_failed)
-    from fedmoo.report.tables import load_spec
-
     spec_name = ns.spec or default_spec(jobs)
-    label = labeller(groups, load_spec(spec_name) if spec_name else None)
+    label = labeller(groups, tables.load_spec(spec_name) if spec_name else None)
     out = Path(ns.out)
     with writing("--out", out):
         out.mkdir(parents=True, exist_ok=True)

@@ -30,8 +30,9 @@ import yaml
 
 from fedmoo.errors import UserError
 from fedmoo.report.checks import did_you_mean, require_known, writing
-from fedmoo.report.jobs import (Group, Job, as_text, counts, final_metrics, find_jobs,
-                                group_jobs, label_keys, override_keys, skipped_line)
+from fedmoo.report.jobs import (Group, Job, as_text, counts, final_metrics, find_jobs, flatten,
+                                group_jobs, is_result_key, label_keys, override_keys,
+                                skipped_line)
 from fedmoo.report.results import csv_text
 
 log = logging.getLogger(__name__)
@@ -175,8 +176,6 @@ def recipe_gaps(g: Group, experiment: str | None, primary: list[str],
     the seed aside; [] without an experiment or when it cannot be composed."""
     if not experiment or compose is None:
         return []
-    from fedmoo.report.jobs import flatten, is_result_key
-
     row = tuple(f"{'+' if k.startswith('row/') else ''}{k}={g.value(k)}" for k in primary
                 if g.value(k) != "")
     if (experiment, row) not in _recipes:
