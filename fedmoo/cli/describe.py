@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 from typing import Any
 
 from fedmoo.cli.config import compose
 from fedmoo.cli.overrides import check_overrides
 from fedmoo.errors import UserError
-
-log = logging.getLogger(__name__)
+from fedmoo.report.checks import writing
 
 USAGE = "fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]"
 
@@ -105,6 +103,7 @@ def plot(info: dict[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.ticker import MaxNLocator
 
     m = info["_meta"]
     if not info["clients"]:
@@ -115,8 +114,6 @@ def plot(info: dict[str, Any], path: str) -> None:
             grid[c["id"], int(lab)] = n
     fig, ax = plt.subplots(figsize=(max(4.0, 0.3 * grid.shape[1] + 2), 4.5))
     im = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis")
-    from matplotlib.ticker import MaxNLocator
-
     if grid.shape[1] <= 20:                    # every class gets its tick
         ax.set_xticks(np.arange(grid.shape[1]))
     else:
@@ -139,19 +136,12 @@ def main(args: list[str]) -> int:
     p.add_argument("--plot", metavar="FILE.png", help="draw the clients x classes label heat map")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, as for `fedmoo run`")
     ns = p.parse_args(args)
-    err = check_overrides(ns.overrides)
-    try:
-        if err:
-            raise UserError(err)
-        info = describe(compose(ns.overrides), model_only=ns.model_only)
-        if ns.plot:
-            from fedmoo.report.checks import writing
-
-            with writing("--plot", ns.plot):
-                plot(info, ns.plot)
-    except UserError as e:
-        log.error("%s", e)
-        return 2
+    if err := check_overrides(ns.overrides):
+        raise UserError(err)       # fedmoo.cli.main: one line, exit status 2
+    info = describe(compose(ns.overrides), model_only=ns.model_only)
+    if ns.plot:
+        with writing("--plot", ns.plot):
+            plot(info, ns.plot)
     if ns.json:
         print(json.dumps({k: v for k, v in info.items() if not k.startswith("_")}))
     else:
