@@ -1,17 +1,9 @@
 """``fedmoo plot``: curves over rounds (mean ± band over seeds), client-accuracy histograms and,
 for multi-task runs, the final per-task values (``--radar``: a radar chart, bars below 3 tasks).
 
-One curve per configuration, grouped as ``fedmoo table`` groups them (the whole configuration but
-the seed, one job per seed; see ``fedmoo.report.jobs``) and of the same jobs: the completed ones,
-unless ``--include-failed``. The jobs left out are counted in the legend and under the figure.
-Curves are labelled like the table: by a table spec's row labels (``--spec``, by default the
-spec of the jobs' ``experiment``), else by the overrides that vary; the y axis says what the
-metric is, with its unit (``fedmoo.report.labels``). Bands are clipped to the metric's range
-(accuracy 0-100 %, shares 0-1, losses and norms >= 0); curves of few rounds carry markers; a curve
-identical to an earlier one is drawn dashed and says so in the legend; a legend that would cover
-a curve goes beside the axes. Damaged files are warned about on stderr: a rounds.csv cut short is
-plotted (with ``--include-failed``) up to its last whole row, one holding a round twice by the
-last row of each round. Figures are PNG, PDF or SVG (``--format``, ``--dpi``).
+One curve per configuration of the jobs ``fedmoo table`` counts (``fedmoo.report.jobs``), labelled
+like its rows (``labeller``); the jobs left out are counted in the legend and under the figure,
+damaged files are warned about on stderr (``check_jobs``). Figures are PNG, PDF or SVG.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """``fedmoo table``: aggregate a sweep over seeds and lay it out like a paper's table.
 
-Rows are configurations: the jobs whose whole configuration is the same but for the seed
-(``fedmoo.report.jobs``), one job per seed. They are labelled by the override keys that vary
-between them (or the spec's ``group_by``), plus the config keys needed to tell apart the
-configurations those keys do not (``rounds=50`` / ``rounds=3``). Columns are metrics as
-``mean ± std`` over seeds (the population std, ddof=0; the table says so under it). Only
-completed jobs count, unless ``--include-failed`` (then diverged, killed, failed and damaged
-jobs add what of their final metrics can be read). Jobs not counted (not completed, corrupt, a
-repeated seed) are listed on stderr with how many were left out; corrupt jobs and repeated seeds
-are also counted in a ``notes`` column. A table spec (``conf/table/<paper>/<table>.yaml``)
+Rows are configurations (``fedmoo.report.jobs``: one job per seed), labelled by the override
+keys that vary (or the spec's ``group_by``) and the config keys that tell the rest apart. Columns
+are metrics as ``mean ± std`` over seeds (ddof=0; the table says so under it) of the completed
+jobs (``--include-failed``: of every job with readable final metrics). Jobs not counted are
+listed on stderr; corrupt jobs and repeated seeds are also counted in a ``notes`` column. A
+table spec (``conf/table/<paper>/<table>.yaml``)
 chooses and labels the metrics, orders and labels the rows
 (found by the values of ``group_by``, or of the varying override keys), and may carry the paper's
 published values so ours and theirs appear side by side with the difference. ``pivot`` lays one
