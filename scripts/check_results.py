@@ -1,17 +1,22 @@
-"""Re-run two rows of a results page and check them against the page's committed CSV.
+"""Re-run rows of the results pages and check them against the pages' committed CSVs.
 
-    python scripts/check_results.py docs/results/fedfv_table4_fmnist.md [more pages]
+    python scripts/check_results.py --data-dir DIR                # every page of docs/results
+    python scripts/check_results.py --quick --data-dir DIR        # the first row of every CSV
     python scripts/check_results.py docs/results/fmgda_table2.md --rows 1,3 --data-dir DIR
 
-For each page: read its fenced ``fedmoo run`` command(s) and the ``fedmoo table ... --format csv
---out docs/results/<page>.csv`` line that wrote the committed CSV; pick rows of that CSV (the
-first two unless ``--rows`` names others, 0-based); re-run each row with the page's own command,
-restricted to the row by overriding its key columns (``+row/fedfv/table4=loss``), into a
-scratch directory; tabulate the re-run with the page's own table arguments; and compare every
-mean and std column to the precision the page prints (the table spec's ``decimals``). A row is
-re-run with all the seeds of the page's command: the CSV holds means and stds over those seeds,
-so a mean over fewer seeds could not be compared. Prints one line per step and per value that
-differs; exits 1 if any value differs, 2 on a page it cannot read.
+A page's CSVs are those its fenced ``fedmoo table DIRS ... --format csv --out docs/results/X.csv``
+lines write. For each such line: the run commands it tabulates are the page's fenced ``fedmoo run``
+lines whose sweep directory (``hydra.sweep.dir=``, else the experiment's own) is one of the line's
+DIRS or lies under one; pick rows of the CSV (the first two, the first with ``--quick``, or
+``--rows``, 0-based); re-run each row with those commands, restricted to the row by overriding its
+key columns (``+row/fedfv/table4=loss``), into a scratch directory; tabulate the re-run with the
+line's own table arguments; and compare every mean and std column to the precision the page
+prints (the table spec's ``decimals``). A row is re-run with all the seeds of the page's commands:
+the CSV holds means and stds over those seeds, so a mean over fewer seeds could not be compared.
+
+Prints one line per step and per value that differs, and per page its result and time. With no
+page argument it checks every page of docs/results and also that every CSV there is written by
+one of them. Exits 1 if any value differs, 2 if a page (or a CSV) cannot be checked.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from fedmoo.report.tables import fmt_value, is_count, load_spec
 
 log = logging.getLogger("check_results")
@@ -40,50 +47,85 @@ class PageError(Exception):
     """A page this script cannot check (no command, no CSV line, a placeholder left)."""
 
 
-def fenced_blocks(page: Path) -> list[list[list[str]]]:
-    """Per fenced code block, the shell words of each ``fedmoo run`` / ``fedmoo table`` line
-    (less ``fedmoo`` and an ``OMP_NUM_THREADS=1`` prefix)."""
-    blocks, block = [], None
+def fenced_commands(page: Path) -> list[list[str]]:
+    """The shell words of each ``fedmoo run`` / ``fedmoo table`` line of the page's fenced code
+    blocks (less ``fedmoo`` and an ``OMP_NUM_THREADS=1`` prefix), in page order."""
+    cmds, fenced = [], False
     for line in page.read_text().splitlines():
         s = line.strip()
         if s.startswith("```"):
-            if block is not None:
-                blocks.append(block)
-            block = [] if block is None else None
-            continue
-        if block is not None and re.match(r"(\w+=\S+ )*fedmoo (run|table) ", s):
+            fenced = not fenced
+        elif fenced and re.match(r"(\w+=\S+ )*fedmoo (run|table) ", s):
             words = shlex.split(s, comments=True)
             while words and re.match(r"^[A-Z_]+=", words[0]):
                 words.pop(0)
-            block.append(words[1:])
-    return blocks
+            cmds.append(words[1:])
+    return cmds
 
 
-def page_commands(page: Path) -> tuple[list[list[str]], list[str], Path]:
-    """(the run commands of the code block that writes the CSV, the table arguments of its
-    ``--format csv --out X.csv`` line less dirs and --out, the CSV's path)."""
-    for cmds in fenced_blocks(page):
-        csv_lines = [c[1:] for c in cmds if c[0] == "table" and "--out" in c
-                     and c[c.index("--out") + 1].endswith(".csv")]
-        runs = [c[1:] for c in cmds if c[0] == "run"]
-        if csv_lines and runs:
-            break
-    else:
-        raise PageError(f"{page}: no code block with a `fedmoo run` line and a `fedmoo table ... "
-                        "--format csv --out X.csv` line")
-    args = csv_lines[0]
-    out = Path(args[args.index("--out") + 1])
-    table_args, skip = [], False
-    for i, a in enumerate(args):
-        if skip:
-            skip = False
-        elif a == "--out":
-            skip = True
-        elif a.startswith("-"):
-            table_args.append(a)
-        elif i and args[i - 1] in ("--spec", "--format", "--metric"):
-            table_args.append(a)
-    return runs, table_args, (ROOT / out if not out.is_absolute() else out)
+TABLE_OPTIONS = {"--spec", "--format", "--out", "--metric"}    # `fedmoo table` options with a value
+
+
+def split_table(args: list[str]) -> tuple[list[str], list[str], str | None]:
+    """(the DIRS of a ``fedmoo table`` line, its other arguments less ``--out``, its --out)."""
+    dirs, rest, out, i = [], [], None, 0
+    while i < len(args):
+        a = args[i]
+        if a in TABLE_OPTIONS and i + 1 < len(args):
+            if a == "--out":
+                out = args[i + 1]
+            else:
+                rest += [a, args[i + 1]]
+            i += 2
+            continue
+        (rest if a.startswith("-") else dirs).append(a)
+        i += 1
+    return dirs, rest, out
+
+
+def sweep_dir(run: list[str]) -> Path:
+    """Where a ``fedmoo run -m`` line writes: its ``hydra.sweep.dir=``, else its experiment's."""
+    for w in run:
+        if w.startswith("hydra.sweep.dir="):
+            return Path(w.split("=", 1)[1])
+    exp = next((w.split("=", 1)[1] for w in run if w.lstrip("+").startswith("experiment=")), None)
+    conf = ROOT / "fedmoo" / "conf" / "experiment" / f"{exp}.yaml"
+    if exp and conf.exists():
+        d = (yaml.safe_load(conf.read_text()) or {}).get("hydra", {}).get("sweep", {}).get("dir")
+        if d:
+            return Path(d)
+    raise PageError(f"cannot tell where `fedmoo run {shlex.join(run)}` writes (no "
+                    "hydra.sweep.dir= and no experiment with one)")
+
+
+def reads(table_dir: str, run_dir: Path) -> bool:
+    """Whether `fedmoo table TABLE_DIR` reads the runs of a sweep written to RUN_DIR."""
+    t = Path(table_dir).parts
+    return run_dir.parts[:len(t)] == t
+
+
+def page_csvs(page: Path) -> list[tuple[Path, list[list[str]], list[str]]]:
+    """Per CSV a fenced ``fedmoo table ... --format csv --out X.csv`` line of the page writes: (its
+    path, the page's run commands whose sweeps that line reads, the line's table arguments less
+    DIRS and --out)."""
+    cmds = fenced_commands(page)
+    runs = [c[1:] for c in cmds if c and c[0] == "run"]
+    out = []
+    for c in cmds:
+        if not c or c[0] != "table":
+            continue
+        dirs, table_args, dest = split_table(c[1:])
+        if not dest or not dest.endswith(".csv"):
+            continue
+        mine = [r for r in runs if any(reads(d, sweep_dir(r)) for d in dirs)]
+        if not mine:
+            raise PageError(f"{page}: no `fedmoo run` line of the page writes what "
+                            f"`fedmoo table {shlex.join(c[1:])}` reads")
+        path = Path(dest)
+        out.append((path if path.is_absolute() else ROOT / path, mine, table_args))
+    if not out:
+        raise PageError(f"{page}: no `fedmoo table ... --format csv --out X.csv` line")
+    return out
 
 
 def key_columns(header: list[str]) -> list[str]:
@@ -139,26 +181,27 @@ def decimals_of(table_args: list[str]) -> tuple[int, dict[str, int]]:
                                           if "decimals" in m}
 
 
-def check_page(page: Path, rows: list[int] | None, data_dir: str | None, work: Path,
-               dry_run: bool = False) -> int:
-    """Re-run and compare; returns the number of values that differ."""
-    runs, table_args, csv_path = page_commands(page)
+def check_csv(page: Path, csv_path: Path, runs: list[list[str]], table_args: list[str],
+              rows: list[int], data_dir: str | None, work: Path, dry_run: bool) -> tuple[int, int]:
+    """Re-run rows of one CSV of the page and compare; (values that differ, rows re-run)."""
     with open(csv_path, newline="") as f:
         committed = list(csv.DictReader(f))
+    if not committed:
+        raise PageError(f"{csv_path} has no rows")
     header = list(committed[0])
     keys = key_columns(header)
-    picked = rows if rows is not None else list(range(min(2, len(committed))))
+    picked = [i for i in rows if i < len(committed)]
     dec, per_metric = decimals_of(table_args)
     bad = 0
     for n, i in enumerate(picked, 1):
         want = committed[i]
-        label = " ".join(f"{k}={want[k]}" for k in keys)
+        label = f"{csv_path.name} row {i} (" + " ".join(f"{k}={want[k]}" for k in keys) + ")"
         cmds = commands_for(runs, want, keys, data_dir)
-        out = work / f"{page.stem}_row{i}"
+        out = work / f"{csv_path.stem}_row{i}"
         t0 = time.time()
         for c, cmd in enumerate(cmds):
-            log.info("%s: row %d/%d (%s), command %d/%d: fedmoo run %s", page.name, n,
-                     len(picked), label, c + 1, len(cmds), shlex.join(cmd))
+            log.info("%s: %s, command %d/%d: fedmoo run %s", page.name, label, c + 1, len(cmds),
+                     shlex.join(cmd))
             if not dry_run:
                 subprocess.run(FEDMOO + ["run", *cmd, f"hydra.sweep.dir={out}/{c}"], check=True,
                                stdout=subprocess.DEVNULL, cwd=ROOT)
@@ -171,7 +214,7 @@ def check_page(page: Path, rows: list[int] | None, data_dir: str | None, work: P
             # a key column is missing when the re-run holds one configuration (nothing varies)
             got = [r for r in csv.DictReader(f) if all(r.get(k, want[k]) == want[k] for k in keys)]
         if len(got) != 1:
-            log.error("%s: row %s: the re-run gave %d matching rows", page.name, label, len(got))
+            log.error("%s: %s: the re-run gave %d matching rows", page.name, label, len(got))
             bad += 1
             continue
         compared = 0
@@ -186,18 +229,49 @@ def check_page(page: Path, rows: list[int] | None, data_dir: str | None, work: P
             compared += 1
             if a != b:
                 bad += 1
-                log.error("%s: row %s: %s is %s on the page, %s re-run", page.name, label, col,
-                          a, b)
-        log.info("%s: row %s: %d values compared in %.0f s", page.name, label, compared,
+                log.error("%s: %s: %s is %s on the page, %s re-run", page.name, label, col, a, b)
+        log.info("%s: %s: %d values compared in %.0f s", page.name, label, compared,
                  time.time() - t0)
-    return bad
+    return bad, len(picked)
+
+
+def check_page(page: Path, rows: list[int], data_dir: str | None, work: Path,
+               dry_run: bool = False) -> tuple[int, int, int]:
+    """Re-run and compare every CSV of the page; (values that differ, CSVs, rows re-run)."""
+    csvs = page_csvs(page)
+    for csv_path, runs, _ in csvs:           # every row's commands, before the first re-run
+        with open(csv_path, newline="") as f:
+            committed = list(csv.DictReader(f))
+        for i in rows:
+            if i < len(committed):
+                commands_for(runs, committed[i], key_columns(list(committed[0])), data_dir)
+    bad = n_rows = 0
+    for csv_path, runs, table_args in csvs:
+        b, n = check_csv(page, csv_path, runs, table_args, rows, data_dir, work / page.stem,
+                         dry_run)
+        bad, n_rows = bad + b, n_rows + n
+    return bad, len(csvs), n_rows
+
+
+def unwritten_csvs(pages: list[Path], results: Path) -> list[Path]:
+    """The CSVs of RESULTS that no fenced `fedmoo table ... --out` line of PAGES writes."""
+    written = set()
+    for page in pages:
+        for c in fenced_commands(page):
+            if c and c[0] == "table" and split_table(c[1:])[2]:
+                out = Path(split_table(c[1:])[2])
+                written.add((out if out.is_absolute() else ROOT / out).resolve())
+    return [p for p in sorted(results.glob("*.csv")) if p.resolve() not in written]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("pages", nargs="+", type=Path, help="docs/results/<page>.md")
-    p.add_argument("--rows", help="0-based CSV rows to re-run, comma separated (default 0,1)")
-    p.add_argument("--data-dir", help="replaces data_dir=DIR in the page's command")
+    p.add_argument("pages", nargs="*", type=Path,
+                   help="docs/results/<page>.md (default: every page of docs/results)")
+    p.add_argument("--quick", action="store_true", help="re-run the first row of each CSV only")
+    p.add_argument("--rows", help="0-based rows of each CSV to re-run, comma separated "
+                   "(default 0,1; 0 with --quick)")
+    p.add_argument("--data-dir", help="replaces data_dir=DIR in the pages' commands")
     p.add_argument("--dry-run", action="store_true", help="print the re-run commands only")
     p.add_argument("--work", type=Path, help="scratch directory for the re-runs (default: a new "
                    "temporary one, kept)")
@@ -205,17 +279,27 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     work = ns.work or Path(tempfile.mkdtemp(prefix="check_results_"))
-    rows = [int(r) for r in ns.rows.split(",")] if ns.rows else None
+    rows = ([int(r) for r in ns.rows.split(",")] if ns.rows else [0] if ns.quick else [0, 1])
+    results = ROOT / "docs" / "results"
+    pages = ns.pages or sorted(results.glob("*.md"))
     status = 0
-    for page in ns.pages:
+    if not ns.pages:
+        for orphan in unwritten_csvs(pages, results):
+            print(f"{orphan.relative_to(ROOT)}: no page's `fedmoo table ... --out` line writes it")
+            status = 2
+    for page in pages:
+        t0, name = time.time(), os.path.relpath(page)
         try:
-            bad = check_page(page, rows, ns.data_dir, work, ns.dry_run)
-        except (PageError, OSError, subprocess.CalledProcessError) as e:
-            log.error("%s: cannot check: %s", page, e)
+            bad, n_csv, n_rows = check_page(page, rows, ns.data_dir, work, ns.dry_run)
+        except (PageError, OSError, ValueError, KeyError, StopIteration,
+                subprocess.CalledProcessError) as e:
+            print(f"{name}: cannot check: {e} ({time.time() - t0:.0f} s)")
             status = max(status, 2)
             continue
         if not ns.dry_run:
-            print(f"{page}: {'OK' if not bad else f'{bad} value(s) differ'} (re-runs in {work})")
+            result = "OK" if not bad else f"{bad} value(s) differ"
+            print(f"{name}: {result}, {n_rows} row(s) of {n_csv} CSV(s) re-run in "
+                  f"{time.time() - t0:.0f} s (re-runs in {work / page.stem})", flush=True)
         status = max(status, 1 if bad else 0)
     return status
 
