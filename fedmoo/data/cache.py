@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from fedmoo.data.checks import reason
+from fedmoo.data.download import md5sum
 from fedmoo.data.federated import Source
 
 VERSION = 1
@@ -38,16 +39,12 @@ log = logging.getLogger(__name__)
 
 
 def content_hash(path: Path) -> str | None:
-    """SHA-256 of a file's bytes, read in 1 MiB chunks (a dataset file may be gigabytes); None
-    when it cannot be read, which the loader's build then reports by name."""
-    h = hashlib.sha256()
+    """SHA-256 of a file's bytes; None when it cannot be read (the loader's build then reports
+    it by name)."""
     try:
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                h.update(chunk)
+        return md5sum(path, "sha256")
     except OSError:
         return None
-    return h.hexdigest()
 
 
 def _key(name: str, options: dict, files: list[Path]) -> str:

@@ -56,10 +56,11 @@ class Resource:
         return self.url.rstrip("/").rsplit("/", 1)[-1]
 
 
-def md5sum(path: Path) -> str:
-    h = hashlib.md5()
+def md5sum(path: Path, algorithm: str = "md5") -> str:
+    """Hex digest of a file's bytes, read in CHUNK blocks (a dataset file may be gigabytes)."""
+    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
+        while block := f.read(CHUNK):
             h.update(block)
     return h.hexdigest()
 
@@ -73,14 +74,18 @@ def check_expansion(what, unpacked: int, packed: int) -> None:
                          f"(more than {MAX_RATIO}x), a decompression bomb; refused")
 
 
-def copy_bounded(src, dst, what, packed: int) -> int:
-    """Copy ``src`` to ``dst`` in chunks, stopping with ValueError past ``check_expansion``."""
+def copy_bounded(src, dst, check) -> None:
+    """Copy ``src`` to ``dst`` in chunks, calling ``check(bytes so far)`` before each write."""
     total = 0
     while block := src.read(CHUNK):
         total += len(block)
-        check_expansion(what, total, packed)
+        check(total)
         dst.write(block)
-    return total
+
+
+def _download_limit(total: int) -> None:
+    if total > MAX_BYTES:
+        raise ValueError(f"the download exceeds {MAX_BYTES} bytes; refused")
 
 
 def download(res: Resource, folder: Path) -> Path:
@@ -96,12 +101,7 @@ def download(res: Resource, folder: Path) -> Path:
     part = dest.with_name(dest.name + ".part")
     try:
         with urlopen(res.url) as r, open(part, "wb") as f:
-            total = 0
-            while block := r.read(CHUNK):
-                total += len(block)
-                if total > MAX_BYTES:
-                    raise ValueError(f"the download exceeds {MAX_BYTES} bytes; refused")
-                f.write(block)
+            copy_bounded(r, f, _download_limit)
         got = md5sum(part)
         if res.md5 is not None and got != res.md5:
             raise ValueError(f"md5 {got} of the downloaded {res.filename} is not the published "
@@ -184,7 +184,8 @@ def _gunzip(archive: Path, root: Path) -> None:
     tmp = dest.with_name(dest.name + ".part")
     try:
         with gzip.open(archive, "rb") as src, open(tmp, "wb") as dst:
-            copy_bounded(src, dst, archive.name, archive.stat().st_size)
+            packed = archive.stat().st_size
+            copy_bounded(src, dst, lambda n: check_expansion(archive.name, n, packed))
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)

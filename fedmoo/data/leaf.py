@@ -74,18 +74,12 @@ def _read_users(folder: Path) -> dict[str, tuple[Path, dict]]:
     return {u: (path, d) for path in _json_files(folder) for u, d in _read_file(path).items()}
 
 
-def read_split(folder: Path) -> dict[str, dict]:
-    """Merge ``user_data`` of every JSON file in ``folder``."""
-    return {u: d for u, (_, d) in _read_users(folder).items()}
-
-
 def _check(dataset: str, root: Path) -> list[Path]:
-    files = _json_files(root / "train") + _json_files(root / "test")
-    if not _json_files(root / "train"):
+    if not (train := _json_files(root / "train")):
         raise UserError(f"data={dataset}: no LEAF JSON files at {root / 'train'}; generate them "
                         f"with {LEAF_URL} ({RECIPES[dataset]}) and copy data/train and data/test "
                         f"into {root}")
-    return files
+    return train + _json_files(root / "test")
 
 
 def _federate(dataset: str, root: Path, users: list[str] | None, encode) -> Source:
@@ -156,15 +150,15 @@ def _encode_shakespeare(x: list[str], y: list[str]) -> tuple[np.ndarray, np.ndar
     return xa, ya
 
 
-def load_femnist(data_dir: Path, *, root: str, users: list[str] | None) -> Source:
+def _load(dataset: str, encode, data_dir: Path, root: str, users: list[str] | None) -> Source:
     path = data_dir / root
-    files = _check("femnist", path)
-    return cached(data_dir, "femnist", {"root": root, "users": users}, files,
-                  lambda: _federate("femnist", path, users, _encode_femnist))
+    return cached(data_dir, dataset, {"root": root, "users": users}, _check(dataset, path),
+                  lambda: _federate(dataset, path, users, encode))
+
+
+def load_femnist(data_dir: Path, *, root: str, users: list[str] | None) -> Source:
+    return _load("femnist", _encode_femnist, data_dir, root, users)
 
 
 def load_shakespeare(data_dir: Path, *, root: str, users: list[str] | None) -> Source:
-    path = data_dir / root
-    files = _check("shakespeare", path)
-    return cached(data_dir, "shakespeare", {"root": root, "users": users}, files,
-                  lambda: _federate("shakespeare", path, users, _encode_shakespeare))
+    return _load("shakespeare", _encode_shakespeare, data_dir, root, users)

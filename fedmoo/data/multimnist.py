@@ -24,7 +24,7 @@ import torch
 
 from fedmoo.data import pixels
 from fedmoo.data.federated import Source
-from fedmoo.data.mnist import idx_folder, load_fmnist_arrays, load_mnist_arrays
+from fedmoo.data.mnist import load_arrays
 
 CANVAS, SIDE, OFFSET = 36, 28, 6
 TASKS = ["L", "R"]
@@ -77,25 +77,24 @@ def build(left, right, seed: int, train_samples: int | None, test_samples: int |
 
 def load_multimnist(data_dir: Path, *, seed: int, train_samples: int | None,
                     test_samples: int | None, normalize: str, download: bool) -> Source:
-    mnist = load_mnist_arrays(data_dir, download)
+    mnist, _ = load_arrays(data_dir, "mnist", download)
     return build(mnist, mnist, seed, train_samples, test_samples, normalize)
 
 
 def load_multifashion(data_dir: Path, *, seed: int, train_samples: int | None,
                       test_samples: int | None, normalize: str, download: bool,
                       system_dir: str | None) -> Source:
-    fashion = load_fmnist_arrays(data_dir, download, system_dir)
+    fashion, src_dir = load_arrays(data_dir, "fmnist", download, system_dir)
     src = build(fashion, fashion, seed, train_samples, test_samples, normalize)
-    src.location = idx_folder(data_dir, "fmnist", system_dir)
+    src.location = src_dir
     return src
 
 
 def load_multifashion_mnist(data_dir: Path, *, seed: int, train_samples: int | None,
                             test_samples: int | None, normalize: str, download: bool,
                             system_dir: str | None) -> Source:
-    mnist = load_mnist_arrays(data_dir, download)
-    fashion = load_fmnist_arrays(data_dir, download, system_dir)
+    mnist, mnist_dir = load_arrays(data_dir, "mnist", download)
+    fashion, fashion_dir = load_arrays(data_dir, "fmnist", download, system_dir)
     src = build(mnist, fashion, seed, train_samples, test_samples, normalize)
-    src.location = (f"{idx_folder(data_dir, 'mnist')} and "
-                    f"{idx_folder(data_dir, 'fmnist', system_dir)}")
+    src.location = f"{mnist_dir} and {fashion_dir}"
     return src
