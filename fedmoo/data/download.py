@@ -1,16 +1,12 @@
 """Fetching dataset files: md5-checked download and bounded extraction that stays inside its folder.
 
-Loaders call ``ensure(...)`` with the files they need. If the files are missing and downloads are
-allowed, each resource is downloaded next to them, its md5 checked, and archives are extracted.
-Any failure (no network, bad checksum, an unsafe archive) ends in one ``UserError`` line that
-names the dataset, the expected path and the URL, so a user can put the files there by hand. A
-download that fails its check is deleted, so the next run downloads it again.
-
-Archives are checked before anything is written: only plain files and folders, every path inside
-the target folder (no absolute paths, no ``..``, no links), at most ``MAX_MEMBERS`` members and
-``MAX_BYTES`` unpacked bytes, and no more than ``MAX_RATIO`` times the archive's size once the
-content exceeds ``RATIO_FLOOR`` (a decompression bomb). Members are then written one by one by
-this module (tarfile's ``filter="data"`` is not needed, so every Python >= 3.10 behaves alike).
+``ensure(...)`` downloads the missing files a loader needs (md5-checked, archives extracted) or
+fails in one ``UserError`` line naming the dataset, the expected path and the URL; a download
+that fails its check is deleted. Archives are checked before anything is written: plain files
+and folders only, every path inside the target (no absolute paths, ``..`` or links), at most
+``MAX_MEMBERS`` members and ``MAX_BYTES`` bytes, and at most ``MAX_RATIO`` times the archive's
+size above ``RATIO_FLOOR`` (a decompression bomb). Members are written by this module (no
+tarfile ``filter="data"``, so every Python >= 3.10 behaves alike).
 """
 
 from __future__ import annotations
