@@ -1,20 +1,17 @@
 """LEAF's FEMNIST and Shakespeare (JSON files made by LEAF's preprocess.sh), natural clients.
 
-Layout: ``data_dir/<root>/train/*.json`` and ``data_dir/<root>/test/*.json``; each file is
-``{"users": [...], "num_samples": [...], "user_data": {user: {"x": [...], "y": [...]}}}``
-(optionally ``hierarchies``). Files of a folder are merged; clients are the sorted user ids.
-``num_samples`` is not trusted (LEAF's Shakespeare test files over-count it): sizes come from
-the lists. LEAF data must be generated with LEAF's scripts (they need the raw NIST / Gutenberg
-sources and a long preprocessing), so there is nothing to download here.
+Layout: ``data_dir/<root>/{train,test}/*.json``, each ``{"users": [...], "num_samples": [...],
+"user_data": {user: {"x": [...], "y": [...]}}}``. Files of a folder are merged; clients are the
+sorted user ids; sizes come from the lists (LEAF's Shakespeare test files over-count
+``num_samples``). LEAF data must be generated with LEAF's scripts: nothing to download here.
 
-- FEMNIST: ``x`` = 784 floats in [0, 1] (28x28, white background), ``y`` = 0..61 (digits, upper,
-  lower case).
-- Shakespeare: ``x`` = an 80-character string, ``y`` = the next character; both encoded with
-  LEAF's 80-character vocabulary. Samples with a character outside it are dropped. Tokens are
-  stored as float32 indices (the model embeds ``x.long()``).
+- FEMNIST: ``x`` = 784 floats in [0, 1] (28x28), ``y`` = 0..61 (digits, upper, lower case).
+- Shakespeare: ``x`` = 80 characters, ``y`` = the next one, encoded with LEAF's 80-character
+  vocabulary as float32 indices (the model embeds ``x.long()``); samples with a character
+  outside it are dropped.
 
 A damaged file (not UTF-8 JSON, no ``user_data``, a user without ``x``/``y`` lists or training
-samples, wrong types, FEMNIST labels outside 0..61) is a UserError naming the file and the user.
+samples, wrong types or labels) is a UserError naming the file and the user.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""MNIST, Fashion-MNIST and EMNIST from IDX files (torchvision's ``<root>/<Name>/raw/`` layout).
-
-IDX: a 4-byte big-endian magic (two zero bytes, a dtype code, the number of dimensions), one
-big-endian uint32 per dimension, then the row-major data. Images have magic 2051 (uint8,
-3 dims), labels 2049 (uint8, 1 dim). Each file may be stored uncompressed or as ``.gz``.
-
-Fashion-MNIST is also read from ``/usr/share/datasets/fashion-mnist/`` (the gzip files that
-Debian's ``dataset-fashion-mnist`` package installs), so it works offline after
-``apt-get install dataset-fashion-mnist``. EMNIST images are stored transposed relative to MNIST
-(NIST's column order); the loader transposes them back.
+"""MNIST, Fashion-MNIST and EMNIST from IDX files (torchvision's ``<root>/<Name>/raw/`` layout),
+each plain or ``.gz``. Fashion-MNIST is also read from Debian's ``dataset-fashion-mnist`` folder
+(``data.system_dir``), so it works offline. EMNIST images are stored transposed (NIST's column
+order); the loader transposes them back.
 """
 
 from __future__ import annotations
@@ -54,7 +48,8 @@ EMNIST_BYCLASS = [*"0123456789", *"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *"abcdefghijklmn
 
 
 def read_idx(path: Path) -> np.ndarray:
-    """One IDX file (plain or gzip) as a numpy array of its shape. Only the bytes the header
+    """One IDX file (plain or gzip; two zero bytes, a dtype code, ndim, one big-endian uint32 per
+    dimension, row-major data) as a numpy array of its shape. Only the bytes the header
     declares (at most ``MAX_IDX_BYTES``) are read, so a gzip bomb cannot fill the memory; a
     damaged file is a UserError naming it."""
     path = Path(path)
