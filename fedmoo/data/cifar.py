@@ -56,27 +56,21 @@ DATASETS = {
 MAX_FILE_BYTES = 512 << 20   # the largest CIFAR file (CIFAR-100 train) has 155 MB
 
 
-def _reconstruct_function():
-    try:
-        from numpy._core.multiarray import _reconstruct  # numpy >= 2
-    except ImportError:
-        from numpy.core.multiarray import _reconstruct  # numpy 1.x
-    return _reconstruct
+try:
+    from numpy._core.multiarray import _reconstruct  # numpy >= 2
+except ImportError:
+    from numpy.core.multiarray import _reconstruct  # numpy 1.x
 
-
-class _NdarrayName:
-    """Stands for ``numpy.ndarray`` in a pickle: an argument of ``_reconstruct``, not callable
-    (calling ndarray itself could allocate any shape)."""
-
-
-_NDARRAY = _NdarrayName()
+# Stands for ``numpy.ndarray`` in a pickle: an argument of ``_reconstruct``, not callable
+# (calling ndarray itself could allocate any shape).
+_NDARRAY = object()
 
 
 def _empty_array(subtype, shape, typecode):
     """numpy's ``_reconstruct`` as ndarray pickles call it: an empty array that BUILD fills."""
     if subtype is not _NDARRAY or tuple(shape) != (0,):
         raise pickle.UnpicklingError("an array of an unexpected type or shape")
-    return _reconstruct_function()(np.ndarray, (0,), typecode)
+    return _reconstruct(np.ndarray, (0,), typecode)
 
 
 def _plain_dtype(*args):

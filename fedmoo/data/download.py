@@ -1,16 +1,12 @@
 """Fetching dataset files: md5-checked download and bounded extraction that stays inside its folder.
 
-Loaders call ``ensure(...)`` with the files they need. If the files are missing and downloads are
-allowed, each resource is downloaded next to them, its md5 checked, and archives are extracted.
-Any failure (no network, bad checksum, an unsafe archive) ends in one ``UserError`` line that
-names the dataset, the expected path and the URL, so a user can put the files there by hand. A
-download that fails its check is deleted, so the next run downloads it again.
-
-Archives are checked before anything is written: only plain files and folders, every path inside
-the target folder (no absolute paths, no ``..``, no links), at most ``MAX_MEMBERS`` members and
-``MAX_BYTES`` unpacked bytes, and no more than ``MAX_RATIO`` times the archive's size once the
-content exceeds ``RATIO_FLOOR`` (a decompression bomb). Members are then written one by one by
-this module (tarfile's ``filter="data"`` is not needed, so every Python >= 3.10 behaves alike).
+``ensure(...)`` downloads the missing files a loader needs (md5-checked, archives extracted) or
+fails in one ``UserError`` line naming the dataset, the expected path and the URL; a download
+that fails its check is deleted. Archives are checked before anything is written: plain files
+and folders only, every path inside the target (no absolute paths, ``..`` or links), at most
+``MAX_MEMBERS`` members and ``MAX_BYTES`` bytes, and at most ``MAX_RATIO`` times the archive's
+size above ``RATIO_FLOOR`` (a decompression bomb). Members are written by this module (no
+tarfile ``filter="data"``, so every Python >= 3.10 behaves alike).
 """
 
 from __future__ import annotations
@@ -56,10 +52,11 @@ class Resource:
         return self.url.rstrip("/").rsplit("/", 1)[-1]
 
 
-def md5sum(path: Path) -> str:
-    h = hashlib.md5()
+def md5sum(path: Path, algorithm: str = "md5") -> str:
+    """Hex digest of a file's bytes, read in CHUNK blocks (a dataset file may be gigabytes)."""
+    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
+        while block := f.read(CHUNK):
             h.update(block)
     return h.hexdigest()
 
@@ -73,14 +70,18 @@ def check_expansion(what, unpacked: int, packed: int) -> None:
                          f"(more than {MAX_RATIO}x), a decompression bomb; refused")
 
 
-def copy_bounded(src, dst, what, packed: int) -> int:
-    """Copy ``src`` to ``dst`` in chunks, stopping with ValueError past ``check_expansion``."""
+def copy_bounded(src, dst, check) -> None:
+    """Copy ``src`` to ``dst`` in chunks, calling ``check(bytes so far)`` before each write."""
     total = 0
     while block := src.read(CHUNK):
         total += len(block)
-        check_expansion(what, total, packed)
+        check(total)
         dst.write(block)
-    return total
+
+
+def _download_limit(total: int) -> None:
+    if total > MAX_BYTES:
+        raise ValueError(f"the download exceeds {MAX_BYTES} bytes; refused")
 
 
 def download(res: Resource, folder: Path) -> Path:
@@ -96,12 +97,7 @@ def download(res: Resource, folder: Path) -> Path:
     part = dest.with_name(dest.name + ".part")
     try:
         with urlopen(res.url) as r, open(part, "wb") as f:
-            total = 0
-            while block := r.read(CHUNK):
-                total += len(block)
-                if total > MAX_BYTES:
-                    raise ValueError(f"the download exceeds {MAX_BYTES} bytes; refused")
-                f.write(block)
+            copy_bounded(r, f, _download_limit)
         got = md5sum(part)
         if res.md5 is not None and got != res.md5:
             raise ValueError(f"md5 {got} of the downloaded {res.filename} is not the published "
@@ -184,7 +180,8 @@ def _gunzip(archive: Path, root: Path) -> None:
     tmp = dest.with_name(dest.name + ".part")
     try:
         with gzip.open(archive, "rb") as src, open(tmp, "wb") as dst:
-            copy_bounded(src, dst, archive.name, archive.stat().st_size)
+            packed = archive.stat().st_size
+            copy_bounded(src, dst, lambda n: check_expansion(archive.name, n, packed))
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)

@@ -1,16 +1,13 @@
 """Image-folder datasets of the AdaFed appendix: CINIC-10 and Tiny-ImageNet.
 
-- CINIC-10: ``data_dir/cinic10/{train,valid,test}/<class>/*.png`` (32x32 RGB, 10 classes,
-  90,000 images per split). ``valid`` is added to training when ``use_valid`` is true.
+- CINIC-10: ``data_dir/cinic10/{train,valid,test}/<class>/*.png`` (32x32 RGB, 10 classes);
+  ``valid`` joins training when ``use_valid`` is true.
 - Tiny-ImageNet: ``data_dir/tiny-imagenet-200/`` with ``wnids.txt``,
   ``train/<wnid>/images/*.JPEG`` and ``val/images/*.JPEG`` labelled by ``val/val_annotations.txt``
-  (tab separated: file, wnid, box). The unlabelled ``test/`` folder is not used; ``val`` is the
-  test split. 64x64 RGB, 200 classes.
+  (tab separated: file, wnid, box); ``val`` is the test split (``test/`` is unlabelled).
 
-Images are decoded once and cached as tensors (fedmoo/data/cache.py); normalisation is per
-channel with the training split's mean and std (``standard``) or ``unit``. Both archives are
-md5-checked on download. An image that does not decode or has another size, a bad
-``val_annotations.txt`` line or a missing folder is a UserError naming the file.
+Images are decoded once and cached as tensors (fedmoo/data/cache.py). An image that does not
+decode or has another size, a bad annotation line or a missing folder is a UserError naming it.
 """
 
 from __future__ import annotations

@@ -1,20 +1,17 @@
 """LEAF's FEMNIST and Shakespeare (JSON files made by LEAF's preprocess.sh), natural clients.
 
-Layout: ``data_dir/<root>/train/*.json`` and ``data_dir/<root>/test/*.json``; each file is
-``{"users": [...], "num_samples": [...], "user_data": {user: {"x": [...], "y": [...]}}}``
-(optionally ``hierarchies``). Files of a folder are merged; clients are the sorted user ids.
-``num_samples`` is not trusted (LEAF's Shakespeare test files over-count it): sizes come from
-the lists. LEAF data must be generated with LEAF's scripts (they need the raw NIST / Gutenberg
-sources and a long preprocessing), so there is nothing to download here.
+Layout: ``data_dir/<root>/{train,test}/*.json``, each ``{"users": [...], "num_samples": [...],
+"user_data": {user: {"x": [...], "y": [...]}}}``. Files of a folder are merged; clients are the
+sorted user ids; sizes come from the lists (LEAF's Shakespeare test files over-count
+``num_samples``). LEAF data must be generated with LEAF's scripts: nothing to download here.
 
-- FEMNIST: ``x`` = 784 floats in [0, 1] (28x28, white background), ``y`` = 0..61 (digits, upper,
-  lower case).
-- Shakespeare: ``x`` = an 80-character string, ``y`` = the next character; both encoded with
-  LEAF's 80-character vocabulary. Samples with a character outside it are dropped. Tokens are
-  stored as float32 indices (the model embeds ``x.long()``).
+- FEMNIST: ``x`` = 784 floats in [0, 1] (28x28), ``y`` = 0..61 (digits, upper, lower case).
+- Shakespeare: ``x`` = 80 characters, ``y`` = the next one, encoded with LEAF's 80-character
+  vocabulary as float32 indices (the model embeds ``x.long()``); samples with a character
+  outside it are dropped.
 
 A damaged file (not UTF-8 JSON, no ``user_data``, a user without ``x``/``y`` lists or training
-samples, wrong types, FEMNIST labels outside 0..61) is a UserError naming the file and the user.
+samples, wrong types or labels) is a UserError naming the file and the user.
 """
 
 from __future__ import annotations
@@ -74,18 +71,12 @@ def _read_users(folder: Path) -> dict[str, tuple[Path, dict]]:
     return {u: (path, d) for path in _json_files(folder) for u, d in _read_file(path).items()}
 
 
-def read_split(folder: Path) -> dict[str, dict]:
-    """Merge ``user_data`` of every JSON file in ``folder``."""
-    return {u: d for u, (_, d) in _read_users(folder).items()}
-
-
 def _check(dataset: str, root: Path) -> list[Path]:
-    files = _json_files(root / "train") + _json_files(root / "test")
-    if not _json_files(root / "train"):
+    if not (train := _json_files(root / "train")):
         raise UserError(f"data={dataset}: no LEAF JSON files at {root / 'train'}; generate them "
                         f"with {LEAF_URL} ({RECIPES[dataset]}) and copy data/train and data/test "
                         f"into {root}")
-    return files
+    return train + _json_files(root / "test")
 
 
 def _federate(dataset: str, root: Path, users: list[str] | None, encode) -> Source:
@@ -156,15 +147,15 @@ def _encode_shakespeare(x: list[str], y: list[str]) -> tuple[np.ndarray, np.ndar
     return xa, ya
 
 
-def load_femnist(data_dir: Path, *, root: str, users: list[str] | None) -> Source:
+def _load(dataset: str, encode, data_dir: Path, root: str, users: list[str] | None) -> Source:
     path = data_dir / root
-    files = _check("femnist", path)
-    return cached(data_dir, "femnist", {"root": root, "users": users}, files,
-                  lambda: _federate("femnist", path, users, _encode_femnist))
+    return cached(data_dir, dataset, {"root": root, "users": users}, _check(dataset, path),
+                  lambda: _federate(dataset, path, users, encode))
+
+
+def load_femnist(data_dir: Path, *, root: str, users: list[str] | None) -> Source:
+    return _load("femnist", _encode_femnist, data_dir, root, users)
 
 
 def load_shakespeare(data_dir: Path, *, root: str, users: list[str] | None) -> Source:
-    path = data_dir / root
-    files = _check("shakespeare", path)
-    return cached(data_dir, "shakespeare", {"root": root, "users": users}, files,
-                  lambda: _federate("shakespeare", path, users, _encode_shakespeare))
+    return _load("shakespeare", _encode_shakespeare, data_dir, root, users)

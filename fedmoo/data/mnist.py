@@ -1,13 +1,7 @@
-"""MNIST, Fashion-MNIST and EMNIST from IDX files (torchvision's ``<root>/<Name>/raw/`` layout).
-
-IDX: a 4-byte big-endian magic (two zero bytes, a dtype code, the number of dimensions), one
-big-endian uint32 per dimension, then the row-major data. Images have magic 2051 (uint8,
-3 dims), labels 2049 (uint8, 1 dim). Each file may be stored uncompressed or as ``.gz``.
-
-Fashion-MNIST is also read from ``/usr/share/datasets/fashion-mnist/`` (the gzip files that
-Debian's ``dataset-fashion-mnist`` package installs), so it works offline after
-``apt-get install dataset-fashion-mnist``. EMNIST images are stored transposed relative to MNIST
-(NIST's column order); the loader transposes them back.
+"""MNIST, Fashion-MNIST and EMNIST from IDX files (torchvision's ``<root>/<Name>/raw/`` layout),
+each plain or ``.gz``. Fashion-MNIST is also read from Debian's ``dataset-fashion-mnist`` folder
+(``data.system_dir``), so it works offline. EMNIST images are stored transposed (NIST's column
+order); the loader transposes them back.
 """
 
 from __future__ import annotations
@@ -15,6 +9,7 @@ from __future__ import annotations
 import gzip
 import math
 import shutil
+import struct
 import zlib
 from pathlib import Path
 
@@ -24,15 +19,15 @@ import torch
 from fedmoo.data import pixels
 from fedmoo.data.cache import cached
 from fedmoo.data.checks import check_labels, reason
-from fedmoo.data.download import CHUNK, Resource, ensure
+from fedmoo.data.download import Resource, ensure
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 from fedmoo.config.hparams.data import EMNIST_NUM_CLASSES, FMNIST_SYSTEM_DIR
 
 IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 MAX_IDX_BYTES = 1 << 30   # data of one IDX file (EMNIST byclass train images: 547 MB)
-SPLITS = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
-          "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+IDX_NAMES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",     # the order
+             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]       # _load_idx_pair takes
 
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 MNIST_MD5 = {"train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
@@ -53,12 +48,10 @@ EMNIST_BYCLASS = [*"0123456789", *"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *"abcdefghijklmn
 
 
 def read_idx(path: Path) -> np.ndarray:
-    """Parse one IDX file (plain or gzip-compressed) into a numpy array of its shape.
-
-    The header's size is checked against ``MAX_IDX_BYTES`` before any data is read, and only
-    that many bytes are decompressed, so a gzip bomb cannot fill the memory. Damaged files
-    (truncated, corrupt gzip, bad header, trailing data) are a UserError naming the file.
-    """
+    """One IDX file (plain or gzip; two zero bytes, a dtype code, ndim, one big-endian uint32 per
+    dimension, row-major data) as a numpy array of its shape. Only the bytes the header
+    declares (at most ``MAX_IDX_BYTES``) are read, so a gzip bomb cannot fill the memory; a
+    damaged file is a UserError naming it."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -76,41 +69,28 @@ def _parse_idx(path: Path, f) -> np.ndarray:
     head = f.read(4)
     if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in IDX_DTYPES:
         raise UserError(f"{path} is not an IDX file (bad magic number); re-download it")
-    ndim = head[3]
-    raw_dims = f.read(4 * ndim)
-    if len(raw_dims) < 4 * ndim:
+    raw_dims = f.read(4 * head[3])
+    if len(raw_dims) < 4 * head[3]:
         raise UserError(f"{path} is truncated inside its header; re-download it")
-    dims = tuple(int.from_bytes(raw_dims[4 * i: 4 * i + 4], "big") for i in range(ndim))
+    dims = struct.unpack(f">{head[3]}I", raw_dims)
     dtype = np.dtype(IDX_DTYPES[head[2]])
-    count = math.prod(dims) if dims else 0
-    need = count * dtype.itemsize
+    need = (math.prod(dims) if dims else 0) * dtype.itemsize
     if need > MAX_IDX_BYTES:
         raise UserError(f"{path}: header declares {dims} values ({need} bytes), more than the "
                         f"{MAX_IDX_BYTES} bytes an IDX file may hold; re-download it")
-    data = bytearray()
-    while len(data) < need and (block := f.read(min(CHUNK, need - len(data)))):
-        data += block
+    data = f.read(need)
     if len(data) < need:
         raise UserError(f"{path} is truncated: header says {dims}, file holds "
                         f"{len(data) // dtype.itemsize} values; re-download it")
     if f.read(1):
         raise UserError(f"{path} holds more data than its header {dims} declares; re-download it")
-    return np.frombuffer(data, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="),
-                                                                 copy=False)
-
-
-def _find(dirs: list[Path], name: str) -> Path | None:
-    for d in dirs:
-        for cand in (d / name, d / f"{name}.gz"):
-            if cand.is_file():
-                return cand
-    return None
+    return np.frombuffer(data, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="))
 
 
 def _complete(dirs: list[Path], names: list[str]) -> list[Path] | None:
-    """The first directory (in order) that holds every file, as paths; None if none does."""
+    """The files ``names`` (plain or ``.gz``) in the first of ``dirs`` holding them all."""
     for d in dirs:
-        found = [_find([d], n) for n in names]
+        found = [next((p for p in (d / n, d / f"{n}.gz") if p.is_file()), None) for n in names]
         if all(found):
             return found
     return None
@@ -143,10 +123,6 @@ def _source(x, y, is_test, normalize, num_classes, class_names, mean=None, std=N
     )
 
 
-def _names(prefix: str = "") -> list[str]:
-    return [prefix + n for pair in (SPLITS["train"], SPLITS["test"]) for n in pair]
-
-
 def apt_hint(dirs: list[Path]) -> str:
     """``; or apt-get install dataset-fashion-mnist ...`` when Debian's package is where the
     loader looks and this system has apt-get; else ``""``."""
@@ -156,89 +132,65 @@ def apt_hint(dirs: list[Path]) -> str:
             "sudo apt-get install dataset-fashion-mnist")
 
 
-def _ensure_idx(dataset: str, dirs: list[Path], url: str, md5: dict[str, str],
-                download: bool) -> list[Path]:
-    """The four IDX files from the first folder of ``dirs`` holding them all, downloading them
-    into ``dirs[0]`` if allowed; a UserError names the folder, the URLs and, for Fashion-MNIST
-    on Debian-like systems, the package."""
-    names = _names()
-    folder = dirs[0]
+def idx_files(data_dir: Path, dataset: str, download: bool,
+              system_dir: str | None = None) -> list[Path]:
+    """The four IDX files of ``mnist`` or ``fmnist`` (also looked up in ``system_dir``, Debian's
+    folder) from the first folder holding them all, downloading them into ``data_dir`` if
+    allowed; a UserError names the folder, the URLs and, for Fashion-MNIST on Debian-like
+    systems, the package."""
+    folder, url, md5 = {"mnist": ("MNIST", MNIST_URL, MNIST_MD5),
+                        "fmnist": ("FashionMNIST", FMNIST_URL, FMNIST_MD5)}[dataset]
+    dirs = [data_dir / folder / "raw"] + ([Path(system_dir)] if system_dir else [])
     try:
-        ensure(dataset, folder, [Resource(url + f"{n}.gz", md5[f"{n}.gz"]) for n in names],
-               folder, download, lambda: _complete(dirs, names) is not None)
+        ensure(dataset, dirs[0], [Resource(url + f"{n}.gz", md5[f"{n}.gz"]) for n in IDX_NAMES],
+               dirs[0], download, lambda: _complete(dirs, IDX_NAMES) is not None)
     except UserError as e:
         hint = apt_hint(dirs) if dataset == "fmnist" else ""
         if not hint:
             raise
         raise UserError(f"{e}{hint}") from None
-    return _complete(dirs, names)
+    return _complete(dirs, IDX_NAMES)
 
 
-def _load_family(dataset: str, dirs: list[Path], url: str, md5: dict[str, str],
-                 download: bool) -> tuple[np.ndarray, ...]:
-    return _load_idx_pair(_ensure_idx(dataset, dirs, url, md5, download), 10)
+def load_arrays(data_dir: Path, dataset: str, download: bool, system_dir: str | None = None
+                ) -> tuple[tuple[np.ndarray, ...], str]:
+    """(uint8 images ``[70000, 28, 28]``, labels, test flag) of ``mnist`` or ``fmnist`` and the
+    folder they were read from."""
+    files = idx_files(data_dir, dataset, download, system_dir)
+    return _load_idx_pair(files, 10), str(files[0].parent)
 
 
-def load_mnist_arrays(data_dir: Path, download: bool) -> tuple[np.ndarray, ...]:
-    """MNIST as uint8 images ``[70000, 28, 28]``, labels and the test flag."""
-    return _load_family("mnist", [data_dir / "MNIST" / "raw"], MNIST_URL, MNIST_MD5, download)
-
-
-def load_fmnist_arrays(data_dir: Path, download: bool,
-                       system_dir: str | None) -> tuple[np.ndarray, ...]:
-    """Fashion-MNIST as uint8 images, labels and the test flag (``data_dir`` or ``system_dir``)."""
-    dirs = [data_dir / "FashionMNIST" / "raw"] + ([Path(system_dir)] if system_dir else [])
-    return _load_family("fmnist", dirs, FMNIST_URL, FMNIST_MD5, download)
-
-
-def _cached_source(dataset: str, data_dir: Path, dirs: list[Path], url: str,
-                   md5: dict[str, str], download: bool, normalize: str, class_names: list[str],
-                   mean: list[float], std: list[float]) -> Source:
+def _cached_source(dataset: str, data_dir: Path, download: bool, normalize: str,
+                   class_names: list[str], mean: float, std: float,
+                   system_dir: str | None = None) -> Source:
     """The normalised source, from the data cache when the IDX files have not changed: decoding
     and normalising 70,000 images costs 1-3 s a run, reading the cached tensors about 0.1 s."""
-    files = _ensure_idx(dataset, dirs, url, md5, download)
-
-    def build() -> Source:
-        x, y, t = _load_idx_pair(files, 10)
-        return _source(x, y, t, normalize, 10, class_names, mean, std)
-
-    src = cached(data_dir, dataset, {"normalize": normalize}, files, build)
+    files = idx_files(data_dir, dataset, download, system_dir)
+    src = cached(data_dir, dataset, {"normalize": normalize}, files, lambda: _source(
+        *_load_idx_pair(files, 10), normalize, 10, class_names, [mean], [std]))
     src.location = str(files[0].parent)          # data_dir's copy or the system one
     return src
 
 
-def idx_folder(data_dir: Path, dataset: str, system_dir: str | None = None) -> str | None:
-    """The folder ``load_mnist_arrays`` / ``load_fmnist_arrays`` read (None: files missing);
-    ``system_dir``: the Fashion-MNIST folder ``data.system_dir`` names."""
-    dirs = [data_dir / "MNIST" / "raw"] if dataset == "mnist" else \
-        [data_dir / "FashionMNIST" / "raw"] + ([Path(system_dir)] if system_dir else [])
-    files = _complete(dirs, _names())
-    return str(files[0].parent) if files else None
-
-
 def load_mnist(data_dir: Path, *, normalize: str, download: bool) -> Source:
     """MNIST (60,000 train / 10,000 test), ``standard`` = (x/255 - 0.1307) / 0.3081."""
-    return _cached_source("mnist", data_dir, [data_dir / "MNIST" / "raw"], MNIST_URL, MNIST_MD5,
-                          download, normalize, [str(i) for i in range(10)], [0.1307], [0.3081])
+    return _cached_source("mnist", data_dir, download, normalize, [str(i) for i in range(10)],
+                          0.1307, 0.3081)
 
 
 def load_fmnist(data_dir: Path, *, normalize: str, download: bool,
                 system_dir: str | None) -> Source:
     """Fashion-MNIST from ``data_dir/FashionMNIST/raw`` or ``system_dir`` (Debian's package)."""
-    dirs = [data_dir / "FashionMNIST" / "raw"] + ([Path(system_dir)] if system_dir else [])
-    return _cached_source("fmnist", data_dir, dirs, FMNIST_URL, FMNIST_MD5, download, normalize,
-                          FMNIST_CLASSES, [0.2860], [0.3530])
+    return _cached_source("fmnist", data_dir, download, normalize, FMNIST_CLASSES, 0.2860, 0.3530,
+                          system_dir)
 
 
 def load_emnist(data_dir: Path, *, split: str, normalize: str, download: bool) -> Source:
     """EMNIST ``split`` (byclass: 62 classes, digits, upper case, lower case in LEAF's order)."""
     raw = data_dir / "EMNIST" / "raw"
-    names = [f"emnist-{split}-{n.replace('t10k', 'test')}" for n in _names()]
-
-    def present():
-        return _complete([raw, raw / "gzip"], names) is not None
-
-    ensure("emnist", raw, [EMNIST_ZIP], raw, download, present)
+    names = [f"emnist-{split}-{n.replace('t10k', 'test')}" for n in IDX_NAMES]
+    ensure("emnist", raw, [EMNIST_ZIP], raw, download,
+           lambda: _complete([raw, raw / "gzip"], names) is not None)
     x, y, t = _load_idx_pair(_complete([raw, raw / "gzip"], names), EMNIST_NUM_CLASSES.get(split))
     x = np.ascontiguousarray(x.transpose(0, 2, 1))     # NIST column order -> upright images
     classes = EMNIST_BYCLASS if split == "byclass" else None

@@ -1,18 +1,13 @@
 """MultiMNIST-style two-task image sets (Sener & Koltun, NeurIPS 2018), built from IDX files.
 
-Each sample overlays two 28x28 images on a 36x36 canvas: the "left" image at rows/cols 0:28, the
-"right" one at 6:34, the pixel-wise max where they overlap (6:28); the canvas is resized to
-28x28 by nearest-neighbour sampling with PIL's rule (source pixel ``floor((i + 0.5) * 36 / 28)``,
-torch's ``nearest-exact``). Task L is the left image's label, task R the right one's. Every image
-of a split is a left image once, its partner is drawn uniformly from the same split (it may be
-itself), separately for train and test, with ``data.seed``.
-
-- ``multimnist``: two MNIST digits (needs the MNIST IDX files; see docs/datasets.md).
-- ``multifashion``: two Fashion-MNIST images (works offline from Debian's dataset-fashion-mnist).
-- ``multifashion_mnist``: an MNIST digit on the left, a Fashion-MNIST image on the right.
-
-Pixels are scaled with MultiMNIST's ``(x / 255 - 0.1307) / 0.3081`` (``data.normalize``).
-``train_samples`` / ``test_samples`` keep a random subset of the left images (seeded).
+Each sample overlays two 28x28 images on a 36x36 canvas, the "left" at rows/cols 0:28, the
+"right" at 6:34, pixel-wise max where they overlap, resized to 28x28 by PIL's nearest-neighbour
+rule (``nearest_index``). Task L is the left image's label, task R the right one's. Every image
+of a split is a left image once; its partner is drawn uniformly from the same split (maybe
+itself) with ``data.seed``. ``multimnist``: two MNIST digits; ``multifashion``: two
+Fashion-MNIST images (offline from Debian's dataset-fashion-mnist); ``multifashion_mnist``: an
+MNIST digit left, a Fashion-MNIST image right. Pixels: ``(x / 255 - 0.1307) / 0.3081``
+(``data.normalize``); ``train_samples`` / ``test_samples`` keep a seeded subset of left images.
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ import torch
 
 from fedmoo.data import pixels
 from fedmoo.data.federated import Source
-from fedmoo.data.mnist import idx_folder, load_fmnist_arrays, load_mnist_arrays
+from fedmoo.data.mnist import load_arrays
 
 CANVAS, SIDE, OFFSET = 36, 28, 6
 TASKS = ["L", "R"]
@@ -77,25 +72,24 @@ def build(left, right, seed: int, train_samples: int | None, test_samples: int |
 
 def load_multimnist(data_dir: Path, *, seed: int, train_samples: int | None,
                     test_samples: int | None, normalize: str, download: bool) -> Source:
-    mnist = load_mnist_arrays(data_dir, download)
+    mnist, _ = load_arrays(data_dir, "mnist", download)
     return build(mnist, mnist, seed, train_samples, test_samples, normalize)
 
 
 def load_multifashion(data_dir: Path, *, seed: int, train_samples: int | None,
                       test_samples: int | None, normalize: str, download: bool,
                       system_dir: str | None) -> Source:
-    fashion = load_fmnist_arrays(data_dir, download, system_dir)
+    fashion, src_dir = load_arrays(data_dir, "fmnist", download, system_dir)
     src = build(fashion, fashion, seed, train_samples, test_samples, normalize)
-    src.location = idx_folder(data_dir, "fmnist", system_dir)
+    src.location = src_dir
     return src
 
 
 def load_multifashion_mnist(data_dir: Path, *, seed: int, train_samples: int | None,
                             test_samples: int | None, normalize: str, download: bool,
                             system_dir: str | None) -> Source:
-    mnist = load_mnist_arrays(data_dir, download)
-    fashion = load_fmnist_arrays(data_dir, download, system_dir)
+    mnist, mnist_dir = load_arrays(data_dir, "mnist", download)
+    fashion, fashion_dir = load_arrays(data_dir, "fmnist", download, system_dir)
     src = build(mnist, fashion, seed, train_samples, test_samples, normalize)
-    src.location = (f"{idx_folder(data_dir, 'mnist')} and "
-                    f"{idx_folder(data_dir, 'fmnist', system_dir)}")
+    src.location = f"{mnist_dir} and {fashion_dir}"
     return src

@@ -9,13 +9,10 @@ checks here are only those that need the labels or the number of clients.
 
 from __future__ import annotations
 
-
-
 import numpy as np
 
 from fedmoo.errors import UserError
 from fedmoo.config.hparams.partition import FEMNIST_LETTERS, SPLITS
-
 
 
 def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:

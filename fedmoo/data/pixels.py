@@ -6,8 +6,6 @@ import numpy as np
 import torch
 
 
-
-
 def normalize(x: np.ndarray, is_test: np.ndarray, mode: str, mean=None, std=None) -> torch.Tensor:
     """uint8 images ``[M, C, H, W]`` -> float32 tensor; ``mode`` one of the declared choices
     of ``data.normalize`` (fedmoo.config.hparams.data.NORMALIZE), checked before loading.
