@@ -85,3 +85,46 @@ def test_afl_lambda_step_on_the_loss_of_the_last_local_epoch():
         new, _ = algo.server_update(state, two_clients())
         assert new.lam.tolist() == pytest.approx(want)
         assert new.w.tolist() == pytest.approx([-0.5, -1.0])
+
+
+def test_a_run_hands_the_rule_the_reported_losses_alone_and_trained_together(tmp_path,
+                                                                          monkeypatch):
+    """The runner applies the spec's loss_report to the trained cohort before the attack (and
+    the rule); a lockstep group gives each run's numbers as alone."""
+    from fedmoo.algorithms.qfedavg import QFedAvg
+    from fedmoo.cli.config import compose
+    from fedmoo.engine import stacked
+    from fedmoo.run import group, loop
+    from tests.run.test_group import _compare
+
+    def cfg(report):
+        return compose(["data=synthetic", "num_clients=6", "clients_per_round=3", "rounds=3",
+                        "eval_every=1", "data.max_samples=60", "engine=batched",
+                        "algo=qfedavg", f"algo.loss_report={report}", "precision=float64",
+                        "device=cpu", "progress=false", "checkpoint_every=0",
+                        "client.batch_size=8", "attack=bias", "attack.malicious=[0]",
+                        "attack.b=0.5", "attack.always_participate=true"])
+
+    trained, seen = [], []
+    rows, step = stacked.train_rows, QFedAvg.step
+
+    def record_rows(engine, members, invariant=True):
+        out = rows(engine, members, invariant)
+        trained.extend(out)
+        return out
+
+    def record_step(self, state, cohort):
+        seen.append(cohort)
+        return step(self, state, cohort)
+
+    monkeypatch.setattr("fedmoo.engine.batched.train_rows", record_rows)
+    monkeypatch.setattr(QFedAvg, "step", record_step)
+    loop.run(cfg("batch_sum"), tmp_path / "alone")
+    assert len(trained) == len(seen) == 3
+    for c, s in zip(trained, seen):
+        batches = (c.num_samples / 8).ceil()
+        bias = 0.5 * (c.client_ids == 0).to(c.loss_before.dtype)
+        torch.testing.assert_close(s.loss_before, c.loss_before * batches + bias)
+        assert bool((batches > 1).any()) and bool((c.client_ids == 0).any())
+    group.run_jobs([group.Job(cfg(r), tmp_path / "grouped" / r) for r in ("batch_sum", "mean")])
+    _compare(tmp_path / "alone", tmp_path / "grouped" / "batch_sum")
