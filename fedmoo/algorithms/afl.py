@@ -31,8 +31,9 @@ class AFL(Algorithm):
     exactly the authors' update), then ``lam <- Proj_simplex(lam + gamma_lambda * loss)``
     with the correct Euclidean projection, ``loss`` each client's ``loss_before`` (the loss of
     w_t, the paper) or with ``loss: local_last`` its ``loss_after`` (the mean loss of its last
-    local epoch, measured during training: ``local_losses`` in the FedMGDA+ authors' Adult code). The reported model is the running average of the
-    iterates w_1..w_t (as in the paper and fair_flearn) unless ``average_iterates`` is false.
+    local epoch, measured during training: ``local_losses`` in the FedMGDA+ authors' Adult
+    code). The reported model is the running average of the iterates w_1..w_t (as in the paper
+    and fair_flearn) unless ``average_iterates`` is false.
 
     Hyperparameters:
       gamma_lambda: step of the ascent on lambda >= 0 (grid {0.01, 0.1, 0.2, 0.5, 1}).
