@@ -105,6 +105,12 @@ class ClientSpec:
       ``Cohort.loss_trained`` / ``acc_trained``: the loss a client reports when it measures it
       after training (q-FedAvg ``loss_at: after``, FedFA ``acc_at: after``, AdaFed ``loss:
       trained``). Not available together with ``task_training``.
+    - ``loss_report``: how the clients report the losses they measure over their training set
+      (``Cohort.loss_before``, ``loss_trained``): ``mean`` (the mean loss) or ``batch_sum``
+      (the sum of the per-minibatch mean losses, taken as the mean times the number of local
+      minibatches ``ceil(n_k / batch_size)``, as the FedMGDA+ authors' Adult code sums them;
+      ``fedmoo.engine.base.as_reported``). ``loss_after`` stays a mean. The attack sees (and
+      changes) the reported values.
     - ``measure_before``: measure ``Cohort.loss_before`` / ``acc_before`` (a forward pass of
       ``w_t`` over each client's training set before training). The runner turns it off on
       rounds that write no rounds.csv row when the algorithm does not read them
@@ -120,6 +126,7 @@ class ClientSpec:
     task_training: "TaskTraining | None" = None
     eval_trained: bool = False
     measure_before: bool = True
+    loss_report: str = "mean"
 
 
 @dataclass

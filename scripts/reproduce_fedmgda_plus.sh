@@ -13,5 +13,6 @@ experiment table6       table                  # FEMNIST writers: the federation
 experiment fig1_cifar10 plot  "${SMALL[@]}"
 experiment fig4         plot  "${SMALL[@]}"
 experiment adult_bias   table                  # 2 clients: phd, non-phd
+experiment adult_bias_authors_code table       # the same, as the authors' code trains it
 experiment cifar10_scaling table "${SMALL[@]}"
 finish

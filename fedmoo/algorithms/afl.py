@@ -28,14 +28,18 @@ class AFL(Algorithm):
 
     Every round (full participation): ``d = sum_k lam_k g_k / sum lam``, ``w <- w - eta d``
     (the clients' local step size plays the paper's gamma_w; one full-batch local step is
-    exactly the authors' update), then ``lam <- Proj_simplex(lam + gamma_lambda * loss_before)``
-    with the correct Euclidean projection. The reported model is the running average of the
-    iterates w_1..w_t (as in the paper and fair_flearn) unless ``average_iterates`` is false.
+    exactly the authors' update), then ``lam <- Proj_simplex(lam + gamma_lambda * loss)``
+    with the correct Euclidean projection, ``loss`` each client's ``loss_before`` (the loss of
+    w_t, the paper) or with ``loss: local_last`` its ``loss_after`` (the mean loss of its last
+    local epoch, measured during training: ``local_losses`` in the FedMGDA+ authors' Adult
+    code). The reported model is the running average of the iterates w_1..w_t (as in the paper
+    and fair_flearn) unless ``average_iterates`` is false.
 
     Hyperparameters:
       gamma_lambda: step of the ascent on lambda >= 0 (grid {0.01, 0.1, 0.2, 0.5, 1}).
       eta: server step > 0.
       average_iterates: evaluate the averaged iterate or the last one.
+      loss: ``before`` or ``local_last``, the loss of the lambda step (above).
 
     Needs ``clients_per_round = num_clients``. Reduces to uniform FedAvg (evaluated at the last
     iterate) at ``gamma_lambda = 0`` with ``average_iterates = false``.
@@ -58,12 +62,17 @@ class AFL(Algorithm):
         lam = torch.full((num_clients,), 1.0 / num_clients, dtype=torch.float64)
         return AFLState(w=w0, round=0, lam=lam, w_avg=w0.clone())
 
+    @property
+    def reads_before(self) -> bool:
+        return self.hp.loss == "before"
+
     def step(self, state, cohort):
         ids = cohort.client_ids.cpu()
         lam_k = state.lam[ids]
         d = combine(lam_k / lam_k.sum(), cohort.deltas)
         w_next = state.w - self.hp.eta * d
-        loss = cohort.require("loss_before", self.name).to(torch.float64).cpu()
+        field = "loss_before" if self.hp.loss == "before" else "loss_after"
+        loss = cohort.require(field, self.name).to(torch.float64).cpu()
         lam = project_simplex(state.lam.index_add(0, ids, self.hp.gamma_lambda * loss))
         t = state.round
         w_avg = (t * state.w_avg + w_next) / (t + 1)

@@ -27,6 +27,11 @@ class QFedAvg(Algorithm):
         (FedMGDA+ baseline grid L in {0.1, 1, 10}).
       loss_at: ``before`` (loss of w_t, q-FFL) or ``after`` (loss of the trained local
         model, measured by the engine through ``ClientSpec.eval_trained``).
+      loss_report: ``mean`` (each client's mean loss) or ``batch_sum`` (the client reports the
+        sum of its per-minibatch mean losses, ``mean x ceil(n_k / batch_size)``, through
+        ``ClientSpec.loss_report``: the FedMGDA+ authors' Adult code, whose q-FFL step reads
+        that sum with L = 1). An attack's change (the bias attack's ``+ b``) is made on the
+        reported value.
 
     Reduces to uniform FedAvg (the plain mean of the local models) at ``q = 0``.
     """
@@ -35,7 +40,8 @@ class QFedAvg(Algorithm):
     hp: declared.QFedAvg
 
     def client_spec(self, state, client_ids):
-        return ClientSpec(eval_trained=self.hp.loss_at == "after")
+        return ClientSpec(eval_trained=self.hp.loss_at == "after",
+                          loss_report=self.hp.loss_report)
 
     @property
     def reads_before(self) -> bool:

@@ -13,6 +13,7 @@ the learning rate only as ``Cohort.local_lr``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -75,3 +76,23 @@ class StackingEngine(Engine, Protocol):
     def train_many(self, members: list[Member], invariant: bool = True) -> list[Cohort]:
         """One round of several runs in one program: a Cohort per member, in order."""
         ...
+
+
+def as_reported(cohort: Cohort, spec: ClientSpec, sgd: LocalSGD) -> Cohort:
+    """The cohort as the clients report it, ``spec.loss_report`` applied: with ``batch_sum`` each
+    loss measured over a client's training set (``loss_before``, ``loss_trained``) becomes the
+    sum of its per-minibatch mean losses, ``mean x ceil(n_k / batch_size)`` (one minibatch when
+    ``batch_size`` is None); ``loss_after`` (measured during training) stays a mean. With
+    ``mean`` the cohort is returned as is."""
+    if spec.loss_report == "mean":
+        return cohort
+    if spec.loss_report != "batch_sum":
+        raise ValueError(f"ClientSpec.loss_report={spec.loss_report!r}: mean | batch_sum")
+    size = sgd.batch_size or math.inf
+    batches = (cohort.num_samples.double() / size).ceil().clamp(min=1.0)
+    changes = {}
+    for name in ("loss_before", "loss_trained"):
+        v = getattr(cohort, name)
+        if v is not None:
+            changes[name] = (v.double() * batches.to(v.device)).to(v.dtype)
+    return cohort.replace(**changes)

@@ -77,6 +77,12 @@ class ServerRule:
                 "(ClientSpec.personal), which the Flower strategy does not ship to clients; "
                 "use a rule whose clients need only the global model"
             )
+        if spec.loss_report != "mean":
+            raise UserError(
+                f"algo={self.algo.name} asks the clients for loss_report={spec.loss_report}, "
+                "which Flower's clients do not report (they report mean losses); use "
+                "loss_report=mean"
+            )
         self._node_index: dict[str, int] = {}
 
     # -- arrays <-> fedmoo's flat vector ------------------------------------------------------

@@ -27,7 +27,7 @@ import torch
 
 from fedmoo.config import schema
 from fedmoo.engine.common import round_seed, seed_torch
-from fedmoo.engine.base import Member
+from fedmoo.engine.base import Member, as_reported
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.params import get_flat, set_flat
 from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
@@ -250,7 +250,7 @@ class Session:
             spec = replace(spec, measure_before=False)   # nobody reads that pass
         # what follows training draws from the RNG state the round had before it, so a run
         # gives the same numbers alone and trained together with others (fedmoo.run.group)
-        self._round = (t, rs, ids, _rng_state(parts.device))
+        self._round = (t, rs, ids, _rng_state(parts.device), spec)
         return Member(parts.engine, ids.to(parts.device), state.w, spec, rs)
 
     def wants_eval(self) -> dict[str, tuple] | None:
@@ -269,11 +269,12 @@ class Session:
 
     def update(self, t: int, trained) -> None:
         """Round ``t`` after local training: attack and server update (``record`` follows)."""
-        t_begun, rs, ids, rng = self._round
+        t_begun, rs, ids, rng, spec = self._round
         assert t_begun == t, "end() must follow begin() of the same round"
         parts, state, cfg = self.parts, self.state, self.cfg
         _set_rng_state(rng)
-        cohort = parts.attack.apply(trained, rs)                                     # attack
+        # the losses as the clients report them (spec.loss_report), then the attack
+        cohort = parts.attack.apply(as_reported(trained, spec, parts.engine.sgd), rs)  # attack
         try:                                                                         # update
             # the cohort's numbers before a rule reads them (the models were checked when the
             # last round made them), then the models this round made; each read syncs a device

@@ -14,7 +14,8 @@ from fedmoo.report.tables import load_spec
 from tests.inprocess import cli_in
 
 CONF = Path(__file__).resolve().parents[2] / "fedmoo" / "conf"
-EXPERIMENTS = ["fedmgda_plus/adult_bias", "fedmgda_plus/cifar10_scaling", "robustness/matrix"]
+EXPERIMENTS = ["fedmgda_plus/adult_bias", "fedmgda_plus/adult_bias_authors_code",
+               "fedmgda_plus/cifar10_scaling", "robustness/matrix"]
 
 
 def rows_of(experiment: str) -> list[str]:
@@ -51,12 +52,34 @@ def test_adult_bias_variants_differ_from_the_paper_setup_in_their_named_keys_onl
     assert paper["partition"]["split"] == "dataset" and paper["data"]["train_rows"] == "domains"
     pooled = compose(["experiment=fedmgda_plus/adult_bias_pooled", row])
     assert pooled["partition"]["split"] == "pooled" and pooled["partition"]["fractions"] == [0.8, 0.1, 0.1]
-    code = compose(["experiment=fedmgda_plus/adult_bias_authors_code", row])
+    code = compose(["experiment=fedmgda_plus/adult_bias_authors_code",
+                    row.replace("adult_bias=", "adult_bias_authors_code=")])
     assert code["data"]["train_rows"] == "authors_code" and code["client"]["momentum"] == 0.5
+    # the authors' q-FFL: the batch-sum loss with L = 1; nothing else of the algorithm differs
+    assert code["algo"] == {**paper["algo"], "L": 1.0, "loss_report": "batch_sum"}
+    assert paper["algo"]["loss_report"] == "mean" and paper["algo"]["L"] is None
     for cfg in (pooled, code):
         for key in ("rounds", "client", "algo", "attack", "seed", "eval_every"):
-            if key != "client" or cfg is pooled:
+            if (key != "client" or cfg is pooled) and (key != "algo" or cfg is pooled):
                 assert cfg[key] == paper[key], key
+
+
+@pytest.mark.parametrize("row", rows_of("fedmgda_plus/adult_bias"))
+def test_the_authors_code_rows_are_the_paper_rows_with_their_q_ffl(row):
+    paper = compose(["experiment=fedmgda_plus/adult_bias", f"+row/fedmgda_plus/adult_bias={row}"])
+    code = compose(["experiment=fedmgda_plus/adult_bias_authors_code",
+                    f"+row/fedmgda_plus/adult_bias_authors_code={row}"])
+    changed = {"L": 1.0, "loss_report": "batch_sum"} if row.startswith("qfedavg") else {}
+    assert code["algo"] == {**paper["algo"], **changed}
+    assert code["attack"] == paper["attack"]
+    assert {k: v for k, v in code["data"].items() if k != "train_rows"} == \
+        {k: v for k, v in paper["data"].items() if k != "train_rows"}
+    for key in ("rounds", "seed", "eval_every", "clients_per_round", "partition", "model"):
+        assert code[key] == paper[key], key
+    assert {**code["client"], "momentum": 0.0} == paper["client"]
+    ours, theirs = (load_spec(f"fedmgda_plus/{e}")["rows"][row] for e in
+                    ("adult_bias_authors_code", "adult_bias"))
+    assert ours == theirs          # the same labels and paper values
 
 
 ROW = "{age}, Private, 100000, {edu}, {num}, Never-married, Sales, Not-in-family, White, {sex}, 0, 0, 40, United-States, {y}\n"

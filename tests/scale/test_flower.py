@@ -220,6 +220,12 @@ def test_post_training_loss_reaches_the_rule_through_flower():
     torch.testing.assert_close(_flat(arrays.to_numpy_ndarrays()), state.w, rtol=0, atol=0)
 
 
+def test_a_loss_report_flower_clients_do_not_make_is_refused():
+    w0 = [np.zeros(s, dtype=np.float32) for s in SHAPES]
+    with pytest.raises(UserError, match="loss_report=batch_sum"):
+        FedmooStrategy({"name": "qfedavg", "loss_report": "batch_sum"}, w0, num_clients=N)
+
+
 class LocalProxy(ClientProxy):
     """An in-process client for Flower's own server loop (no network, no Ray)."""
 

@@ -13,6 +13,7 @@ from fedmoo.config.knobs import knob, seed_knob
 
 SOLVERS = ("daqp", "quadprog")   # the qpsolvers backends fedmoo.moo.minnorm is tested with
 WEIGHTING = ("samples", "uniform")
+LOSS_REPORTS = ("mean", "batch_sum")   # fedmoo.state.ClientSpec.loss_report
 
 
 def _eta(default: float = 1.0, what: str = "server step (learning rate)") -> float:
@@ -46,6 +47,10 @@ class QFedAvg:
                               lo=0.0, lo_open=True)
     loss_at: str = knob("before", "before (loss of w_t, q-FFL) | after (of the trained local "
                         "model, easyFL v1.0)", choices=("before", "after"))
+    loss_report: str = knob("mean", "the loss a client reports: mean (over its training set) | "
+                            "batch_sum (sum of its per-minibatch mean losses = mean x "
+                            "ceil(n_k / client.batch_size): the FedMGDA+ authors' Adult code)",
+                            choices=LOSS_REPORTS)
 
 
 @dataclass
@@ -81,6 +86,9 @@ class AFL:
                                lo=0.0)
     eta: float = _eta()
     average_iterates: bool = knob(True, "evaluate the running average of the iterates (paper)")
+    loss: str = knob("before", "the loss of the lambda step: before (of w_t, paper) | local_last "
+                     "(mean loss of the last local epoch, the FedMGDA+ authors' Adult code)",
+                     choices=("before", "local_last"))
 
 
 @dataclass
