@@ -19,6 +19,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
+from itertools import takewhile
 from pathlib import Path
 
 from fedmoo.errors import UserError
@@ -40,12 +41,7 @@ def visible_gpu_count(environ: dict[str, str] | None = None, proc_dir: Path = PR
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         ids = [v.strip() for v in visible.split(",") if v.strip()]
-        count = 0
-        for v in ids:  # CUDA stops at the first invalid entry
-            if v.startswith("-"):
-                break
-            count += 1
-        return count
+        return len(list(takewhile(lambda v: not v.startswith("-"), ids)))  # CUDA stops there
     try:
         return sum(1 for _ in proc_dir.iterdir())
     except OSError:
