@@ -19,13 +19,6 @@ from fedmoo.report.checks import writing
 USAGE = "fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]"
 
 
-def _declared_classes(cfg: dict[str, Any]) -> int:
-    part = cfg["partition"]
-    if part.get("compact_labels") and part.get("classes"):
-        return len(part["classes"])
-    return int(cfg["data"]["num_classes"])
-
-
 def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
     """Everything ``describe`` prints, as one JSON-ready dict (plus private text-only keys)."""
     import numpy as np
@@ -40,7 +33,9 @@ def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
             "partition": cfg["partition"]["name"]}
     if model_only:
         shape = tuple(int(s) for s in cfg["data"]["input_shape"])
-        n_cls = _declared_classes(cfg)
+        part = cfg["partition"]     # compact labels: the classes the partition keeps
+        n_cls = (len(part["classes"]) if part.get("compact_labels") and part.get("classes")
+                 else int(cfg["data"]["num_classes"]))
         n_tasks = None
     else:
         source = fdata.load_source(cfg["data"], cfg["data_dir"])

@@ -7,6 +7,7 @@ it raise them instead (HYDRA_FULL_ERROR) and prints ``hydra_error_line`` with st
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from pathlib import Path
 
@@ -67,13 +68,8 @@ def bare_word(arg: str, prev: str) -> str:
 
 def aliases(args: list[str]) -> list[str]:
     """``debug=true`` / ``debug=false`` (Hydra would read a boolean, not a group option)."""
-    out = []
-    for a in args:
-        if a.lower() == "debug=true":
-            out.append("debug=traceback")
-        elif a.lower() != "debug=false":
-            out.append(a)
-    return out
+    return ["debug=traceback" if a.lower() == "debug=true" else a for a in args
+            if a.lower() != "debug=false"]
 
 
 def wants_traceback(args: list[str]) -> bool:
@@ -209,13 +205,9 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
         where = f" {e.filename}" if getattr(e, "filename", None) else ""
         return (f"cannot write the output directory{where} ({e.strerror or e}); set "
                 "hydra.run.dir (or hydra.sweep.dir for -m) to a writable path")
-    lines = []
-    for line in text.splitlines():
-        s = line.strip()
-        if s.startswith(("Config search path", "Set the environment", "full_key", "object_type")):
-            break
-        if s:
-            lines.append(s)
+    lines = [s for s in itertools.takewhile(lambda s: not s.startswith((
+        "Config search path", "Set the environment", "full_key", "object_type")),
+        map(str.strip, text.splitlines())) if s]
     if e.__cause__ is not None and str(e.__cause__).strip():
         cause = str(e.__cause__).strip().splitlines()[0]
         if cause not in lines:

@@ -52,12 +52,9 @@ def _job_overrides() -> list[str] | None:
 
 
 def note_job_failure(job: Path, message: str, overrides: list[str] | None = None) -> None:
-    """Mark ``job`` as failed in the running sweep (best effort: the directory may be unusable).
-
-    The note names the job's own overrides (``overrides``, else those of the Hydra job running
-    here): the directory's ``.hydra`` record belongs to the result kept there, which may be
-    another job's (``hydra.sweep.subdir`` that gives two jobs one directory). The notes of one
-    sweep accumulate, one per refused job."""
+    """Mark ``job`` as failed in the running sweep (best effort: the directory may be unusable),
+    naming its own ``overrides`` (else the running Hydra job's): the directory's ``.hydra``
+    record may be another job's. The notes of one sweep accumulate, one per refused job."""
     token = os.environ.get(TOKEN, "")
     notes = [n for n in _notes(Path(job)) if n.get("token") == token] if token else []
     notes.append({"token": token, "message": message,

@@ -72,11 +72,8 @@ def default_lock_dir() -> Path:
 def try_acquire(lock_dir: Path, num_gpus: int) -> tuple[int, HeldLock] | None:
     """Lease the first free GPU index; returns (index, lock) or None when all are busy."""
     lock_dir.mkdir(parents=True, exist_ok=True)
-    for i in range(num_gpus):
-        lock = try_lock(lock_dir / f"gpu{i}.lock")
-        if lock is not None:
-            return i, lock
-    return None
+    return next(((i, lock) for i in range(num_gpus)
+                 if (lock := try_lock(lock_dir / f"gpu{i}.lock")) is not None), None)
 
 
 @contextlib.contextmanager

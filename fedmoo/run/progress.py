@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -64,7 +65,7 @@ def row_note(row: dict[str, Any]) -> str:
     return ""
 
 
-class Lines:
+class Lines(contextlib.AbstractContextManager):
     """Plain progress lines (the tqdm calls a run makes: update, set_postfix_str, close)."""
 
     def __init__(self, total: int, initial: int, desc: str, every: float, clock=time.monotonic):
@@ -92,14 +93,10 @@ class Lines:
     def set_postfix_str(self, text: str) -> None:
         self.note = text
 
-    def close(self) -> None:
+    def close(self, *exc) -> None:
         pass
 
-    def __enter__(self) -> Lines:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    __exit__ = close
 
 
 def open_bar(total: int, initial: int, desc: str, enabled: bool):
