@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections import Counter
 
 from fedmoo.config import schema
 from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
@@ -96,9 +97,7 @@ def _items(items: list[str], col: int) -> str:
 def _options(group: str, default: str | None) -> list[str]:
     options = list(group_options(group))
     if group == "experiment":                 # 50-odd files: one entry per paper folder
-        papers: dict[str, int] = {}
-        for name in options:
-            papers[name.split("/")[0]] = papers.get(name.split("/")[0], 0) + 1
+        papers = Counter(name.split("/")[0] for name in options)
         return [f"{p}/<name> ({n} file{'s' if n > 1 else ''})" for p, n in papers.items()]
     return [f"{o} (default)" if o == default else o for o in options]
 

@@ -1,14 +1,11 @@
 """Spread parallel local jobs over the GPUs: each job leases a free GPU through a lock file.
 
-With ``device=auto`` and more than one visible GPU, a job (one ``fedmoo run``, or one job of a
-``fedmoo run -m hydra/launcher=local_gpus`` sweep) takes the exclusive lock ``gpu<i>.lock`` in a
-lock directory (``fedmoo.run.locks``: an OS file lock, which dies with its process, so a killed
-job never keeps a GPU), trains on ``cuda:<i>`` and releases the lock when it ends. With one GPU or none, or a
-device named explicitly, nothing happens. Under Slurm or Ray each job already sees exactly one
-GPU (they set ``CUDA_VISIBLE_DEVICES``), so the lease is a no-op there too.
-
-Nothing here touches CUDA: GPUs are counted from ``CUDA_VISIBLE_DEVICES`` or the driver's
-``/proc`` entries, so the parent process of a sweep never creates a CUDA context.
+With ``device=auto`` and more than one visible GPU, a job (a ``fedmoo run``, or a job of a
+``hydra/launcher=local_gpus`` sweep) takes the lock ``gpu<i>.lock`` (``fedmoo.run.locks``: it dies
+with its process) and trains on ``cuda:<i>``. With one GPU or none (Slurm and Ray show each job
+one), or a device named explicitly, nothing happens. Nothing here touches CUDA: GPUs are counted
+from ``CUDA_VISIBLE_DEVICES`` or the driver's ``/proc`` entries, so a sweep's parent process
+never creates a CUDA context.
 """
 
 from __future__ import annotations
