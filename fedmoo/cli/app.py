@@ -23,6 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from fedmoo.cli import setups
 from fedmoo.run.gpu_lease import lease_device, register_resolvers
+from fedmoo.run.progress import task_losses
 
 register_resolvers()  # ${fedmoo.gpus:} in hydra/launcher/local_gpus.yaml
 log = logging.getLogger(__name__)
@@ -36,17 +37,11 @@ def _report(result) -> None:
     else:
         since = f" (resumed after round {result.resumed_from})" if result.resumed_from else ""
         print(f"done: {rounds} rounds in {result.wall_time_s:.1f} s{since}")
-    tasks = sorted((k for k in f if k.startswith("train/task") and k.endswith("_loss")),
-                   key=lambda k: int(k[len("train/task"):-len("_loss")]))
-    if tasks:                  # multi-task data: per-task training loss (FMOL)
-        print("train loss per task: " + "  ".join(
-            f"{k[len('train/'):-len('_loss')]} {f[k]:.4g}" for k in tasks))
+    if tasks := task_losses(f):   # multi-task data: per-task training loss (FMOL)
+        print("train loss per task: " + "  ".join(tasks))
     elif "test/acc_mean" in f:
-        print(
-            "test accuracy (%): mean {:.2f}  std {:.2f}  worst10% {:.2f}  best10% {:.2f}".format(
-                f["test/acc_mean"], f["test/acc_std"], f["test/acc_worst10"], f["test/acc_best10"]
-            )
-        )
+        print(f"test accuracy (%): mean {f['test/acc_mean']:.2f}  std {f['test/acc_std']:.2f}  "
+              f"worst10% {f['test/acc_worst10']:.2f}  best10% {f['test/acc_best10']:.2f}")
     print(f"results: {result.run_dir}")
 
 

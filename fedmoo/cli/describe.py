@@ -19,13 +19,6 @@ from fedmoo.report.checks import writing
 USAGE = "fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]"
 
 
-def _declared_classes(cfg: dict[str, Any]) -> int:
-    part = cfg["partition"]
-    if part.get("compact_labels") and part.get("classes"):
-        return len(part["classes"])
-    return int(cfg["data"]["num_classes"])
-
-
 def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
     """Everything ``describe`` prints, as one JSON-ready dict (plus private text-only keys)."""
     import numpy as np
@@ -35,12 +28,15 @@ def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
     from fedmoo.params import num_params
 
     n = cfg["num_clients"]                  # null: the dataset's own clients
-    info: dict[str, Any] = {"num_clients": None if n is None else int(n), "clients": []}
+    info: dict[str, Any] = {"num_params": 0, "num_clients": None if n is None else int(n),
+                            "clients": []}
     meta = {"data": cfg["data"]["name"], "model": cfg["model"]["name"],
             "partition": cfg["partition"]["name"]}
     if model_only:
         shape = tuple(int(s) for s in cfg["data"]["input_shape"])
-        n_cls = _declared_classes(cfg)
+        part = cfg["partition"]     # compact labels: the classes the partition keeps
+        n_cls = (len(part["classes"]) if part.get("compact_labels") and part.get("classes")
+                 else int(cfg["data"]["num_classes"]))
         n_tasks = None
     else:
         source = fdata.load_source(cfg["data"], cfg["data_dir"])
@@ -65,10 +61,8 @@ def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
         meta["has_val"] = fed.val is not None
         meta["class_names"] = fed.class_names
     model = models.build(cfg["model"], shape, n_cls, n_tasks)
-    info["num_params"] = num_params(model)
     meta.update(input_shape=list(shape), num_classes=n_cls)
-    return {"num_params": info["num_params"], "num_clients": info["num_clients"],
-            "clients": info["clients"], "_meta": meta}
+    return {**info, "num_params": num_params(model), "_meta": meta}
 
 
 def render_text(info: dict[str, Any]) -> str:

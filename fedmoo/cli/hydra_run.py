@@ -1,23 +1,19 @@
 """``fedmoo run``'s Hydra app started through Hydra's public API, its configuration composed once
 and checked as composed.
 
-``@hydra.main`` composes the whole configuration an extra time before a run or sweep, only to
-read ``hydra.mode`` (0.15-0.25 s of every ``fedmoo run``, docs/PERFORMANCE.md), and it configures
-logging and instantiates the callbacks of a configuration nobody checked. Here the command line
-decides the mode (``-m``, or ``hydra.mode=RUN|MULTIRUN``) and hands it to Hydra as the override
-``hydra.mode=...``, which is what Hydra itself adds; then the run or the sweep starts as Hydra
-starts them: one composition, through ``fedmoo.cli.trusted.CheckedLoader`` (so a configuration
-that would run foreign code is refused before anything uses it), Hydra's logging, the
-``hydra.callbacks``, ``run_job`` for a run, the configured sweeper for a sweep. Every name used
-is Hydra's public API (``hydra.initialize_config_*``, ``hydra.core``, ``hydra.types``).
+``@hydra.main`` composes the whole configuration an extra time only to read ``hydra.mode``
+(0.15-0.25 s of every run, docs/PERFORMANCE.md), and configures logging and instantiates the
+callbacks of a configuration nobody checked. Here the command line decides the mode (``-m``, or
+``hydra.mode=RUN|MULTIRUN``, handed to Hydra as the override ``hydra.mode=...`` as Hydra adds
+it); then the run or sweep starts as Hydra starts them: one composition through
+``fedmoo.cli.trusted.CheckedLoader`` (foreign code is refused before anything uses it), Hydra's
+logging, the ``hydra.callbacks``, ``run_job`` for a run, the configured sweeper for a sweep.
 
-``--config-dir DIR`` becomes the first entry of ``hydra.searchpath`` (Hydra puts both at the same
-place of its search path, after fedmoo's own configs), ``--config-name`` names the primary
-config and an absolute ``--config-path`` replaces fedmoo's config folder, for a run, a sweep and
-``@hydra.main`` alike. Hydra's other flags (``--cfg``, ``--info``, ``--hydra-help``, ...) go to
-``@hydra.main`` (``fedmoo.cli.app.main``) once ``check`` has composed their configuration the
-same way and found nothing foreign. A ``hydra.mode`` set in a config file, not on the command
-line, is not read: use ``-m``.
+``--config-dir DIR`` becomes the first entry of ``hydra.searchpath`` (where Hydra puts both),
+``--config-name`` names the primary config, an absolute ``--config-path`` replaces fedmoo's config
+folder. Hydra's other flags (``--cfg``, ``--info``, ``--hydra-help``, ...) go to ``@hydra.main``
+(``fedmoo.cli.app.main``) once ``check`` has composed their configuration the same way. A
+``hydra.mode`` set in a config file, not on the command line, is not read: use ``-m``.
 """
 
 from __future__ import annotations
@@ -173,23 +169,16 @@ class Callbacks:
                 warnings.warn(f"Callback {type(c).__name__}.{event} raised {type(e).__name__}: "
                               f"{e}", stacklevel=2)
 
-    def on_run_start(self, config: Any, **kwargs: Any) -> None:
-        self._notify("on_run_start", config=config, **kwargs)
+    def _event(name: str, reverse: bool = False):
+        def notify(self, config: Any, **kwargs: Any) -> None:
+            self._notify(name, reverse, config=config, **kwargs)
+        return notify
 
-    def on_run_end(self, config: Any, **kwargs: Any) -> None:
-        self._notify("on_run_end", reverse=True, config=config, **kwargs)
-
-    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        self._notify("on_multirun_start", config=config, **kwargs)
-
-    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        self._notify("on_multirun_end", reverse=True, config=config, **kwargs)
-
-    def on_job_start(self, config: Any, *, task_function: Callable, **kwargs: Any) -> None:
-        self._notify("on_job_start", config=config, task_function=task_function, **kwargs)
-
-    def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
-        self._notify("on_job_end", reverse=True, config=config, job_return=job_return, **kwargs)
+    on_run_start, on_run_end = _event("on_run_start"), _event("on_run_end", True)
+    on_multirun_start = _event("on_multirun_start")
+    on_multirun_end = _event("on_multirun_end", True)
+    on_job_start, on_job_end = _event("on_job_start"), _event("on_job_end", True)
+    del _event
 
 
 def run(task_function: Callable, p: Plan) -> int:

@@ -7,10 +7,11 @@ it raise them instead (HYDRA_FULL_ERROR) and prints ``hydra_error_line`` with st
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from pathlib import Path
 
-from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options, with_plugins
+from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
 
 
 def check_overrides(args: list[str]) -> str | None:
@@ -22,7 +23,7 @@ def check_overrides(args: list[str]) -> str | None:
             continue
         if not arg.startswith("-") and "=" not in arg:
             return bare_word(arg, args[i - 1] if i else "")
-        if arg.startswith("-") or "=" not in arg:
+        if arg.startswith("-"):
             continue
         key, _, value = arg.partition("=")
         key = key.lstrip("+~")
@@ -67,13 +68,8 @@ def bare_word(arg: str, prev: str) -> str:
 
 def aliases(args: list[str]) -> list[str]:
     """``debug=true`` / ``debug=false`` (Hydra would read a boolean, not a group option)."""
-    out = []
-    for a in args:
-        if a.lower() == "debug=true":
-            out.append("debug=traceback")
-        elif a.lower() != "debug=false":
-            out.append(a)
-    return out
+    return ["debug=traceback" if a.lower() == "debug=true" else a for a in args
+            if a.lower() != "debug=false"]
 
 
 def wants_traceback(args: list[str]) -> bool:
@@ -147,9 +143,7 @@ def normalize(args: list[str], groups: tuple[str, ...]) -> list[str]:
 def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str]:
     """Keys of the config node ``dotted`` once the group choices in ``args`` are applied; for a
     group swept over several options (``data=digits,synthetic``), the keys every one has."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import DictConfig, OmegaConf
+    from fedmoo.cli.config import compose
 
     args = normalize(args, groups)
     choices = [a for a in args
@@ -158,15 +152,11 @@ def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str
     swept = next((a.partition("=")[2].split(",") for a in args
                   if a.partition("=")[0].lstrip("+") == top and "," in a), [None])
     found: list[set[str]] = []
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
-            for option in swept:
-                one = choices + ([f"{top}={option.strip()}"] if option else [])
-                node = OmegaConf.select(compose("config", overrides=with_plugins(one)), dotted)
-                found.append(set(node) if isinstance(node, DictConfig) else set())
-    finally:
-        GlobalHydra.instance().clear()
+    for option in swept:
+        node = compose(choices + ([f"{top}={option.strip()}"] if option else []), resolve=False)
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        found.append(set(node) if isinstance(node, dict) else set())
     return sorted(set.intersection(*found))
 
 
@@ -215,13 +205,9 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
         where = f" {e.filename}" if getattr(e, "filename", None) else ""
         return (f"cannot write the output directory{where} ({e.strerror or e}); set "
                 "hydra.run.dir (or hydra.sweep.dir for -m) to a writable path")
-    lines = []
-    for line in text.splitlines():
-        s = line.strip()
-        if s.startswith(("Config search path", "Set the environment", "full_key", "object_type")):
-            break
-        if s:
-            lines.append(s)
+    lines = [s for s in itertools.takewhile(lambda s: not s.startswith((
+        "Config search path", "Set the environment", "full_key", "object_type")),
+        map(str.strip, text.splitlines())) if s]
     if e.__cause__ is not None and str(e.__cause__).strip():
         cause = str(e.__cause__).strip().splitlines()[0]
         if cause not in lines:

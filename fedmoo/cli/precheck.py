@@ -6,12 +6,13 @@ before ``run_job`` creates the run directory (by fedmoo.cli.hydra_run, and by Hy
 the ``@hydra.main`` path), so ``CheckConfig`` (``hydra.callbacks.check_config`` in
 conf/config.yaml) refuses a bad value there; in a sweep ``on_multirun_start`` checks the values
 every job shares before the sweep directory exists, and fedmoo's sweeper calls
-``check_composed`` for each job before any job runs. Either way the run loop never sees the config, nothing is written, and torch is not
-imported.
+``check_composed`` for each job before any job runs. Either way the run loop never sees the
+config, nothing is written, and torch is not imported.
 """
 
 from __future__ import annotations
 
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -78,13 +79,8 @@ def check_collisions(configs: list[DictConfig], first: int = 0) -> None:
 
 def _spans(nums: list[int]) -> str:
     """``[1, 2, 3, 7]`` -> ``1-3, 7``."""
-    runs: list[list[int]] = []
-    for n in nums:
-        if runs and runs[-1][1] == n - 1:
-            runs[-1][1] = n
-        else:
-            runs.append([n, n])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    runs = [[n for _, n in g] for _, g in groupby(enumerate(nums), lambda p: p[1] - p[0])]
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 class CheckConfig(Callback):

@@ -3,16 +3,14 @@
 Once torch is loaded, ending the process took 0.6-0.8 s on the project's idle 2-core VM (1.5-2 s
 when busy), in two parts, both after everything Python promises at exit has happened:
 
-- the garbage collector's passes over every object still alive while the interpreter finalizes
-  its modules. ``gc.freeze()`` moves the objects alive now out of the collector's reach: the
-  exit handlers, the flush of stdout/stderr, the wait for non-daemon threads and the finalizers
-  of objects freed by reference counting still run; objects kept alive only by a reference
-  cycle are not finalized (Python never promises that at exit);
-- the C library's teardown once the interpreter has finished: the destructors of the shared
-  libraries (libtorch and the CUDA libraries it loads). On glibc, ``on_exit(_exit)``, registered
-  last so it runs first among the C exit handlers, ends the process with the interpreter's
-  exit status right then (the C library's stdio buffers are flushed just before the
-  interpreter's exit). Elsewhere the C teardown runs as usual (slower, same result).
+- the garbage collector's passes over every object alive while the interpreter finalizes its
+  modules: ``gc.freeze()`` puts the objects alive now out of its reach (exit handlers, the flush
+  of stdout/stderr, the wait for non-daemon threads and reference-counting finalizers still run;
+  objects kept alive only by a cycle are not finalized, which Python never promises at exit);
+- the C library's teardown, the shared libraries' destructors (libtorch, CUDA): on glibc,
+  ``on_exit(_exit)``, registered last so it runs first among the C exit handlers, ends the
+  process with the interpreter's exit status right then (the C stdio buffers are flushed
+  before). Elsewhere the C teardown runs as usual (slower, same result).
 
 ``python scripts/exit_cost.py`` measures the variants (docs/PERFORMANCE.md).
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections import Counter
 
 from fedmoo.config import schema
 from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
@@ -86,24 +87,17 @@ def _item(head: str, text: str, col: int) -> str:
 
 def _items(items: list[str], col: int) -> str:
     """``items`` joined by ", " in lines of at most WIDTH, indented to ``col``; an item is
-    never split."""
-    lines, line = [], ""
-    for i, item in enumerate(items):
-        text = item + ("," if i < len(items) - 1 else "")
-        if line and col + len(line) + 1 + len(text) > WIDTH:
-            lines.append(line)
-            line = ""
-        line = f"{line} {text}" if line else text
-    lines.append(line)
-    return "\n".join(" " * col + x for x in lines)
+    never split (its spaces are held as NULs while textwrap fills the lines)."""
+    text = ", ".join(item.replace(" ", "\0") for item in items)
+    return textwrap.fill(text, WIDTH, initial_indent=" " * col, subsequent_indent=" " * col,
+                         break_long_words=False, break_on_hyphens=False).replace("\0", " ") \
+        or " " * col
 
 
 def _options(group: str, default: str | None) -> list[str]:
     options = list(group_options(group))
     if group == "experiment":                 # 50-odd files: one entry per paper folder
-        papers: dict[str, int] = {}
-        for name in options:
-            papers[name.split("/")[0]] = papers.get(name.split("/")[0], 0) + 1
+        papers = Counter(name.split("/")[0] for name in options)
         return [f"{p}/<name> ({n} file{'s' if n > 1 else ''})" for p, n in papers.items()]
     return [f"{o} (default)" if o == default else o for o in options]
 

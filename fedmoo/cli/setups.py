@@ -25,14 +25,12 @@ def applied(choices: Mapping[str, Any]) -> str | None:
 
 
 def announce(choices: Mapping[str, Any], sweep: Path | None = None) -> None:
-    """Log ``applied(choices)`` at info level. In a sweep (``sweep``: its directory) a line said already by an earlier job in this
-    process goes at debug level, so stderr gets it once and each job's fedmoo.log still does."""
+    """Log ``applied(choices)`` at info level. In a sweep (``sweep``: its directory) a line said
+    already by an earlier job in this process goes at debug level, so stderr gets it once and
+    each job's fedmoo.log still does."""
     line = applied(choices)
     if line is None:
         return
-    level = logging.INFO
+    log.log(logging.DEBUG if (sweep, line) in _said else logging.INFO, "%s", line)
     if sweep is not None:
-        if (sweep, line) in _said:
-            level = logging.DEBUG
         _said.add((sweep, line))
-    log.log(level, "%s", line)

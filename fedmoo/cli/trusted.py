@@ -6,10 +6,9 @@ Hydra instantiates ``hydra.launcher``, ``hydra.sweeper`` and ``hydra.callbacks.*
 ``logging.config.dictConfig``, which calls what a ``class`` or ``()`` names. Any of them can come
 from a config folder (``--config-dir``, ``hydra.searchpath``, a ``# @package _global_`` file),
 not only from an override. ``CheckedLoader`` wraps the config loader fedmoo hands to Hydra
-(``fedmoo.cli.hydra_run``): every configuration it composes, the run's, the sweep's and each
-job's (any sweeper, any launcher), is checked as it is composed, so a configuration that names
-anything else is refused (``Refused``, one line, exit status 2) before Hydra configures logging,
-instantiates a callback or makes a directory.
+(``fedmoo.cli.hydra_run``), so every configuration it composes (the run's, the sweep's, each
+job's, any sweeper or launcher) that names anything else is refused (``Refused``, exit status 2)
+before Hydra configures logging, instantiates a callback or makes a directory.
 """
 
 from __future__ import annotations
@@ -43,34 +42,33 @@ def target_allowed(target: str) -> bool:
     return any(target == a or (a.endswith(".") and target.startswith(a)) for a in allowed)
 
 
-def refusal(config: Any) -> str | None:
-    """Why the composed configuration ``config`` (with its ``hydra`` node) would run code fedmoo
-    does not allow, or None."""
+def check(config: Any) -> Any:
+    """``config``, or ``Refused`` (one line) when the composed configuration ``config`` (with its
+    ``hydra`` node) would run code fedmoo does not allow."""
     from omegaconf import OmegaConf
 
     from fedmoo import logs
 
     hydra = OmegaConf.select(config, "hydra")
     if hydra is None:
-        return None
+        return config
     for part in ("job_logging", "hydra_logging"):
         node = hydra.get(part)
         bad = logs.check_config(OmegaConf.to_container(node) if node is not None else {},
                                 f"hydra.{part}")
         if bad:
-            return bad
-    nodes = {"hydra.launcher": hydra.get("launcher"), "hydra.sweeper": hydra.get("sweeper"),
-             "hydra.callbacks": hydra.get("callbacks")}
-    for where, node in nodes.items():
+            raise Refused(bad)
+    for part in ("launcher", "sweeper", "callbacks"):
         # instantiate is recursive: a _target_ nested anywhere in these nodes is called too
+        node = hydra.get(part)
         tree = OmegaConf.to_container(node) if OmegaConf.is_config(node) else node
-        for key, target in _targets(tree, where):
+        for key, target in _targets(tree, f"hydra.{part}"):
             if not target_allowed(str(target)):
-                return (f"{key}._target_={target} is not a launcher, sweeper or callback "
-                        "fedmoo allows (it would run that code); use "
-                        "hydra/launcher=local_gpus|slurm|ray or Hydra's defaults "
-                        "(docs/scaling.md)")
-    return None
+                raise Refused(f"{key}._target_={target} is not a launcher, sweeper or callback "
+                              "fedmoo allows (it would run that code); use "
+                              "hydra/launcher=local_gpus|slurm|ray or Hydra's defaults "
+                              "(docs/scaling.md)")
+    return config
 
 
 def _targets(node: Any, key: str):
@@ -82,14 +80,6 @@ def _targets(node: Any, key: str):
             yield key, v
         else:
             yield from _targets(v, f"{key}.{k}")
-
-
-def check(config: Any) -> Any:
-    """``config``, or ``Refused`` with ``refusal``'s line."""
-    bad = refusal(config)
-    if bad:
-        raise Refused(bad)
-    return config
 
 
 class LoaderProxy(ConfigLoader):

@@ -1,19 +1,13 @@
 """Hydra callback that ends a sweep with the list of jobs that did not complete.
 
-Registered in conf/config.yaml under ``hydra.callbacks``. It reads each job's summary.json, so
-it works with any launcher (jobs in other processes or on other nodes) as long as the sweep
-directory is shared. A job that this sweep could not run although its directory holds an older
-result (refused: another configuration, or another process holds the directory) leaves
-``.fedmoo/sweep-failure.json`` stamped with the sweep's token (environment variable
-``FEDMOO_SWEEP_TOKEN``, set when the sweep starts and inherited by its jobs), so it counts as
-failed without touching the older result. The note names the refused job's own overrides (the
-directory's ``.hydra`` record is the kept result's), one note per refused job, so a sweep whose
-``hydra.sweep.subdir`` gives two jobs one directory blames the right one and says that the
-directory was shared. A sweep whose every job was refused puts back the ``multirun.yaml`` that
-Hydra overwrote, so it still describes the results in the directory. ``fedmoo run -m`` exits with
-status 1 when a job failed or left no result (``failed_jobs``, read from the same files, counts
-them); diverged jobs are listed too but are results (``fedmoo table`` shows them), so they alone
-do not change the exit status.
+Registered in conf/config.yaml under ``hydra.callbacks``; it reads each job's summary.json, so it
+works with any launcher as long as the sweep directory is shared. A job this sweep could not run
+although its directory holds an older result (another configuration, or another process holds
+it) leaves ``.fedmoo/sweep-failure.json``, one note per refused job naming its own overrides and
+stamped with the sweep's token (``FEDMOO_SWEEP_TOKEN``, set when the sweep starts, inherited by
+its jobs): it counts as failed without touching the older result. A sweep whose every job was
+refused puts back the ``multirun.yaml`` Hydra overwrote. ``fedmoo run -m`` exits with status 1
+when a job failed or left no result (``failed_jobs``); diverged jobs are listed but are results.
 """
 
 from __future__ import annotations
@@ -23,6 +17,7 @@ import logging
 import os
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +52,9 @@ def _job_overrides() -> list[str] | None:
 
 
 def note_job_failure(job: Path, message: str, overrides: list[str] | None = None) -> None:
-    """Mark ``job`` as failed in the running sweep (best effort: the directory may be unusable).
-
-    The note names the job's own overrides (``overrides``, else those of the Hydra job running
-    here): the directory's ``.hydra`` record belongs to the result kept there, which may be
-    another job's (``hydra.sweep.subdir`` that gives two jobs one directory). The notes of one
-    sweep accumulate, one per refused job."""
+    """Mark ``job`` as failed in the running sweep (best effort: the directory may be unusable),
+    naming its own ``overrides`` (else the running Hydra job's): the directory's ``.hydra``
+    record may be another job's. The notes of one sweep accumulate, one per refused job."""
     token = os.environ.get(TOKEN, "")
     notes = [n for n in _notes(Path(job)) if n.get("token") == token] if token else []
     notes.append({"token": token, "message": message,
@@ -87,15 +79,9 @@ def _notes(job: Path) -> list[dict[str, Any]]:
 def _failure_notes(job: Path) -> list[tuple[str, str | None]]:
     """(message, overrides as text) of this sweep's failure notes in ``job``."""
     token = os.environ.get(TOKEN)
-    if not token:
-        return []
-    out = []
-    for n in _notes(job):
-        if n.get("token") == token:
-            ov = n.get("overrides")
-            out.append((str(n.get("message") or ""),
-                        " ".join(map(str, ov)) if isinstance(ov, list) else None))
-    return out
+    return [(str(n.get("message") or ""),
+             " ".join(map(str, ov)) if isinstance(ov := n.get("overrides"), list) else None)
+            for n in _notes(job) if token and n.get("token") == token]
 
 
 def job_outcomes(sweep_dir: Path, since: float | None = None) -> list[tuple[Path, str, str, str]]:
@@ -155,10 +141,7 @@ def failed_jobs(sweep_dir: Path, since: float | None = None) -> list[Path]:
 
 def shared_directories(outcomes: list[tuple[Path, str, str, str]]) -> list[Path]:
     """Job directories that more than one job of the sweep used."""
-    seen: dict[Path, int] = {}
-    for job, *_ in outcomes:
-        seen[job] = seen.get(job, 0) + 1
-    return [job for job, n in seen.items() if n > 1]
+    return [job for job, n in Counter(job for job, *_ in outcomes).items() if n > 1]
 
 
 class SweepReport(Callback):
@@ -193,9 +176,7 @@ class SweepReport(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         outcomes = job_outcomes(sweep_dir, self.started)
         restored = self._restore_multirun(sweep_dir, outcomes)
-        counts: dict[str, int] = {}
-        for _, status, _, _ in outcomes:
-            counts[status] = counts.get(status, 0) + 1
+        counts = Counter(status for _, status, _, _ in outcomes)
         bad = [o for o in outcomes if o[1] != "completed"]
         failed = self.failed = failing(outcomes)
         if not bad:

@@ -1,14 +1,11 @@
 """Spread parallel local jobs over the GPUs: each job leases a free GPU through a lock file.
 
-With ``device=auto`` and more than one visible GPU, a job (one ``fedmoo run``, or one job of a
-``fedmoo run -m hydra/launcher=local_gpus`` sweep) takes the exclusive lock ``gpu<i>.lock`` in a
-lock directory (``fedmoo.run.locks``: an OS file lock, which dies with its process, so a killed
-job never keeps a GPU), trains on ``cuda:<i>`` and releases the lock when it ends. With one GPU or none, or a
-device named explicitly, nothing happens. Under Slurm or Ray each job already sees exactly one
-GPU (they set ``CUDA_VISIBLE_DEVICES``), so the lease is a no-op there too.
-
-Nothing here touches CUDA: GPUs are counted from ``CUDA_VISIBLE_DEVICES`` or the driver's
-``/proc`` entries, so the parent process of a sweep never creates a CUDA context.
+With ``device=auto`` and more than one visible GPU, a job (a ``fedmoo run``, or a job of a
+``hydra/launcher=local_gpus`` sweep) takes the lock ``gpu<i>.lock`` (``fedmoo.run.locks``: it dies
+with its process) and trains on ``cuda:<i>``. With one GPU or none (Slurm and Ray show each job
+one), or a device named explicitly, nothing happens. Nothing here touches CUDA: GPUs are counted
+from ``CUDA_VISIBLE_DEVICES`` or the driver's ``/proc`` entries, so a sweep's parent process
+never creates a CUDA context.
 """
 
 from __future__ import annotations
@@ -19,6 +16,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
+from itertools import takewhile
 from pathlib import Path
 
 from fedmoo.errors import UserError
@@ -40,12 +38,7 @@ def visible_gpu_count(environ: dict[str, str] | None = None, proc_dir: Path = PR
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         ids = [v.strip() for v in visible.split(",") if v.strip()]
-        count = 0
-        for v in ids:  # CUDA stops at the first invalid entry
-            if v.startswith("-"):
-                break
-            count += 1
-        return count
+        return len(list(takewhile(lambda v: not v.startswith("-"), ids)))  # CUDA stops there
     try:
         return sum(1 for _ in proc_dir.iterdir())
     except OSError:
@@ -76,11 +69,8 @@ def default_lock_dir() -> Path:
 def try_acquire(lock_dir: Path, num_gpus: int) -> tuple[int, HeldLock] | None:
     """Lease the first free GPU index; returns (index, lock) or None when all are busy."""
     lock_dir.mkdir(parents=True, exist_ok=True)
-    for i in range(num_gpus):
-        lock = try_lock(lock_dir / f"gpu{i}.lock")
-        if lock is not None:
-            return i, lock
-    return None
+    return next(((i, lock) for i in range(num_gpus)
+                 if (lock := try_lock(lock_dir / f"gpu{i}.lock")) is not None), None)
 
 
 @contextlib.contextmanager

@@ -1,9 +1,8 @@
 """Exclusive locks between processes, with a note of who holds them.
 
-The locking itself is ``filelock`` (``flock`` on POSIX): the operating system releases a lock
-when its process dies, however it dies, so a lock left by a killed job never blocks a later one.
-Beside each lock file a small ``<lock>.holder`` note says which process holds it (pid, host,
-since when) so a refused process can name the holder; the note is informative only.
+``filelock`` (``flock`` on POSIX) locks: the operating system releases a lock when its process
+dies, so a killed job's lock never blocks a later one. A ``<lock>.holder`` note beside it (pid,
+host, since when) lets a refused process name the holder; it is informative only.
 """
 
 from __future__ import annotations

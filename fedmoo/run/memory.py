@@ -1,16 +1,13 @@
 """Will the model fit? A lower bound of a run's memory, checked before the big allocations.
 
-First the parameters: the model is built on PyTorch's ``meta`` device (shapes only, no storage)
-to count its parameters d. A round needs at least the model, its gradients and the global model
-(3 d), the cohort's K update rows (K d; fedmoo keeps them as one [K, d] tensor) and the
-model-sized vectors the algorithm keeps (``Algorithm.kept_vectors``: Ditto's personal model and
-FedFV's last update per client, AFL's averaged iterate, FedFA's momentum). A model
-whose parameters alone cannot fit is refused before anything is allocated. Then, once the real
-model exists, the activations: one sample's forward values are counted on the probe forward
-``run.setup.build_model`` makes anyway, times ``client.batch_size`` (values and their gradients).
-Refusing only when this lower bound does not fit avoids false alarms; a model that passes can
-still run out of memory later. (A forward pass on ``meta`` would count activations without the
-model, but it imports ``torch._dynamo``, about 1.5 s of start-up on every run.)
+First the parameters d, counted on a model built on PyTorch's ``meta`` device (no storage): a
+round needs at least the model, its gradients and the global model (3 d), the cohort's [K, d]
+update rows and the model-sized vectors the algorithm keeps (``Algorithm.kept_vectors``). Then
+the activations: one sample's forward values, counted on the probe forward
+``run.setup.build_model`` makes anyway, times ``client.batch_size`` (values and gradients). Only
+a lower bound is refused, so no false alarms; a model that passes can still run out of memory.
+(A forward pass on ``meta`` would count activations without the model, but it imports
+``torch._dynamo``, about 1.5 s of start-up on every run.)
 """
 
 from __future__ import annotations

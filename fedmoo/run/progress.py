@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -47,20 +48,24 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def task_losses(row: dict[str, Any]) -> list[str]:
+    """``task0 0.1234``, ...: a multi-task row's training loss per task, in task order."""
+    keys = sorted((k for k in row if k.startswith("train/task") and k.endswith("_loss")),
+                  key=lambda k: int(k[len("train/task"):-len("_loss")]))
+    return [f"{k[len('train/'):-len('_loss')]} {row[k]:.4g}" for k in keys]
+
+
 def row_note(row: dict[str, Any]) -> str:
     """What a bar shows of an evaluated round: the tasks' training losses on multi-task data,
     else the test accuracy's mean and spread."""
-    tasks = sorted((k for k in row if k.startswith("train/task") and k.endswith("_loss")),
-                   key=lambda k: int(k[len("train/task"):-len("_loss")]))
-    if tasks:
-        return "loss " + " ".join(f"{k[len('train/'):-len('_loss')]} {row[k]:.4g}"
-                                  for k in tasks)
+    if tasks := task_losses(row):
+        return "loss " + " ".join(tasks)
     if "test/acc_mean" in row:
         return f"acc {row['test/acc_mean']:.2f} std {row.get('test/acc_std', float('nan')):.2f}"
     return ""
 
 
-class Lines:
+class Lines(contextlib.AbstractContextManager):
     """Plain progress lines (the tqdm calls a run makes: update, set_postfix_str, close)."""
 
     def __init__(self, total: int, initial: int, desc: str, every: float, clock=time.monotonic):
@@ -88,14 +93,10 @@ class Lines:
     def set_postfix_str(self, text: str) -> None:
         self.note = text
 
-    def close(self) -> None:
+    def close(self, *exc) -> None:
         pass
 
-    def __enter__(self) -> Lines:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    __exit__ = close
 
 
 def open_bar(total: int, initial: int, desc: str, enabled: bool):

@@ -1,11 +1,9 @@
 """A sweep's overall progress: ``job k of N`` lines with an ETA, whatever the launcher.
 
-fedmoo's sweeper (hydra_plugins/fedmoo_lockstep_launcher/grid_sweeper.py) notes the sweep in
-``<sweep dir>/.fedmoo/sweep.json`` before the first job starts: its number of jobs, its start
-time and the keys it varies. A job, in whichever process or node runs it, announces itself
-(``job 3 of 8: seed=2``) and, when it ends, counts itself in ``.fedmoo/jobs-done`` under a file
-lock and says ``sweep: 3 of 8 jobs done, 1m20s elapsed, about 2m40s left``. The lines go
-through fedmoo's logger (stderr, the job's fedmoo.log; ``fedmoo -q`` hides them).
+fedmoo's sweeper notes the sweep in ``<sweep dir>/.fedmoo/sweep.json`` (its number of jobs, start
+time and swept keys) before the first job starts. A job, in whichever process or node, announces
+itself (``job 3 of 8: seed=2``) and at its end counts itself in ``.fedmoo/jobs-done`` under a file
+lock: ``sweep: 3 of 8 jobs done, 1m20s elapsed, about 2m40s left`` (fedmoo's logger).
 """
 
 from __future__ import annotations
