@@ -6,7 +6,6 @@ Torch is imported lazily so ``fedmoo --help`` and ``fedmoo list`` are instant.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import shlex
@@ -149,14 +148,32 @@ def cmd_table(args: list[str]) -> int:
     return tables.main(args, compose)    # a spec's rows are compared with their recipe
 
 
-def _main_of(module: str):
-    """A command done by ``module``'s ``main(args)``, imported only when the command runs."""
-    return lambda args: importlib.import_module(module).main(args)
+def cmd_prepare(args: list[str]) -> int:
+    from fedmoo.cli import prepare
+
+    return prepare.main(args)
 
 
-COMMANDS = {"run": cmd_run, "prepare": _main_of("fedmoo.cli.prepare"), "list": cmd_list,
-            "describe": _main_of("fedmoo.cli.describe"), "table": cmd_table,
-            "plot": _main_of("fedmoo.report.plots"), "pareto": _main_of("fedmoo.report.pareto")}
+def cmd_describe(args: list[str]) -> int:
+    from fedmoo.cli import describe
+
+    return describe.main(args)
+
+
+def cmd_plot(args: list[str]) -> int:
+    from fedmoo.report import plots
+
+    return plots.main(args)
+
+
+def cmd_pareto(args: list[str]) -> int:
+    from fedmoo.report import pareto
+
+    return pareto.main(args)
+
+
+COMMANDS = {"run": cmd_run, "prepare": cmd_prepare, "list": cmd_list, "describe": cmd_describe,
+            "table": cmd_table, "plot": cmd_plot, "pareto": cmd_pareto}
 
 
 class Output:

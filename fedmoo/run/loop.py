@@ -31,7 +31,7 @@ from fedmoo.engine.base import Member, as_reported
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.params import get_flat, set_flat
 from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
-from fedmoo.run import checkpoint, identity, loggers
+from fedmoo.run import identity, loggers
 from fedmoo.run.evaluation import RoundEvaluator
 from fedmoo.run.guards import check_diverged, check_row, reported_models
 from fedmoo.run.progress import open_bar, row_note
