@@ -117,7 +117,7 @@ class Sharing:
         if t.dim() == 2:
             t = t.unsqueeze(1)
         n_in = t.shape[1]
-        return t.view(u, g, n_in, -1).permute(0, 3, 1, 2).reshape(u, -1, n_in)
+        return t.view(u, g, n_in, -1).permute(0, 3, 1, 2).reshape(u, -1, n_in).contiguous()
 
     def split(self, j: Tensor, out: Tensor) -> None:
         """Write ``j`` (``joined``'s layout) back into the per-row ``out``."""
