@@ -35,6 +35,7 @@ from torch import nn
 
 from fedmoo import data as fdata
 from fedmoo.engine.base import StackingEngine
+from fedmoo.engine.common import sharing_gathers
 from fedmoo.engine.evaluate_many import evaluate_models
 from fedmoo.params import num_params
 from fedmoo.run.loop import RunResult, Session, drive, train_each
@@ -140,7 +141,8 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list,
         for s in group:
             s.clock()
         together = _evaluate_together if len(group) > 1 and not invariant else None
-        failures = drive(group, train, bar, together)
+        with sharing_gathers() if len(group) > 1 else contextlib.nullcontext():
+            failures = drive(group, train, bar, together)
     for i, s in zip(indices, group):   # each completed when its last round was recorded
         outcomes[i] = failures.get(s, s.result)
 
