@@ -25,7 +25,7 @@ from torch import Tensor
 
 from fedmoo.engine.base import Member
 from fedmoo.engine.common import entrywise, gather, relabel
-from fedmoo.engine.linear_head import Sharing
+from fedmoo.engine.linear_head import RowOrder
 from fedmoo.engine.graph import train_steps_graphed
 from fedmoo.engine.plan import RoundPlan, longest_first, make_plan, stack_plans
 from fedmoo.engine.rowsgd import Rows, RowSGD, Steps
@@ -236,10 +236,8 @@ def _train_closed_form(engine, stack: _Stack, first: bool
         src = row
     else:
         plan, src = longest_first(stack.row_plan(), torch.arange(total, device=src.device))
-    share = Sharing.build(src, stack.label_map, stack.scale)
-    assert share is not None
-    return engine.head.train(share, plan, data.x, data.y, stack.rule, before=first,
-                             reuse=reuse)
+    return engine.head.train(RowOrder.build(src, stack.label_map, stack.scale), plan, data.x,
+                             data.y, stack.rule, before=first, reuse=reuse)
 
 
 def _train_steps(engine, steps: Steps) -> Tensor:
