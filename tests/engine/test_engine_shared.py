@@ -9,7 +9,7 @@ import copy
 import pytest
 import torch
 
-from fedmoo.engine import stacked
+from fedmoo.engine import linear_head, stacked
 from fedmoo.engine.batched import BatchedEngine
 from fedmoo.engine.base import LocalSGD, Member
 from fedmoo.models.linear import MLP, LogReg
@@ -101,15 +101,19 @@ def test_other_models_keep_the_row_path(monkeypatch):
         assert_same_cohort(a, b)
 
 
-@pytest.mark.parametrize("model,reuse", [("logreg", False), ("logreg", True), ("mlp", False)])
+@pytest.mark.parametrize("model,reuse", [("logreg", False), ("logreg", True), ("logreg", "chunks"),
+                                         ("mlp", False)])
 def test_invariant_rows_are_bit_identical_in_float32(model, reuse, monkeypatch):
     """The default: members of other widths (full batch, batch 3, 4), terms (momentum,
     proximal, decay), Ditto's personal rows, loss scales and label maps, two seeds, trained
     together in float32 give each member's cohort exactly as alone, on any number of threads,
     and in a group of 2 as in a group of 12. ``reuse``: rows of one source read one gathered
-    copy of its inputs (full batches of large inputs), here for every batch."""
+    copy of its inputs (full batches of large inputs), here for every batch; ``chunks``: every
+    step runs chunk by chunk of samples (large full batches), here a sample a chunk."""
     if reuse:
         monkeypatch.setattr(stacked, "REUSE_BYTES", 0)
+    if reuse == "chunks":
+        monkeypatch.setattr(linear_head, "CHUNK_BYTES", 1)
     torch.manual_seed(7)
     data = federation(SIZES, (2, 3), 4)
     data.x = data.x.float()
