@@ -186,7 +186,7 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
     text = str(e)
     if "hydra.launcher.invariant" in text:     # removed with its second arithmetic (CHANGELOG)
         return ("hydra.launcher.invariant is gone: a lockstep group's jobs always give each "
-                "job's numbers alone, bit for bit, at the speed invariant=false had; drop it")
+                "job's numbers alone, bit for bit (CHANGELOG); drop it")
     m = re.search(r"Could not override '([^']+)'", text)
     if m and re.search(r"not in struct|Key '[^']*' not in '", f"{text} {e.__cause__}"):
         key = m.group(1)
