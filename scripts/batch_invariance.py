@@ -9,8 +9,8 @@ it compares, bit for bit, against each entry computed alone on one thread:
 
 - ``bmm`` entries in batches of 1 to 9 on 1 to 4 threads (the logits ``h W`` and the weight
   gradient ``d^T h``): what the default group arithmetic relies on;
-- one wide GEMM for G rows, ``h [W_1 ... W_G]`` (``hydra.launcher.invariant=false``): whether
-  a row's logits depend on how many rows share its inputs.
+- one wide GEMM for G rows, ``h [W_1 ... W_G]`` (the shared products fedmoo's groups do not
+  use): whether a row's logits would depend on how many rows share its inputs.
 
 It prints the cases that differ ("[]" where none does).
 """

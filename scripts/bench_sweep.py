@@ -4,7 +4,6 @@
     python scripts/bench_sweep.py                                  # synthetic grid, 1/4/16/64 runs
     python scripts/bench_sweep.py --experiment fedfv/table3 --rounds 20
     python scripts/bench_sweep.py --experiment fedmgda_plus/adult_bias --rounds 2 --data-dir DIR
-    python scripts/bench_sweep.py --experiment fedfv/table3 --runs 65 --rounds 3 --invariant alternate
 
 For each number of runs n, the first n jobs of the experiment's sweep grid (its rows x seeds, in
 Hydra's order; more seeds are added when n is larger than the grid) with ``--rounds`` rounds run
@@ -12,17 +11,11 @@ twice in this process, in fresh directories: one after the other with ``fedmoo.r
 (as the basic launcher runs them, minus the start-up of a process per job), then together with
 ``fedmoo.run.group.run_jobs`` (as ``hydra/launcher=lockstep`` runs them). It prints the wall time
 of both, the ratio, the time per run and round, and the largest difference between the two
-rounds.csv files of any job (time columns aside): 0 with the default arithmetic
-(``hydra.launcher.invariant=true``: each job bit for bit as alone). With ``--invariant off``
-rows sharing their inputs are multiplied in other kernels than alone, so the two agree to
-float32 rounding, amplified by the training's own sensitivity (a run near divergence, e.g.
-Synthetic at client.lr=0.1, turns 1e-15 into visible differences within a few rounds).
-``--invariant alternate`` times only the grouped sweep, ``--reps`` times each way, off then on
-(the cost of the invariant arithmetic, measured under the same load).
+rounds.csv files of any job (time columns aside): 0, each job bit for bit as alone.
 Trained together, the time is also split into phases: set-up (every job's session started and
-the sweep grouped), each round's training call (``train_many``), the group's evaluations, the
-checkpoints (none unless ``--set checkpoint_every=N``), the runs' server steps (attack, server
-rule, divergence checks) and the rest (records, the evaluations a run makes alone, final
+the sweep grouped), each round's training call (``train_many``), the runs' evaluations (each
+evaluated round, all runs), the checkpoints (none unless ``--set checkpoint_every=N``), the
+runs' server steps (attack, server rule, divergence checks) and the rest (records, final
 files); on CUDA each phase ends with a synchronisation. ``--set KEY=VALUE`` adds an override
 to every job (``--set tf32=true``). ``--busy N`` starts N busy neighbours (processes that spin
 on a CPU) for the whole measurement, as on a shared machine; the machine's load average is
@@ -60,6 +53,7 @@ from fedmoo.cli.config import compose  # noqa: E402
 from fedmoo.cli.groups import CONF_DIR  # noqa: E402
 from fedmoo.engine.batched import BatchedEngine  # noqa: E402
 from fedmoo.run import group, loop, rundir  # noqa: E402
+from fedmoo.run.evaluation import RoundEvaluator  # noqa: E402
 
 SYNTHETIC = ["data=synthetic", "num_clients=30", "clients_per_round=10", "eval_every=5"]
 SYNTHETIC_GRID = {"algo": ["qfedavg", "fedprox", "fedavg"], "client.lr": ["0.01", "0.02"]}
@@ -92,7 +86,7 @@ def rounds_diff(a: Path, b: Path) -> float:
     return float((ra[cols] - rb[cols]).abs().max().max())
 
 
-def measure(cfgs: list[dict], root: Path, alone: bool = True, invariant: bool = True) -> dict:
+def measure(cfgs: list[dict], root: Path, alone: bool = True) -> dict:
     alone_dir, together_dir = root / "alone", root / "together"
     alone_s = float("nan")
     if alone:
@@ -103,8 +97,7 @@ def measure(cfgs: list[dict], root: Path, alone: bool = True, invariant: bool = 
     plans = []
     with phases() as ph:
         outcomes = group.run_jobs([group.Job(c, together_dir / str(i)) for i, c in enumerate(cfgs)],
-                                  on_plan=lambda plan: (plans.append(plan), ph.mark("setup_s")),
-                                  invariant=invariant)
+                                  on_plan=lambda plan: (plans.append(plan), ph.mark("setup_s")))
     together = ph.total
     bad = [o for o in outcomes if not isinstance(o, loop.RunResult)]
     if bad:
@@ -123,7 +116,7 @@ class Phases:
         self.total = float("nan")
         self.marks: dict[str, float] = {}
         self.rounds: list[float] = []
-        self.evals: list[float] = []
+        self.evals: dict[int, float] = {}   # evaluated round -> seconds of its runs' rows
         self.checkpoints: list[float] = []
         self.servers: list[float] = []
         self.with_before: list[bool] = []   # per training call: every row measured loss_before
@@ -146,10 +139,10 @@ class Phases:
 
     def summary(self) -> dict:
         setup = self.marks.get("setup_s", float("nan"))
-        spent = (setup + sum(self.rounds) + sum(self.evals) + sum(self.checkpoints)
+        spent = (setup + sum(self.rounds) + sum(self.evals.values()) + sum(self.checkpoints)
                  + sum(self.servers))
         return {"setup_s": setup, "round_s": self.rounds, "round_with_before": self.with_before,
-                "eval_s": sum(self.evals),
+                "eval_s": sum(self.evals.values()),
                 "evals": len(self.evals), "checkpoint_s": sum(self.checkpoints),
                 "checkpoints": len(self.checkpoints), "server_s": sum(self.servers),
                 "other_s": self.total - spent}
@@ -162,10 +155,10 @@ def sync() -> None:
 
 @contextlib.contextmanager
 def phases():
-    """Times the training calls, group evaluations, checkpoints and server steps of the sweep
-    run inside."""
+    """Times the training calls, evaluations, checkpoints and server steps of the sweep run
+    inside."""
     ph = Phases()
-    train_many, evaluate = BatchedEngine.train_many, group._evaluate_together
+    train_many, row = BatchedEngine.train_many, RoundEvaluator.row
     save, update = rundir.RunDir.save_checkpoint, loop.Session.update
     timed_train = ph.timed(train_many, ph.rounds)
 
@@ -173,14 +166,21 @@ def phases():
         ph.with_before.append(all(m.spec.measure_before for m in members))
         return timed_train(self, members, **kwargs)
 
-    BatchedEngine.train_many = train
-    group._evaluate_together = ph.timed(evaluate, ph.evals, counts=bool)   # rounds with a row
+    def timed_row(self, done, *args, **kwargs):
+        sync()
+        t = time.perf_counter()
+        out = row(self, done, *args, **kwargs)
+        sync()
+        ph.evals[done] = ph.evals.get(done, 0.0) + time.perf_counter() - t
+        return out
+
+    BatchedEngine.train_many, RoundEvaluator.row = train, timed_row
     rundir.RunDir.save_checkpoint = ph.timed(save, ph.checkpoints)
     loop.Session.update = ph.timed(update, ph.servers)
     try:
         yield ph
     finally:
-        BatchedEngine.train_many, group._evaluate_together = train_many, evaluate
+        BatchedEngine.train_many, RoundEvaluator.row = train_many, row
         rundir.RunDir.save_checkpoint, loop.Session.update = save, update
         sync()
         ph.total = time.perf_counter() - ph.start
@@ -199,42 +199,6 @@ def calls(r: dict) -> str:
         for m, t in kinds.items()))
 
 
-def alternate(cfgs: list[dict], reps: int, rounds: int) -> dict:
-    """The grouped sweep ``reps`` times each way, ``invariant`` off then on, alternating in this
-    process; prints each try, then the medians and their ratio (on / off), and the largest
-    difference between a job's rounds.csv the two ways."""
-    times: dict[bool, list[float]] = {False: [], True: []}
-    train: dict[bool, list[float]] = {False: [], True: []}
-    diff = float("nan")
-    for rep in range(reps):
-        dirs = {}
-        for inv in (False, True):
-            root = Path(tempfile.mkdtemp(prefix="fedmoo-bench-sweep-"))
-            dirs[inv] = root
-            r = measure(cfgs, root, alone=False, invariant=inv)
-            times[inv].append(r["together_s"])
-            train[inv].append(sum(r["round_s"]))
-            print(f"{len(cfgs):>5} runs, invariant {'on ' if inv else 'off'} (try {rep + 1}): "
-                  f"{r['together_s']:.1f} s, of which training calls {sum(r['round_s']):.1f} s, "
-                  f"group evaluations {r['eval_s']:.1f} s, server steps {r['server_s']:.1f} s, "
-                  f"set-up {r['setup_s']:.1f} s, the rest {r['other_s']:.1f} s "
-                  f"({1000 * r['together_s'] / (len(cfgs) * rounds):.1f} ms a run-round)",
-                  flush=True)
-        diff = max(rounds_diff(dirs[False] / "together" / str(i), dirs[True] / "together" / str(i))
-                   for i in range(len(cfgs)))
-        for root in dirs.values():
-            shutil.rmtree(root, ignore_errors=True)
-    med = {inv: statistics.median(t) for inv, t in times.items()}
-    med_train = {inv: statistics.median(t) for inv, t in train.items()}
-    print(f"{len(cfgs):>5} runs: median {med[False]:.1f} s off, {med[True]:.1f} s on: "
-          f"invariant costs {100 * (med[True] / med[False] - 1):+.0f}% "
-          f"(training calls {med_train[False]:.1f} s / {med_train[True]:.1f} s, "
-          f"{100 * (med_train[True] / med_train[False] - 1):+.0f}%); rounds.csv differ by up to "
-          f"{diff:.1e}", flush=True)
-    return {"runs": len(cfgs), "off_s": times[False], "on_s": times[True],
-            "off_train_s": train[False], "on_train_s": train[True], "max_diff": diff}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--experiment", default="bench/synthetic",
@@ -247,11 +211,6 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     ap.add_argument("--together-only", action="store_true",
                     help="time the grouped runs only (a grid too long to also run one by one)")
-    ap.add_argument("--invariant", choices=["on", "off", "alternate"], default="on",
-                    help="the group's arithmetic (hydra.launcher.invariant): on (default; each "
-                         "job as alone), off (inputs shared between runs), or alternate: the "
-                         "grouped sweep --reps times each way, off then on, no runs alone")
-    ap.add_argument("--reps", type=int, default=2, help="repetitions of each way (alternate)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an override for every job (repeatable), e.g. --set tf32=true")
     ap.add_argument("--busy", type=int, default=0, metavar="N",
@@ -292,22 +251,13 @@ def bench(args) -> int:
           + f"; {os.cpu_count()} CPUs, load average {loadavg()}"
           + (f", {args.busy} busy neighbour(s)" if args.busy else ""))
     out = []
-    if args.invariant == "alternate":
-        for n in counts:
-            out.append(alternate([compose(job + extra) for job in jobs[:n]], args.reps,
-                                 args.rounds))
-        if args.json:
-            print(json.dumps({"experiment": args.experiment, "rounds": args.rounds,
-                              "set": args.set, "alternate": out}))
-        return 0
     print(f"{'runs':>5} {'alone s':>9} {'together s':>11} {'ratio':>6} {'ms/run-round':>13} "
           f"{'grouped':>8} {'max diff':>9}")
     for n in counts:
         cfgs = [compose(job + extra) for job in jobs[:n]]
         root = Path(tempfile.mkdtemp(prefix="fedmoo-bench-sweep-"))
         try:
-            r = measure(cfgs, root, alone=not args.together_only,
-                        invariant=args.invariant == "on")
+            r = measure(cfgs, root, alone=not args.together_only)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         r["runs"] = n
@@ -317,7 +267,7 @@ def bench(args) -> int:
               f"{1000 * r['together_s'] / (n * args.rounds):>13.1f} {r['grouped']:>8} "
               f"{r['max_diff']:>9.1e}", flush=True)
         print(f"      together: set-up {r['setup_s']:.1f} s; training calls {calls(r)}; "
-              f"{r['evals']} group evaluations {r['eval_s']:.1f} s; {r['checkpoints']} "
+              f"{r['evals']} evaluated rounds {r['eval_s']:.1f} s; {r['checkpoints']} "
               f"checkpoints {r['checkpoint_s']:.1f} s; server steps {r['server_s']:.1f} s; "
               f"the rest {r['other_s']:.1f} s", flush=True)
     print(f"load average at the end: {loadavg()}")

@@ -8,7 +8,7 @@ The target job (``--row``, ``--seed``) trains with ``fedmoo.run.group.run_jobs``
 ``hydra/launcher=lockstep``) alone, then with the first other rows of its seed, then with rows
 of other seeds, in groups of each of ``--sizes``. It prints the target's last accuracies in each
 and whether its rounds.csv (time columns aside) equals the one alone, bit for bit
-(docs/scaling.md; ``--fast`` uses ``hydra.launcher.invariant=false`` instead).
+(docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", default="12")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--sizes", default="1,4,15")
-    ap.add_argument("--fast", action="store_true", help="hydra.launcher.invariant=false")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
     conf = yaml.safe_load((CONF_DIR / "experiment" / f"{args.experiment}.yaml").read_text())
@@ -52,8 +51,7 @@ def main(argv=None) -> int:
     found = {}
     for size in (int(n) for n in args.sizes.split(",")):
         cfgs = [compose(c) for c in [target] + others[:size - 1]]
-        out = group.run_jobs([group.Job(c, root / str(size) / str(i)) for i, c in enumerate(cfgs)],
-                             invariant=not args.fast)
+        out = group.run_jobs([group.Job(c, root / str(size) / str(i)) for i, c in enumerate(cfgs)])
         if not isinstance(out[0], group.RunResult):
             raise SystemExit(f"the target job failed in a group of {size}: {out[0]}")
         r = pd.read_csv(root / str(size) / "0" / "rounds.csv")

@@ -90,7 +90,6 @@ def main() -> int:
     head(g)
     multilenet(g)
     checkpoints(g)
-    group_eval(g)
     return 0
 
 
@@ -169,38 +168,6 @@ def multilenet(g: torch.Generator) -> None:
             slow = ms(fn, 11)
         line(f"{what}: torch ops vs C kernel", ("torch", slow), ("kernel", ms(fn, 11)))
     torch.set_num_threads(threads)
-
-
-def group_eval(g: torch.Generator) -> None:
-    """A lockstep group's evaluation of M runs' models on one split (evaluate_many.py): the
-    lockstep program's stacked rows against each run's own evaluation (which runs chunks side
-    by side on a CPU); the reason STACKED_ON_CPU is off."""
-    import numpy as np
-
-    from fedmoo import models
-    from fedmoo.data.federated import ClientSplit, FederatedData
-    from fedmoo.engine import evaluate_many
-    from fedmoo.engine.base import LocalSGD
-    from fedmoo.engine.batched import BatchedEngine
-    from fedmoo.engine.evaluate import evaluate_clients
-    from fedmoo.params import get_flat
-
-    for name, m, n, reps in (("mlp", 8, 2000, 7), ("cnn_cifar", 4, 500, 3)):
-        x = torch.randn(n, 3, 32, 32, generator=g)
-        y = torch.randint(0, 10, (n,), generator=g)
-        parts = [np.arange(k, n, 10) for k in range(10)]
-        fed = FederatedData(x=x, y=y, train=ClientSplit.from_lists(parts),
-                            test=ClientSplit.from_lists(parts), val=None, num_classes=10,
-                            input_shape=(3, 32, 32))
-        model = models.build({"name": name}, (3, 32, 32), 10)
-        engine = BatchedEngine(model, fed, LocalSGD(lr=0.1, batch_size=10))
-        w = get_flat(model)
-        params = [w + 0.01 * torch.randn(w.shape, generator=g) for _ in range(m)]
-        evaluate_many.STACKED_ON_CPU = True
-        line(f"group evaluation, {m} {name} models on {n} samples: alone vs stacked",
-             ("alone", ms(lambda: [evaluate_clients(model, fed, "test", q) for q in params], reps)),
-             ("stacked", ms(lambda: evaluate_many.evaluate_models(engine, fed, "test", params), reps)))
-        evaluate_many.STACKED_ON_CPU = False
 
 
 if __name__ == "__main__":

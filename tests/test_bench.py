@@ -46,10 +46,8 @@ def test_bench_sweep_splits_the_grouped_time_into_phases(capsys):
     spec = importlib.util.spec_from_file_location("fedmoo_bench_sweep", BENCH.parent / "bench_sweep.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    # --invariant off: the shared path, whose group evaluations the phases count (an invariant
-    # group evaluates each run on its own)
-    assert mod.main(["--runs", "3", "--rounds", "3", "--together-only", "--json", "--invariant",
-                     "off", "--set", "eval_every=1", "--set", "checkpoint_every=1"]) == 0
+    assert mod.main(["--runs", "3", "--rounds", "3", "--together-only", "--json",
+                     "--set", "eval_every=1", "--set", "checkpoint_every=1"]) == 0
     out = capsys.readouterr().out           # the grid's base says eval_every=5, bench none
     last = json.loads(out.strip().splitlines()[-1])
     assert last["set"] == ["eval_every=1", "checkpoint_every=1"]

@@ -204,10 +204,9 @@ def collect(cfg: DictConfig) -> Job | None:
     return job
 
 
-def run_together(jobs: list[Job | None], max_rows: int,
-                 invariant: bool = True) -> list[float | None]:
+def run_together(jobs: list[Job | None], max_rows: int) -> list[float | None]:
     """``hydra/launcher=lockstep``, second pass: run the collected jobs together
-    (fedmoo.run.group; ``invariant``: each job's numbers as alone), then report each as
+    (fedmoo.run.group; each job's numbers as alone), then report each as
     ``task`` would; the sweep's values in job order."""
     from fedmoo import logs
     from fedmoo.errors import RunInterrupted
@@ -220,7 +219,7 @@ def run_together(jobs: list[Job | None], max_rows: int,
             outcomes = group.run_jobs(
                 [group.Job({**j.cfg, "device": leased if j.cfg["device"] == "auto"
                             else j.cfg["device"]}, j.run_dir, j.record) for j in todo],
-                max_rows, on_plan=lambda plan: _say_plan(plan, todo, max_rows), invariant=invariant)
+                max_rows, on_plan=lambda plan: _say_plan(plan, todo, max_rows))
     except RunInterrupted as e:
         finish(todo[0], e)
     outcome = iter(outcomes)      # one per collected job, in order

@@ -174,6 +174,9 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
     if yaml_error:
         return yaml_error
     text = str(e)
+    if "hydra.launcher.invariant" in text:     # removed with its second arithmetic (CHANGELOG)
+        return ("hydra.launcher.invariant is gone: a lockstep group's jobs always give each "
+                "job's numbers alone, bit for bit (CHANGELOG); drop it")
     m = re.search(r"Could not override '([^']+)'", text)
     if m and re.search(r"not in struct|Key '[^']*' not in '", f"{text} {e.__cause__}"):
         key = m.group(1)

@@ -73,8 +73,9 @@ class StackingEngine(Engine, Protocol):
     compiled: bool
     """Whether its step runs through torch.compile (then its runs are not grouped)."""
 
-    def train_many(self, members: list[Member], invariant: bool = True) -> list[Cohort]:
-        """One round of several runs in one program: a Cohort per member, in order."""
+    def train_many(self, members: list[Member]) -> list[Cohort]:
+        """One round of several runs in one program: a Cohort per member, in order, each
+        member's numbers those of its run alone."""
         ...
 
 

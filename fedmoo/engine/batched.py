@@ -253,17 +253,17 @@ class BatchedEngine:
     def train(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
         return self.train_many([Member(self, client_ids, w, spec, seed)])[0]
 
-    def train_many(self, members: list[Member], invariant: bool = True) -> list[Cohort]:
+    def train_many(self, members: list[Member]) -> list[Cohort]:
         """Train the cohorts of several runs in one program (fedmoo.engine.stacked): each
         member brings its run's engine, which must share this engine's model architecture and
         sample tensors. Per-task training (FMGDA, FSMGDA) trains each such member on its own.
-        ``invariant``: each member's numbers are those of its run alone (``train_rows``)."""
+        Each member's numbers are those of its run alone (``train_rows``)."""
         out: list[Cohort | None] = [None] * len(members)
         rows = [i for i, m in enumerate(members) if m.spec.task_training is None]
         for i, m in enumerate(members):
             if m.spec.task_training is not None:
                 out[i] = m.engine._train_tasks(m.ids, m.w, m.spec, m.seed)
         if rows:
-            for i, c in zip(rows, train_rows(self, [members[i] for i in rows], invariant)):
+            for i, c in zip(rows, train_rows(self, [members[i] for i in rows])):
                 out[i] = c
         return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 
 import numpy as np
 import torch
@@ -124,8 +125,61 @@ def forward_stats(model: nn.Module, x: Tensor, y: Tensor, idx: Tensor, task: str
 
 def gather(t: Tensor, idx: Tensor) -> Tensor:
     """``t[idx]`` for an integer index of any shape, as one ``index_select`` (on the CPU several
-    times faster than advanced indexing for rows of images)."""
+    times faster than advanced indexing for rows of images). Inside ``sharing_gathers`` a
+    large gather of the same rows of the same tensor returns the copy made already."""
+    if _gathers is not None and idx.numel() * math.prod(t.shape[1:]) * t.element_size() >= \
+            SHARE_BYTES and threading.current_thread() is threading.main_thread():
+        return _gathers.get(t, idx)
     return t.index_select(0, idx.reshape(-1)).view(*idx.shape, *t.shape[1:])
+
+
+# Gathers of at least this size are kept while ``sharing_gathers`` is on (smaller ones are
+# cheaper to make again than to look up), up to GATHERS_KEPT bytes in all, the oldest dropped.
+SHARE_BYTES = 1 << 20
+GATHERS_KEPT = 512 << 20
+
+
+class _Gathers:
+    """The large gathers made in a lockstep group, newest last: the runs of one seed read the
+    same samples (each class of equal arithmetic its training inputs, each run its clients'
+    training sets for the measures), and reading one copy gives every run its own bits. An
+    entry whose copy was modified in place (its version moved) is made again."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple, tuple[Tensor, Tensor, int]] = {}
+        self.size = 0
+
+    def get(self, t: Tensor, idx: Tensor) -> Tensor:
+        key = (id(t), t._version, t.device, tuple(idx.shape), int(idx.sum()))
+        hit = self.entries.pop(key, None)
+        if hit is not None and hit[2] == hit[1]._version and torch.equal(hit[0], idx):
+            self.entries[key] = hit
+            return hit[1]
+        if hit is not None:
+            self.size -= hit[1].numel() * hit[1].element_size()
+        out = t.index_select(0, idx.reshape(-1)).view(*idx.shape, *t.shape[1:])
+        self.entries[key] = (idx.clone(), out, out._version)
+        self.size += out.numel() * out.element_size()
+        while self.size > GATHERS_KEPT and len(self.entries) > 1:
+            old = self.entries.pop(next(iter(self.entries)))[1]
+            self.size -= old.numel() * old.element_size()
+        return out
+
+
+_gathers: _Gathers | None = None
+
+
+@contextlib.contextmanager
+def sharing_gathers():
+    """Within the block, ``gather`` keeps its large copies and hands the same copy to a later
+    gather of the same rows (fedmoo.run.group: a lockstep group's runs)."""
+    global _gathers
+    outer = _gathers
+    _gathers = _Gathers() if outer is None else outer
+    try:
+        yield
+    finally:
+        _gathers = outer
 
 
 def relabel(label_map: Tensor | None, y: Tensor) -> Tensor:

@@ -94,13 +94,11 @@ def _forward_stats(model: nn.Module, data: FederatedData, idx: Tensor,
 
 
 def improved_fraction(model: nn.Module, data: FederatedData, w_new: Tensor, client_ids: Tensor,
-                      loss_before: Tensor, ev: ClientEval | None = None) -> float:
+                      loss_before: Tensor) -> float:
     """Share of the cohort whose training loss at ``w_new`` is <= its loss at w_t (ties count
     as improved): FedMGDA+'s "percentage of improved participants". Losses within a relative
-    1e-6 count as ties (the two losses come from differently ordered float reductions).
-    ``ev``: the evaluation of ``w_new`` on the cohort's train split when it was made already."""
-    if ev is None:
-        ev = evaluate_clients(model, data, "train", w_new, clients=client_ids)
+    1e-6 count as ties (the two losses come from differently ordered float reductions)."""
+    ev = evaluate_clients(model, data, "train", w_new, clients=client_ids)
     ids = client_ids.cpu().numpy()
     after = ev.loss[ids]
     before = loss_before.detach().double().cpu().numpy()

@@ -26,8 +26,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.engine.common import gather, relabel
-from fedmoo.engine.plan import RoundPlan
-from fedmoo.engine.rowsgd import RowSGD, Rows
+from fedmoo.engine.rowsgd import Steps
 from fedmoo.errors import UserError
 
 WARMUP = 3   # eager steps before the capture (PyTorch asks for a few on a side stream)
@@ -71,14 +70,12 @@ def run_steps(body: Callable[[], None], load: Callable[[int], None], steps: int,
         graph.replay()
 
 
-def train_steps_graphed(engine, views: list[Tensor], bufs: list[Tensor] | None,
-                        anchor: list[Tensor] | None, plan: RoundPlan, label_map: Tensor | None,
-                        scale: Tensor | None, lr: Rows, mu: Rows | None, momentum: Rows | None,
-                        wd: Rows, capture: bool) -> Tensor:
-    """Every step of the round (one row per stacked row in ``plan``) through the engine's
+def train_steps_graphed(engine, steps: Steps, capture: bool) -> Tensor:
+    """Every step of the round (``steps.plan``: one row per stacked row) through the engine's
     program, reading its inputs from fixed tensors; returns the rows' losses over their last
     epoch ``[R]``."""
-    data = engine.data
+    data, plan, rule = engine.data, steps.plan, steps.rule
+    views, lr = rule.views, rule.lr
     total, dtype, device = plan.index.shape[0], views[0].dtype, views[0].device
     lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active   # [R, S]
     idx, weight = plan.index[:, 0].clone(), plan.weight[:, 0].clone()
@@ -92,9 +89,8 @@ def train_steps_graphed(engine, views: list[Tensor], bufs: list[Tensor] | None,
         last.copy_(plan.last[:, s])
 
     def body() -> None:
-        rule = RowSGD(views, bufs, anchor, step_lr, mu, momentum, wd)
-        x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
-        loss_after.add_(engine._step(rule, x, y, weight, scale) * last)
+        x, y = gather(data.x, idx), relabel(steps.label_map, gather(data.y, idx))
+        loss_after.add_(engine._step(rule.with_lr(step_lr), x, y, weight, steps.scale) * last)
 
     if capture and engine.graph_pool is None:
         engine.graph_pool = torch.cuda.graph_pool_handle()

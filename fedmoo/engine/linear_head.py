@@ -11,24 +11,23 @@ probabilities; the weight's gradient is ``h^T g``. These sweeps run millions of 
 (FedMGDA+ Table B.2: 3,860 steps a round), where the number of kernels a step is the whole
 cost, so ``LinearHead.train`` runs the round's steps itself, about ten kernels each:
 
-- Rows are grouped by source (``Sharing``): in a sweep, runs of one seed draw the same
-  minibatches, and the G rows of a source multiply its samples with their weights side by side,
-  ``h_u [W_1 ... W_G]``, in one GEMM (rows trained alone are the case G = 1). That is the
-  group's ``invariant=False`` path: the GEMM's width then depends on the group, and so do the
-  rows' bits; by default every row is its own source (G = 1). The weights stay
-  in that joined layout for the whole round and go back to the per-row views at its end.
+- Each row multiplies its own minibatch by its own weights, one entry of a batched product as
+  alone, so a row's numbers do not depend on the rows beside it (fedmoo.engine.stacked). The
+  round holds a weight ``[R, in, out]`` as ``[R, out, in]`` and works in ``[R, out, B]``: the
+  logits ``h W^T`` are read transposed, so the softmax runs over the classes, a dimension that
+  is not the innermost (with a few classes that kernel is several times faster), and the
+  weight's gradient is ``d h``. The weights go back to the per-row views at the round's end.
 - With a bias, the inputs carry a column of ones (a copy made once per dataset, up to
   FOLD_BYTES), so the bias is the weight's last input row and trains inside the same GEMMs.
 - Sources are ordered by their number of steps (``fedmoo.engine.plan.longest_first``): the
   sources that take a step are a prefix, so finished clients leave the step by slicing.
 - Per-step tensors (sample indices, labels, weights) are cut once per run of steps, the inputs
-  of a few steps are gathered at once, and the last epoch's loss accumulates by one ``baddbmm``
-  a step. (A fused ``W += -lr d h`` by one ``baddbmm_`` is twice as fast alone but slower in
-  this loop on Fashion-MNIST's head, measured in place; so the update is a ``bmm`` and an
-  axpy.)
+  of a few steps are gathered at once. (A fused ``W += -lr d h`` by one ``baddbmm_`` is twice
+  as fast alone but slower in this loop on Fashion-MNIST's head, measured in place; so the
+  update is a ``bmm`` and an axpy.)
 
 The update itself is RowSGD's (momentum, weight decay, the proximal term, per-row learning
-rates), applied to the joined layout with per-column factors. ``stats`` evaluates M models on
+rates), applied to the round's layout. ``stats`` evaluates M models on
 the same samples with one GEMM. tests/engine checks all of it against the sequential engine in
 float64, for every client setting.
 """
@@ -56,6 +55,10 @@ ALIGN = 16
 # Steps gather their minibatches' inputs together up to this size (one kernel for several
 # steps, small enough to stay in a core's L2 cache; a bigger step gathers alone).
 GATHER_BYTES = 256 * 2**10
+# A step of more samples than take this much of inputs runs chunk by chunk of samples (both
+# products of a chunk read its inputs while they are in cache; FedFV's full batches: 655 of
+# 5,600 samples a chunk).
+CHUNK_BYTES = 2 << 20
 # A step whose sources' inputs are larger than this runs a few sources at a time (full batches
 # of many rows: each source's rows train independently, so only memory changes).
 STEP_BYTES = 64 * 2**20
@@ -64,78 +67,44 @@ _SOFTMAX = {torch.softmax, F.softmax}
 
 
 @dataclass
-class Sharing:
-    """R stacked rows read from U sources, G rows each, and the round's layout of their weights.
-
-    ``order [R]`` lists the rows source by source (``src[order] = 0..0, 1..1, ...``) and ``inv``
-    is its inverse; ``label_map [U, C, G]`` and ``scale [U, 1, 1, G]`` are the rows' label maps
-    and loss factors in that order (None when no row has one). For the round, a weight ``[R,
-    in, out]`` is held as ``[U, out*G, in]`` (the G rows of a source stacked, class-major, so one
-    GEMM gives their logits ``[U, B, out, G]`` and the softmax runs over a dimension that is not
-    the innermost: with a few classes that kernel is several times faster) and a bias ``[R,
-    out]`` as ``[U, out*G, 1]``; a per-row number ``[R]`` becomes the factor ``[U, out*G, 1]``
-    of the same outputs. Rows trained one by one are the case G = 1 (``src = 0..R-1``).
-    """
+class RowOrder:
+    """The order a round trains the R stacked rows in (longest first), and their weights in the
+    round's layout. ``order [R]`` lists the rows in that order and ``inv`` is its inverse;
+    ``label_map [R, C]`` and ``scale [R, 1, 1]`` are the rows' label maps and loss factors in
+    that order (None when no row has one). A weight ``[R, in, out]`` is held as ``[R, out, in]``
+    and a bias ``[R, out]`` as ``[R, out, 1]``."""
 
     order: Tensor
     inv: Tensor
-    groups: int
-    size: int
     label_map: Tensor | None
     scale: Tensor | None
 
-    @staticmethod
-    def even(src: Tensor) -> bool:
-        """Whether every source (numbered 0..U-1) in ``src [R]`` has as many rows as another:
-        only then can rows share (``build``)."""
-        counts = torch.bincount(src)
-        return not bool((counts != counts[0]).any())
-
     @classmethod
-    def build(cls, src: Tensor, label_map: Tensor | None, scale: Tensor | None
-              ) -> "Sharing | None":
-        """The sharing of rows with sources ``src [R]`` (numbered 0..U-1), or None when some
-        source has a different number of rows than another (then rows are trained one by one).
-        ``label_map [R, C]`` and ``scale [R]`` are per row."""
-        if not cls.even(src):
-            return None
-        counts = torch.bincount(src)
-        u, g = int(counts.numel()), int(counts[0])
-        order = torch.argsort(src, stable=True)
-        inv = torch.argsort(order)
-        if label_map is not None:
-            label_map = label_map[order].view(u, g, -1).transpose(1, 2)
-        if scale is not None:
-            scale = scale[order].view(u, 1, 1, g)
-        return cls(order, inv, u, g, label_map, scale)
+    def build(cls, place: Tensor, label_map: Tensor | None, scale: Tensor | None) -> "RowOrder":
+        """Row r trained ``place[r]``-th (a permutation of 0..R-1); ``label_map [R, C]`` and
+        ``scale [R]`` per row."""
+        order = torch.argsort(place)
+        return cls(order, place, None if label_map is None else label_map[order],
+                   None if scale is None else scale[order].view(-1, 1, 1))
 
     def joined(self, t: Tensor) -> Tensor:
-        """A weight ``[R, in, out]`` or bias ``[R, out]`` of the rows in the round's layout
-        (``[U, out*G, in]`` / ``[U, out*G, 1]``; a new tensor)."""
-        u, g = self.groups, self.size
+        """A weight ``[R, in, out]`` or bias ``[R, out]`` of the rows in the round's order and
+        layout (a new tensor)."""
         t = t.index_select(0, self.order)
-        if t.dim() == 2:
-            t = t.unsqueeze(1)
-        n_in = t.shape[1]
-        return t.view(u, g, n_in, -1).permute(0, 3, 1, 2).reshape(u, -1, n_in)
+        return t.unsqueeze(2) if t.dim() == 2 else t.transpose(1, 2).contiguous()
 
     def split(self, j: Tensor, out: Tensor) -> None:
         """Write ``j`` (``joined``'s layout) back into the per-row ``out``."""
-        u, n_in = j.shape[0], j.shape[2]
-        rows = j.view(u, -1, self.size, n_in).permute(0, 2, 3, 1).reshape(out.shape)
-        out.copy_(rows.index_select(0, self.inv))
+        out.copy_(j.transpose(1, 2).reshape(out.shape).index_select(0, self.inv))
 
-    def factor(self, v: Rows | None, out: int) -> Rows | None:
-        """A per-row hyperparameter ``[R]`` as the factor ``[U, out*G, 1]``; numbers pass."""
-        if v is None or isinstance(v, float):
-            return v
-        u, g = self.groups, self.size
-        return v.index_select(0, self.order).view(u, 1, g).expand(u, out, g).reshape(u, -1, 1)
+    def factor(self, v: Rows | None) -> Rows | None:
+        """A per-row hyperparameter ``[R]`` in the round's order; numbers pass."""
+        return v if v is None or isinstance(v, float) else v.index_select(0, self.order)
 
 
 @dataclass
 class _Step:
-    """A round's tensors in the joined layout (or the first n sources' slices of them)."""
+    """A round's tensors in the round's layout (or the first n rows' slices of them)."""
 
     views: list[Tensor]
     bufs: list[Tensor] | None
@@ -153,7 +122,7 @@ class _Step:
                            self.decay)
 
     def rows(self, lo: int, hi: int) -> "_Step":
-        """The slices of sources ``lo..hi-1`` (views: updates reach the round's tensors)."""
+        """The slices of rows ``lo..hi-1`` (views: updates reach the round's tensors)."""
         def cut(v):
             if v is None or isinstance(v, float):
                 return v
@@ -165,7 +134,6 @@ class _Step:
 class LinearHead:
     def __init__(self, weight_slot: int, bias_slot: int | None, softmax_output: bool):
         self.wi, self.bi, self.softmax_output = weight_slot, bias_slot, softmax_output
-        self.shared_steps = 0   # steps taken with G > 1 (tests check the shared path ran)
         self._ones: tuple[Tensor, Tensor] | None = None
 
     @classmethod
@@ -192,27 +160,25 @@ class LinearHead:
         wi, bi = program.fused[linear.target]
         return cls(wi, bi, softmax)
 
-    def train(self, share: Sharing, plan: RoundPlan, x: Tensor, y: Tensor, rule: RowSGD,
+    def train(self, order: RowOrder, plan: RoundPlan, x: Tensor, y: Tensor, rule: RowSGD,
               before: bool = False, reuse: int = 1
               ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
-        """Every step of ``plan`` (one plan row per source, longest first) for the rows of
-        ``rule`` (per-row views ``[R, ...]``, updated in place at the end); returns the rows'
-        losses over their last epoch, ``sum_s last_s sum_i weight_si CE_si`` ``[R]``, and with
-        ``before`` (full-batch plans, every source taking the first step) the rows' mean loss
-        and accuracy (%) at their starting models ``[R]``: the first step's forward pass is
-        exactly that measurement, over each client's whole training set.
+        """Every step of ``plan`` (longest first) for the rows of ``rule`` (per-row views ``[R,
+        ...]``, updated in place at the end), in ``order``; returns the rows' losses over their
+        last epoch, ``sum_s last_s sum_i weight_si CE_si`` ``[R]``, and with ``before``
+        (full-batch plans, every row taking the first step) the rows' mean loss and accuracy
+        (%) at their starting models ``[R]``: the first step's forward pass is exactly that
+        measurement, over each client's whole training set.
 
         With a bias, the inputs get a column of ones (made once per dataset, while that copy
         stays under FOLD_BYTES) and the bias is the weight's last input row, so one GEMM gives
         the logits and one the gradient of both.
 
-        ``reuse`` > 1 (with one row per source in ``share``, G = 1): each plan row feeds
-        ``reuse`` consecutive rows of ``share``'s order, which multiply its gathered inputs
-        through a stride-0 view, each row in its own ``bmm`` entry (the bits of a row trained
-        alone, without a copy of the inputs per row)."""
-        u, g = share.groups, share.size
-        assert reuse == 1 or (g == 1 and u == reuse * plan.index.shape[0])
-        out = int(rule.views[self.wi].shape[-1])
+        ``reuse`` > 1: each plan row feeds ``reuse`` consecutive rows of ``order``, which
+        multiply its gathered inputs through a stride-0 view, each row in its own ``bmm`` entry
+        (the bits of a row trained alone, without a copy of the inputs per row)."""
+        n_rows = int(order.order.numel())
+        assert n_rows == reuse * plan.index.shape[0]
         fold = self.bi is not None and x.numel() * x.element_size() <= FOLD_BYTES
         if fold:
             x = self._with_ones(x)
@@ -222,27 +188,26 @@ class LinearHead:
                 return None
             w = ts[self.wi].expand(rule.views[self.wi].shape)
             if self.bi is None:
-                return [share.joined(w)]
+                return [order.joined(w)]
             b = ts[self.bi].expand(rule.views[self.bi].shape)
             if fold:
                 pad = w.new_zeros(w.shape[0], x.shape[1] - w.shape[1] - 1, w.shape[2])
-                return [share.joined(torch.cat([w, b.unsqueeze(1), pad], 1))]
-            return [share.joined(w), share.joined(b)]
+                return [order.joined(torch.cat([w, b.unsqueeze(1), pad], 1))]
+            return [order.joined(w), order.joined(b)]
 
         views = joined(rule.views)
         dtype, dev = views[0].dtype, views[0].device
         b = int(plan.index.shape[2])
         labels = gather(y, plan.index)                                      # [U, S, B]
         weights = plan.weight.to(dtype)
-        # the last epoch's loss, accumulated as [U, 1, G] by one baddbmm a step
-        loss_weight = (plan.weight * plan.last.unsqueeze(-1)).to(dtype)
+        loss_weight = (plan.weight * plan.last.unsqueeze(-1)).to(dtype)     # the last epoch's
         if reuse > 1:                                  # per row: each source's repeated
             labels, weights, loss_weight = (t.repeat_interleave(reuse, 0)
                                             for t in (labels, weights, loss_weight))
         whole = _Step(views, joined(rule.bufs), joined(rule.anchor),
-                      torch.zeros(u, 1, g, dtype=dtype, device=dev), share.label_map, share.scale,
-                      *(share.factor(v, out) for v in (rule.lr, rule.mu, rule.momentum,
-                                                       rule.weight_decay)))
+                      torch.zeros(n_rows, 1, 1, dtype=dtype, device=dev), order.label_map,
+                      order.scale, *(order.factor(v) for v in (rule.lr, rule.mu, rule.momentum,
+                                                               rule.weight_decay)))
         # the plan is longest first: a run of steps that the first n sources take is a segment,
         # whose per-step tensors are cut (and views made) once
         flat = x.flatten(1)
@@ -251,69 +216,88 @@ class LinearHead:
         for steps, lo, hi in _blocks(active_rows(plan), per_source):
             r0, r1 = lo * reuse, hi * reuse            # the block's sources' rows
             n = r1 - r0
-            t = whole if (r0, r1) == (0, u) else whole.rows(r0, r1)
+            t = whole if (r0, r1) == (0, n_rows) else whole.rows(r0, r1)
             with entrywise(n, dev):
-                self._steps(t, n, b, g, out, steps, flat, plan.index[lo:hi, steps],
+                self._steps(t, n, b, steps, flat, plan.index[lo:hi, steps],
                             labels[r0:r1, steps], weights[r0:r1, steps],
                             loss_weight[r0:r1, steps], before, firsts, reuse)
-            if g > 1:
-                self.shared_steps += steps.stop - steps.start
-        self._split(share, views, rule.views, fold)
-        loss_after = whole.acc.view(-1).neg().index_select(0, share.inv)
+        self._split(order, views, rule.views, fold)
+        loss_after = whole.acc.view(-1).neg().index_select(0, order.inv)
         if not before:
             return loss_after, None
-        assert sum(f[0].numel() for f in firsts) == u * g, "before: every source takes step 1"
+        assert sum(f[0].numel() for f in firsts) == n_rows, "before: every row takes step 1"
         first = [torch.cat(parts) for parts in zip(*firsts)]
-        return loss_after, (first[0].index_select(0, share.inv), first[1].index_select(0, share.inv))
+        return loss_after, (first[0].index_select(0, order.inv),
+                            first[1].index_select(0, order.inv))
 
-    def _steps(self, t: "_Step", n: int, b: int, g: int, out: int, steps: slice, flat: Tensor,
-               index: Tensor, labels: Tensor, weights: Tensor, loss_weight: Tensor,
-               before: bool, firsts: list, reuse: int = 1) -> None:
-        """The steps ``steps`` of the n sources of ``t`` (their plan rows cut to those steps;
-        ``index`` has one row per ``reuse`` rows)."""
-        dtype, dev = t.views[0].dtype, t.views[0].device
+    def _steps(self, t: "_Step", n: int, b: int, steps: slice, flat: Tensor, index: Tensor,
+               labels: Tensor, weights: Tensor, loss_weight: Tensor, before: bool,
+               firsts: list, reuse: int = 1) -> None:
+        """The steps ``steps`` of the n rows of ``t`` (their plan rows cut to those steps;
+        ``index`` has one row per ``reuse`` rows), in the layout ``[n, out, B]``. A step of
+        more samples than CHUNK_BYTES of inputs runs chunk by chunk of samples (``_chunk``),
+        its gradient summed over the chunks, so a chunk's inputs stay in cache for every row."""
         w, bias = t.views[0], (t.views[1] if len(t.views) > 1 else None)
-        wt = w.transpose(1, 2)                          # a view: it follows the updates
+        wt = w.transpose(1, 2)                          # views: they follow the updates
         bt = None if bias is None else bias.transpose(1, 2)
-        minus_one = torch.full((1, 1, 1, 1), -1.0, dtype=dtype, device=dev).expand(n, b, 1, g)
+        size = max(1, CHUNK_BYTES // (flat.shape[1] * flat.element_size()))
         for s, h, label, coef, lw in zip(
                 range(steps.start, steps.stop),
                 _inputs(flat, index),                                   # [n, B, in] each
-                _by_step(labels).view(-1, n, b, 1, 1).expand(-1, -1, -1, 1, g).unbind(0),
-                _by_step(weights).view(-1, n, b, 1, 1).unbind(0),
-                _by_step(loss_weight).unsqueeze(2).unbind(0)):
-            z = _products(h, wt, bt, reuse).view(n, b, out, g)
-            p = _over_classes(torch.softmax, z) if self.softmax_output else None
-            logp = _over_classes(torch.log_softmax, z if p is None else p)
-            target = label                                              # [n, B, 1, G]
-            if t.label_map is not None:                 # label_map [U, C, G]: per-row labels
-                target = t.label_map.gather(1, label.squeeze(2)).unsqueeze(2)
-            picked = logp.gather(2, target).view(n, b, g)
-            _accumulate(t.acc, lw, picked)
-            if before and s == 0:
-                firsts.append(_first_stats(z if p is None else p, picked, target,
-                                           coef.view(n, 1, b)))
-            d = logp.exp()
-            d.scatter_add_(2, target, minus_one)
-            d.mul_(coef if t.scale is None else coef * t.scale)
-            if p is not None:                           # through softmax: p (d - <d, p>)
-                d = p * (d - (d * p).sum(2, keepdim=True))
-            d = d.view(n, b, out * g).transpose(1, 2)                   # [n, out*G, B]
-            t.rule.apply(0, add_tensor(_products(d, h, None, reuse, shared=1)))
-            if bias is not None:
-                t.rule.apply(1, add_tensor(d.sum(2, keepdim=True)))
+                _by_step(labels).view(-1, n, 1, b).unbind(0),
+                _by_step(weights).view(-1, n, 1, b).unbind(0),
+                _by_step(loss_weight).view(-1, n, 1, b).unbind(0)):
+            grads, stats = None, None
+            for c in range(0, b, size):
+                cut = slice(c, c + size)
+                g, st = self._chunk(t, n, h[:, cut], wt, bt, label[..., cut], coef[..., cut],
+                                    lw[..., cut], reuse, before and s == 0)
+                grads = g if grads is None else [x.add_(y) for x, y in zip(grads, g)]
+                stats = st if stats is None or st is None else [x.add_(y) for x, y in zip(stats, st)]
+            if stats is not None:
+                firsts.append(stats)
+            for i, g in enumerate(grads):
+                t.rule.apply(i, add_tensor(g))
 
-    def _split(self, share: Sharing, joined: list[Tensor], views: list[Tensor],
+    def _chunk(self, t: "_Step", n: int, h: Tensor, wt: Tensor, bt: Tensor | None,
+               label: Tensor, coef: Tensor, lw: Tensor, reuse: int,
+               first: bool) -> tuple[list[Tensor], list[Tensor] | None]:
+        """One step's samples ``h [n, b, in]`` (labels, weights, last-epoch weights ``[n, 1,
+        b]``): adds their loss to ``t.acc``; returns their gradient of the weight (and bias)
+        and, with ``first``, their weighted loss and accuracy (``_first_stats``)."""
+        b = h.shape[1]
+        # [n, b, out] as [n, out, b]: MKL's h W^T is twice as fast as W h^T here
+        z = _products(h, wt, bt, reuse, shared=0).transpose(1, 2)
+        p = torch.softmax(z, 1) if self.softmax_output else None
+        logp = torch.log_softmax(z if p is None else p, 1)
+        target = label                                                  # [n, 1, b]
+        if t.label_map is not None:                     # label_map [n, C]: per-row labels
+            target = t.label_map.gather(1, label.reshape(n, b)).view(n, 1, b)
+        picked = logp.gather(1, target)
+        t.acc.add_((lw * picked).sum(2, keepdim=True))
+        stats = _first_stats(z if p is None else p, picked, target, coef) if first else None
+        d = logp.exp()
+        d.scatter_add_(1, target, torch.full((1, 1, 1), -1.0, dtype=d.dtype,
+                                             device=d.device).expand(n, 1, b))
+        d.mul_(coef if t.scale is None else coef * t.scale)
+        if p is not None:                               # through softmax: p (d - <d, p>)
+            d = p * (d - (d * p).sum(1, keepdim=True))
+        grads = [_products(d, h, None, reuse, shared=1)]                # [n, out, in]
+        if bt is not None:
+            grads.append(d.sum(2, keepdim=True))
+        return grads, stats
+
+    def _split(self, order: RowOrder, joined: list[Tensor], views: list[Tensor],
                fold: bool) -> None:
         """The trained weights (and bias) back into the per-row ``views``."""
         w = views[self.wi]
         if not fold:
             for i, j in zip([self.wi, self.bi], joined):
-                share.split(j, views[i])
+                order.split(j, views[i])
             return
         n_in = w.shape[1]
         both = w.new_empty(w.shape[0], joined[0].shape[2], w.shape[2])  # [R, in + 1 + pad, out]
-        share.split(joined[0], both)
+        order.split(joined[0], both)
         w.copy_(both[:, :n_in])
         views[self.bi].copy_(both[:, n_in])
 
@@ -356,32 +340,18 @@ class LinearHead:
 
 def _first_stats(output: Tensor, picked: Tensor, target: Tensor,
                  weight: Tensor) -> tuple[Tensor, Tensor]:
-    """Mean cross-entropy and accuracy (%) per row of one step, ``[n*G]`` in source order, from
-    the model's ``output [n, B, out, G]``, the picked log-probabilities ``[n, B, G]``, the
-    targets ``[n, B, 1, G]`` and the samples' weights ``[n, 1, B]`` (a tie goes to the first
-    class, as argmax)."""
-    out = output.shape[2]
-    top = output.amax(2, keepdim=True)
-    cls = torch.arange(out, dtype=output.dtype, device=output.device).view(1, 1, out, 1)
-    first = torch.where(output == top, cls, float(out)).amin(2)                 # [n, B, G]
-    correct = (first == target.squeeze(2)).to(output.dtype)
-    if picked.shape[2] == 1:      # per row (see _accumulate)
-        return ((weight.squeeze(1) * picked.squeeze(2)).sum(1).neg(),
-                100.0 * (weight.squeeze(1) * correct.squeeze(2)).sum(1))
-    return torch.bmm(weight, picked).view(-1).neg(), 100.0 * torch.bmm(weight, correct).view(-1)
+    """Mean cross-entropy and accuracy (%) per row of one step, ``[n]`` in the round's order,
+    from the model's ``output [n, out, B]``, the picked log-probabilities, the targets and the
+    samples' weights ``[n, 1, B]`` each (a tie goes to the first class, as argmax)."""
+    out = output.shape[1]
+    top = output.amax(1, keepdim=True)
+    cls = torch.arange(out, dtype=output.dtype, device=output.device).view(1, out, 1)
+    first = torch.where(output == top, cls, float(out)).amin(1, keepdim=True)   # [n, 1, B]
+    correct = (first == target).to(output.dtype)
+    return (weight * picked).sum(2).view(-1).neg(), 100.0 * (weight * correct).sum(2).view(-1)
 
 
-def _accumulate(acc: Tensor, weight: Tensor, values: Tensor) -> None:
-    """``acc [n, 1, G] += weight [n, 1, B] @ values [n, B, G]``. With one row per source
-    (G = 1) as a product and a sum per row: MKL computes a lone dot product of a long batch
-    with other bits than the same entry of a batch of them (scripts/batch_invariance.py)."""
-    if values.shape[2] == 1:
-        acc.add_((weight.squeeze(1) * values.squeeze(2)).sum(1).view(-1, 1, 1))
-    else:
-        acc.baddbmm_(weight, values)
-
-
-def _products(a: Tensor, b: Tensor, bias: Tensor | None, reuse: int, shared: int = 0) -> Tensor:
+def _products(a: Tensor, b: Tensor, bias: Tensor | None, reuse: int, shared: int) -> Tensor:
     """``bmm(a, b)`` (``baddbmm`` with ``bias``) of the stacked rows; with ``reuse`` > 1 the
     operand ``shared`` (0: ``a``, 1: ``b``) has one entry per ``reuse`` rows, read by each of
     them through a stride-0 view (the same bits as a copy per row: scripts/batch_invariance.py)."""
@@ -392,8 +362,8 @@ def _products(a: Tensor, b: Tensor, bias: Tensor | None, reuse: int, shared: int
     out = a.new_empty(rows, a.shape[1], b.shape[2])
     for i in range(rows // reuse):
         part = slice(i * reuse, (i + 1) * reuse)
-        x, y = (ops[0][i].expand(reuse, *ops[0].shape[1:]), ops[1][part]) if shared == 0 else \
-            (ops[0][part], ops[1][i].expand(reuse, *ops[1].shape[1:]))
+        one = ops[shared][i].expand(reuse, *ops[shared].shape[1:])
+        x, y = (one, b[part]) if shared == 0 else (a[part], one)
         if bias is None:
             torch.bmm(x, y, out=out[part])
         else:
@@ -428,15 +398,6 @@ def _inputs(flat: Tensor, index: Tensor):
     span = max(1, GATHER_BYTES // max(1, n * b * flat.shape[1] * flat.element_size()))
     for lo in range(0, steps, span):
         yield from gather(flat, index[:, lo:lo + span].transpose(0, 1)).unbind(0)
-
-
-def _over_classes(fn, z: Tensor) -> Tensor:
-    """``fn(z, 2)`` for logits ``[n, B, out, G]``; with G = 1 over the innermost dimension of the
-    squeezed ``[n, B, out]``, where torch's kernel is about twice as fast (scripts/microbench.py,
-    "log_softmax over 10 classes, G=1")."""
-    if z.shape[3] == 1:
-        return fn(z.squeeze(3), 2).unsqueeze(3)
-    return fn(z, 2)
 
 
 def _by_step(t: Tensor) -> Tensor:

@@ -16,10 +16,12 @@ as a tensor.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
+
+from fedmoo.engine.plan import RoundPlan
 
 Rows = float | Tensor  # a hyperparameter shared by all rows, or one value per row ``[R]``
 AddGrad = Callable[[Tensor, Rows], object]
@@ -113,3 +115,19 @@ class RowSGD:
             if extra is not None:
                 g.add_(extra)
         axpy(p, neg_lr, g)
+
+    def with_lr(self, lr: Rows) -> "RowSGD":
+        """The same rule with this step's learning rates (padded steps: 0 for finished rows)."""
+        return replace(self, lr=lr)
+
+
+@dataclass
+class Steps:
+    """A round's local steps of R stacked rows: their plan (one row per stacked row), update
+    rule, label maps ``[R, C]`` and loss factors ``[R]`` (None when no row relabels or
+    scales)."""
+
+    plan: RoundPlan
+    rule: RowSGD
+    label_map: Tensor | None
+    scale: Tensor | None

@@ -5,9 +5,8 @@ beside it). The batched engine trains one run's cohort as K rows; ``train_rows``
 cohorts of several runs in the same program, each row with its own run's global model, minibatch
 plan (the run's partition, seed, batch size, epochs or local steps), learning rate, momentum,
 weight decay, proximal weight, loss scale and label map. Rows of one run see exactly what they
-would see alone: by default (``invariant``) each row's products keep the shapes they have alone,
-only more rows share each kernel along its batch dimension, so a run's numbers are its numbers
-alone bit for bit (``fedmoo.run.group`` and ``hydra/launcher=lockstep`` use this to train a
+would see alone: each row's products keep the shapes they have alone, only more rows share
+each kernel along its batch dimension, so a run's numbers are its numbers alone bit for bit (``fedmoo.run.group`` and ``hydra/launcher=lockstep`` use this to train a
 whole sweep at once).
 
 The group's ``engine`` supplies the program (model graph and layout) and the sample tensors;
@@ -24,19 +23,16 @@ import torch
 from torch import Tensor
 
 from fedmoo.engine.base import Member
-from fedmoo.engine.common import entrywise, eval_chunk, gather, relabel
-from fedmoo.engine.linear_head import Sharing
+from fedmoo.engine.common import entrywise, gather, relabel
+from fedmoo.engine.linear_head import RowOrder
 from fedmoo.engine.graph import train_steps_graphed
 from fedmoo.engine.plan import RoundPlan, longest_first, make_plan, stack_plans
-from fedmoo.engine.rowsgd import Rows, RowSGD
+from fedmoo.engine.rowsgd import Rows, RowSGD, Steps
 from fedmoo.state import Cohort
 
-# Rows that read the same samples (runs of one seed and partition, Ditto's personal rows) share
-# their inputs with the closed-form head: each source's samples are gathered and multiplied once
-# (``invariant=False`` only).
-SHARED_INPUTS = True
-# With the invariant arithmetic, rows of one source whose step inputs take at least this much
-# read one gathered copy (full batches); smaller minibatches are gathered row by row.
+# Rows of one source (runs of one seed and partition, Ditto's personal rows) whose step inputs
+# take at least this much read one gathered copy (full batches); smaller minibatches are
+# gathered row by row.
 REUSE_BYTES = 1 << 20
 
 
@@ -75,25 +71,19 @@ def _rows_or_none(values: list[tuple[float, int]], like: Tensor) -> Rows | None:
     return None if all(v == 0 for v, _ in values) else _rows(values, like)
 
 
-def train_rows(engine, members: list[Member], invariant: bool = True) -> list[Cohort]:
-    """Train every member's cohort (no per-task training) as one stack; one Cohort per member.
-
-    ``invariant`` (the default): every row's arithmetic is that of its run trained alone, bit
-    for bit, whatever the other members. Rows are stacked only along the batch dimension of
-    the products (each entry is the row's own ``[B, in] x [in, out]``, computed as alone), so
-    members are trained in classes of equal arithmetic (``_arithmetic``: the same batch width,
-    the same terms of the update), and no inputs are shared between runs. ``invariant=False``
-    stacks every member at once, padded to the widest batch, and lets runs of one seed share
-    their inputs (``SHARED_INPUTS``: wider GEMMs, faster for full batches): each run's numbers
-    then move with the group's members by float rounding."""
-    if not invariant:
-        return _train_stack(engine, members, SHARED_INPUTS)
+def train_rows(engine, members: list[Member]) -> list[Cohort]:
+    """Train every member's cohort (no per-task training) as stacks of rows; one Cohort per
+    member. Every row's arithmetic is that of its run trained alone, bit for bit, whatever the
+    other members: rows are stacked only along the batch dimension of the products (each entry
+    is the row's own ``[B, in] x [in, out]``, computed as alone), so members are trained in
+    classes of equal arithmetic (``_arithmetic``), one stack each, and no product is shared
+    between runs (only gathered inputs are: ``_reuse``, ``common.sharing_gathers``)."""
     classes: dict[tuple, list[int]] = {}
     for i, m in enumerate(members):
         classes.setdefault(_arithmetic(engine, m), []).append(i)
     out: list[Cohort | None] = [None] * len(members)
     for rows in classes.values():
-        for i, c in zip(rows, _train_stack(engine, [members[i] for i in rows], False)):
+        for i, c in zip(rows, _train_stack(engine, [members[i] for i in rows])):
             out[i] = c
     return out   # type: ignore[return-value]
 
@@ -108,18 +98,64 @@ def _arithmetic(engine, m: Member) -> tuple:
     n = int(sizes.max()) if sizes.numel() else 0
     bs = sgd.batch_size
     width = n if not bs or bs <= 0 or bs > n else int(bs)
-    full = sgd.batch_size is None and bool((sizes > 0).all())
     mu = m.spec.prox_mu != 0 or (m.spec.personal is not None and m.spec.personal_lam != 0)
-    return (width, full and engine.head is not None, sgd.momentum != 0, bool(mu),
+    return (width, _measures_first(engine, [m]), sgd.momentum != 0, bool(mu),
             sgd.weight_decay != 0)
 
 
-def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
-    """``train_rows`` of ``members`` as one stack (rows of one seed and partition sharing their
-    inputs when ``shared``)."""
-    layout, data = engine.layout, engine.data
-    w0 = members[0].w
-    dev, dtype = w0.device, w0.dtype
+@dataclass
+class _Stack:
+    """One class's rows: where each member's rows sit, the round's plan with one row per
+    source (``base``; runs of one seed and partition share a source) and each row's source,
+    and the step's settings: the rows' update rule, label maps ``[R, C]`` and loss factors
+    ``[R]`` (None when no member relabels or scales)."""
+
+    members: list[Member]
+    blocks: list[_Block]
+    base: RoundPlan
+    sources: list[int]
+    rule: RowSGD
+    label_map: Tensor | None
+    scale: Tensor | None
+    label_maps: list[Tensor | None]   # each member's own
+
+    @property
+    def total(self) -> int:
+        return len(self.sources)
+
+    def row_plan(self) -> RoundPlan:
+        """The plan with one row per stacked row."""
+        if self.sources == list(range(self.total)):
+            return self.base
+        src = torch.tensor(self.sources, device=self.base.index.device)
+        return RoundPlan(index=self.base.index[src], weight=self.base.weight[src],
+                         active=self.base.active[src], last=self.base.last[src],
+                         full=self.base.full)
+
+
+def _train_stack(engine, members: list[Member]) -> list[Cohort]:
+    """``train_rows`` of one class's ``members`` as one stack."""
+    stack = _stack(engine, members)
+    first = _measures_first(engine, members)
+    befores = None if first else [_before(m, lm, stack.rule.views[0])
+                                  for m, lm in zip(members, stack.label_maps)]
+    engine.model.train()
+    if engine.head is not None:   # closed form (fedmoo.engine.linear_head)
+        loss_after, measured = _train_closed_form(engine, stack, first)
+        if measured is not None:  # measured with the first step; given where asked for
+            dev, dtype = loss_after.device, loss_after.dtype
+            befores = [(measured[0][b.rows], measured[1][b.rows], _cohort_sizes(m, dev, dtype))
+                       if m.spec.measure_before else (None, None, _cohort_sizes(m, dev, dtype))
+                       for m, b in zip(members, stack.blocks)]
+    else:
+        loss_after = _train_steps(engine, Steps(stack.row_plan(), stack.rule, stack.label_map,
+                                                stack.scale))
+    return _cohorts(engine, stack, loss_after, befores)
+
+
+def _stack(engine, members: list[Member]) -> _Stack:
+    """The members' rows, plans and settings stacked; the rows' views hold their start models."""
+    layout, w0 = engine.layout, members[0].w
     blocks, plans, sources, start = [], [], [], 0
     made: dict[tuple, int] = {}   # runs of one seed and partition share their plans
     for m in members:
@@ -133,15 +169,24 @@ def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
             plans.append(make_plan(list(key[1]), e._offsets, e._sizes, sgd.batch_size,
                                    sgd.epochs, sgd.local_steps,
                                    torch.Generator().manual_seed(m.seed), e.data.train.index,
-                                   dtype))
+                                   w0.dtype))
         first = range(made[key], made[key] + block.k)  # personal rows: the same minibatches
         sources += [*first, *first] if block.ditto else first
         blocks.append(block)
         start += block.size
-    base = stack_plans(plans)                          # one row per source
-    src = torch.tensor(sources, device=base.index.device)
-    total = start
-    shared = shared and engine.head is not None
+    label_maps = [None if m.spec.label_map is None else m.spec.label_map.to(engine.data.y.device)
+                  for m in members]
+    return _Stack(members, blocks, stack_plans(plans), sources,
+                  _rule(layout, members, blocks, start), _stack_label_maps(label_maps, blocks),
+                  _stack_scale(members, blocks, w0.device, w0.dtype), label_maps)
+
+
+def _rule(layout, members: list[Member], blocks: list[_Block], total: int) -> RowSGD:
+    """The rows' update rule: their views (each row's start model: the run's global model, or
+    the client's personal model for Ditto's personal rows), momentum buffers, anchors and
+    per-row settings."""
+    w0 = members[0].w
+    dev, dtype = w0.device, w0.dtype
 
     def per_row(glob, personal) -> list[tuple[float, int]]:
         out = []
@@ -156,63 +201,74 @@ def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
     momentum = _rows_or_none(per_row(lambda m: m.engine.sgd.momentum, lambda m: 0.0), w0)
     wd = _rows(per_row(lambda m: m.engine.sgd.weight_decay, lambda m: m.engine.sgd.weight_decay),
                w0)
-
     views = layout.empty(total, w0)
-    anchor = None
-    if mu is not None:
-        anchor = layout.empty(1 if len(members) == 1 else total, w0)
+    one = len(members) == 1
+    anchor = None if mu is None else layout.empty(1 if one else total, w0)
     for m, b in zip(members, blocks):
         layout.pack(m.w, views, b.rows)
         if b.ditto:
             layout.pack(m.spec.personal.to(device=dev, dtype=dtype), views, b.personal)
         if anchor is not None:
-            layout.pack(m.w, anchor, slice(0, 1) if len(members) == 1
-                        else slice(b.start, b.start + b.size))
+            layout.pack(m.w, anchor, slice(0, 1) if one else slice(b.start, b.start + b.size))
     bufs = [torch.zeros_like(v) for v in views] if momentum is not None else None
-    scale = _stack_scale(members, blocks, dev, dtype)
-    label_maps = [None if m.spec.label_map is None else m.spec.label_map.to(data.y.device)
-                  for m in members]
-    label_map = _stack_label_maps(label_maps, blocks)
+    return RowSGD(views, bufs, anchor, lr, mu, momentum, wd)
 
-    # full batches with the closed form: the first step measures the loss before training
-    first = engine.head is not None and data.num_tasks == 0 and all(
+
+def _measures_first(engine, members: list[Member]) -> bool:
+    """Full batches with the closed form: the first step measures the loss before training."""
+    return engine.head is not None and engine.data.num_tasks == 0 and all(
         m.engine.sgd.batch_size is None and bool((m.engine._sizes[m.ids.cpu()] > 0).all())
         for m in members)
-    befores = None if first else _befores(engine, members, blocks, views, label_maps, shared)
-    engine.model.train()
-    if engine.head is not None:   # closed form (fedmoo.engine.linear_head)
-        sharing = shared and len(base.index) < total and Sharing.even(src)
-        reuse = 1 if shared else _reuse(base, src, data.x)
-        if reuse > 1:                # rows one by one, each source's inputs gathered once
-            plan, src = longest_first(base, src)
-            row = torch.empty_like(src)
-            row[torch.argsort(src, stable=True)] = torch.arange(total, device=src.device)
-            src = row
-        else:
-            if not sharing:          # rows one by one
-                if sources != list(range(total)):
-                    base = _row_plan(base, src)
-                src = torch.arange(total, device=src.device)
-            plan, src = longest_first(base, src)
-        share = Sharing.build(src, label_map, scale)
-        assert share is not None
-        loss_after, measured = engine.head.train(share, plan, data.x, data.y,
-                                                 RowSGD(views, bufs, anchor, lr, mu, momentum, wd),
-                                                 before=first, reuse=reuse)
-        if measured is not None:     # measured with the first step; given where asked for
-            befores = [(measured[0][b.rows], measured[1][b.rows], _cohort_sizes(m, dev, dtype))
-                       if m.spec.measure_before else (None, None, _cohort_sizes(m, dev, dtype))
-                       for m, b in zip(members, blocks)]
-    else:
-        loss_after = _train_steps(engine, views, bufs, anchor, base, src, sources, total,
-                                  label_map, scale, lr, mu, momentum, wd)
 
+
+def _train_closed_form(engine, stack: _Stack, first: bool
+                       ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
+    """``LinearHead.train`` of the stack's rows, one by one, longest first; where the rows of
+    each source read large full batches (``_reuse``), each source's inputs are gathered once."""
+    data, total = engine.data, stack.total
+    src = torch.tensor(stack.sources, device=stack.base.index.device)
+    reuse = _reuse(stack.base, src, data.x)
+    if reuse > 1:
+        plan, src = longest_first(stack.base, src)
+        row = torch.empty_like(src)
+        row[torch.argsort(src, stable=True)] = torch.arange(total, device=src.device)
+        src = row
+    else:
+        plan, src = longest_first(stack.row_plan(), torch.arange(total, device=src.device))
+    return engine.head.train(RowOrder.build(src, stack.label_map, stack.scale), plan, data.x,
+                             data.y, stack.rule, before=first, reuse=reuse)
+
+
+def _train_steps(engine, steps: Steps) -> Tensor:
+    """Every step of the round for models without the closed form: each row gathers its own
+    minibatch and the engine's program (lockstep or vmap) takes the step; returns the rows'
+    losses over their last epoch ``[R]``."""
+    rule, plan = steps.rule, steps.plan
+    views = rule.views
+    if engine.cuda_graph:
+        return train_steps_graphed(engine, steps, capture=views[0].is_cuda)
+    data, lr = engine.data, rule.lr
+    lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active
+    loss_after = torch.zeros(plan.index.shape[0], dtype=views[0].dtype, device=views[0].device)
+    with entrywise(plan.index.shape[0], views[0].device):
+        for s in range(plan.steps):
+            idx, weight = plan.index[:, s], plan.weight[:, s]
+            step = rule.with_lr(lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s])
+            x, y = gather(data.x, idx), relabel(steps.label_map, gather(data.y, idx))
+            loss_after += engine._step(step, x, y, weight, steps.scale) * plan.last[:, s]
+    return loss_after
+
+
+def _cohorts(engine, stack: _Stack, loss_after: Tensor, befores: list) -> list[Cohort]:
+    """Each member's Cohort from the trained rows."""
+    layout, views = engine.layout, stack.rule.views
     out = []
-    trained_all = _trained(engine, members, blocks, views, label_maps, shared)
-    for m, b, trained, (loss_before, acc_before, num_samples) in zip(members, blocks,
-                                                                      trained_all, befores):
+    for m, b, lm, (loss_before, acc_before, num_samples) in zip(
+            stack.members, stack.blocks, stack.label_maps, befores):
         if loss_before is not None and loss_before.dim() == 2:   # multi-task data: task mean
             loss_before, acc_before = loss_before.mean(1), acc_before.mean(1)
+        trained = (m.engine._trained(m.ids.tolist(), layout.unpack(views, b.rows), lm)
+                   if m.spec.eval_trained else (None, None))
         out.append(Cohort(
             client_ids=m.ids, deltas=layout.deltas(m.w, views, b.rows),
             num_samples=num_samples, loss_before=loss_before, loss_after=loss_after[b.rows],
@@ -221,29 +277,6 @@ def _train_stack(engine, members: list[Member], shared: bool) -> list[Cohort]:
             loss_trained=trained[0], acc_trained=trained[1],
         ))
     return out
-
-
-def _train_steps(engine, views, bufs, anchor, base: RoundPlan, src: Tensor, sources: list[int],
-                 total: int, label_map: Tensor | None, scale: Tensor | None, lr: Rows,
-                 mu: Rows | None, momentum: Rows | None, wd: Rows) -> Tensor:
-    """Every step of the round for models without the closed form: each row gathers its own
-    minibatch and the engine's program (lockstep or vmap) takes the step; returns the rows'
-    losses over their last epoch ``[R]``."""
-    data, dtype = engine.data, views[0].dtype
-    plan = base if sources == list(range(total)) else _row_plan(base, src)
-    if engine.cuda_graph:
-        return train_steps_graphed(engine, views, bufs, anchor, plan, label_map, scale, lr, mu,
-                                   momentum, wd, capture=views[0].is_cuda)
-    lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active
-    loss_after = torch.zeros(total, dtype=dtype, device=views[0].device)
-    with entrywise(total, views[0].device):
-        for s in range(plan.steps):
-            idx, weight = plan.index[:, s], plan.weight[:, s]
-            step_lr = lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s]
-            rule = RowSGD(views, bufs, anchor, step_lr, mu, momentum, wd)
-            x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
-            loss_after += engine._step(rule, x, y, weight, scale) * plan.last[:, s]
-    return loss_after
 
 
 def _reuse(base: RoundPlan, src: Tensor, x: Tensor) -> int:
@@ -259,109 +292,18 @@ def _reuse(base: RoundPlan, src: Tensor, x: Tensor) -> int:
     return g
 
 
-def _row_plan(base: RoundPlan, src: Tensor) -> RoundPlan:
-    """The plan with one row per stacked row (row r is source ``src[r]`` of ``base``)."""
-    return RoundPlan(index=base.index[src], weight=base.weight[src], active=base.active[src],
-                     last=base.last[src], full=base.full)
-
-
-def _befores(engine, members: list[Member], blocks: list[_Block], views: list[Tensor],
-             label_maps: list[Tensor | None], shared: bool) -> list[tuple[Tensor, Tensor, Tensor]]:
-    """Each member's ``_before`` (loss, accuracy and size of its global model on its cohort's
-    training sets; only the sizes, the others None, where ``spec.measure_before`` is false).
-    With the closed-form head, members of one partition and cohort are measured together: each
-    sample is read once for all their models (``LinearHead.stats``)."""
-    out: list = [None] * len(members)
-    together: dict[object, list[int]] = {}
-    for i, m in enumerate(members):
-        if not m.spec.measure_before:
-            out[i] = (None, None, _cohort_sizes(m, views[0].device, views[0].dtype))
-            continue
-        key = (m.engine.data.train.digest, tuple(m.ids.tolist())) if shared else i
-        together.setdefault(key, []).append(i)
-    for group in together.values():
-        if len(group) == 1:
-            m = members[group[0]]
-            out[group[0]] = m.engine._before(m.ids.tolist(), m.w, label_maps[group[0]])
-            continue
-        head = engine.head
-        rows = torch.tensor([blocks[i].start for i in group], device=views[0].device)
-        w = views[head.wi].index_select(0, rows)
-        bias = None if head.bi is None else views[head.bi].index_select(0, rows)
-        for i, stats in zip(group, _measure(engine, members[group[0]], w, bias,
-                                            [label_maps[i] for i in group])):
-            out[i] = stats
-    return out
+def _before(m: Member, label_map: Tensor | None,
+            like: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor]:
+    """``m``'s ``_before`` (loss, accuracy and size of its global model on its cohort's
+    training sets; only the sizes, the others None, where ``spec.measure_before`` is false)."""
+    if not m.spec.measure_before:
+        return None, None, _cohort_sizes(m, like.device, like.dtype)
+    return m.engine._before(m.ids.tolist(), m.w, label_map)
 
 
 def _cohort_sizes(m: Member, device, dtype) -> Tensor:
     """The training-set sizes of ``m``'s cohort ``[K]``."""
     return m.engine._sizes[m.ids.cpu()].to(device=device, dtype=dtype)
-
-
-def _trained(engine, members: list[Member], blocks: list[_Block], views: list[Tensor],
-             label_maps: list[Tensor | None], shared: bool) -> list[tuple]:
-    """Each member's ``_trained`` (loss and accuracy of each client's trained model on its whole
-    training set; (None, None) when its spec does not ask). With the closed-form head, the
-    members of one partition and cohort that ask are measured together: client by client, its
-    samples are read once for all their trained models (``LinearHead.stats``)."""
-    out: list = [(None, None)] * len(members)
-    together: dict[object, list[int]] = {}
-    for i, m in enumerate(members):
-        if m.spec.eval_trained:
-            key = (m.engine.data.train.digest, tuple(m.ids.tolist())) if shared else i
-            together.setdefault(key, []).append(i)
-    head, data = engine.head, engine.data
-    for group in together.values():
-        if len(group) == 1:
-            i = group[0]
-            m, b = members[i], blocks[i]
-            out[i] = m.engine._trained(m.ids.tolist(), engine.layout.unpack(views, b.rows),
-                                       label_maps[i])
-            continue
-        ids = members[group[0]].ids.tolist()
-        dtype, dev = views[0].dtype, views[0].device
-        sums = torch.zeros(2, len(ids), len(group), dtype=dtype, device=dev)
-        chunk = eval_chunk(data.x)
-        for pos, k in enumerate(ids):
-            rows = torch.tensor([blocks[i].start + pos for i in group], device=dev)
-            w = views[head.wi].index_select(0, rows)
-            bias = None if head.bi is None else views[head.bi].index_select(0, rows)
-            samples = data.train.of(k)
-            y = data.y[samples]
-            target = torch.stack([y if label_maps[i] is None else label_maps[i][pos][y]
-                                  for i in group], 1)
-            for s in range(0, samples.numel(), chunk):
-                h = gather(data.x, samples[s:s + chunk]).flatten(1)
-                loss, correct = head.stats(h, w, bias, target[s:s + chunk])
-                sums[0, pos] += loss.to(dtype).sum(0)
-                sums[1, pos] += correct.to(dtype).sum(0)
-            sums[:, pos] /= samples.numel()
-        for j, i in enumerate(group):
-            out[i] = (sums[0, :, j], 100.0 * sums[1, :, j])
-    return out
-
-
-def _measure(engine, member: Member, w: Tensor, bias: Tensor | None,
-             label_maps: list[Tensor | None]) -> list[tuple[Tensor, Tensor, Tensor]]:
-    """``_before`` of M models (``w [M, in, out]``, ``bias [M, out]``) on ``member``'s cohort:
-    per-sample loss and correctness in chunks of samples, then the same per-client means."""
-    data, ids = engine.data, member.ids.tolist()
-    sizes, owner, samples = member.engine._cohort_samples(ids, w.device)
-    y = data.y[samples]
-    target = torch.stack([y if lm is None else lm[owner, y] for lm in label_maps], 1)
-    chunk = eval_chunk(data.x)
-    loss, correct = [], []
-    for s in range(0, samples.numel(), chunk):
-        h = gather(data.x, samples[s:s + chunk]).flatten(1)
-        lo, co = engine.head.stats(h, w, bias, target[s:s + chunk])
-        loss.append(lo)
-        correct.append(co)
-    sums = torch.zeros(2, len(ids), len(label_maps), dtype=w.dtype, device=w.device)
-    sums[0].index_add_(0, owner, torch.cat(loss).to(w.dtype))
-    sums[1].index_add_(0, owner, torch.cat(correct).to(w.dtype))
-    n = sizes.to(device=w.device, dtype=w.dtype)
-    return [(sums[0, :, j] / n, 100.0 * sums[1, :, j] / n, n) for j in range(len(label_maps))]
 
 
 def _stack_scale(members: list[Member], blocks: list[_Block], dev, dtype) -> Tensor | None:

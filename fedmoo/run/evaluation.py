@@ -105,15 +105,12 @@ class RoundEvaluator:
         return accuracy_metrics(ev.acc, ev.correct, ev.count, ev.loss, prefix=prefix)
 
     def row(self, done: int, state, ids: Tensor, trained, cohort,
-            diag: dict[str, float], w_start: Tensor | None = None,
-            ev: ClientEval | None = None, improved: ClientEval | None = None) -> dict[str, Any]:
+            diag: dict[str, float], w_start: Tensor | None = None) -> dict[str, Any]:
         """The rounds.csv row of round ``done`` (without its time columns). ``w_start``: the
         global model the round started from, where an algorithm's ``gradient_probe`` (e.g.
-        FMGDA's stationarity measure) is measured. ``ev`` / ``improved``: the evaluations of
-        ``eval_params`` on the split and of the new global model on the cohort's train split
-        when they were made already (a lockstep group evaluates its runs together)."""
+        FMGDA's stationarity measure) is measured."""
         params = self.algo.eval_params(state)
-        ev = self._evaluate(self.split, params) if ev is None else missing_as_nan(ev)
+        ev = self._evaluate(self.split, params)
         row: dict[str, Any] = {"round": done, **self._metrics(ev, self.split)}
         if self.tasks is None:
             for name, mask in self.groups.items():  # e.g. benign / attackers (attack.groups)
@@ -125,7 +122,7 @@ class RoundEvaluator:
         row["train/loss_mean"] = float(cohort.loss_before.mean())
         if self.track_improved and self.tasks is None:  # measured, not reported, losses
             row["round/improved_frac"] = improved_fraction(
-                self.model, self.data, state.w, ids, trained.loss_before, improved)
+                self.model, self.data, state.w, ids, trained.loss_before)
         probe = self.algo.gradient_probe(state)
         if probe is not None and w_start is not None:
             grad = objective_gradient(self.model, self.data, w_start, probe.task_weights,

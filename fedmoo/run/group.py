@@ -4,11 +4,11 @@
 ``fedmoo run`` alone), then groups the sessions that can share one program and drives each group
 with fedmoo.run.loop.drive: every round, each run samples its own cohort and its algorithm says
 what the clients do; the rows of all the group's cohorts (run x client) train in one call of the
-batched engine (fedmoo.engine.stacked); then each run's attack and server rule; then (with
-``invariant=False`` only) the runs that evaluate this round and share a split are evaluated
-together (fedmoo.engine.evaluate_many); then each run's records, checkpoints and files go on
-exactly as alone. By default (``invariant``) each job's numbers are those of the job alone,
-bit for bit, whatever its group (docs/scaling.md).
+batched engine (fedmoo.engine.stacked); then each run's attack, server rule, evaluation,
+records, checkpoints and files go on exactly as alone. Each job's numbers are those of the job
+alone, bit for bit, whatever its group (docs/scaling.md): the group shares only the samples,
+the runs' minibatch plans and the large gathers of the same samples
+(``fedmoo.engine.common.sharing_gathers``).
 
 The grouping rule (docs/scaling.md): two runs share a group when
 - both train with the batched engine (``engine=batched``, or ``engine=auto`` choosing it:
@@ -25,7 +25,6 @@ trains alone, in the same process.
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from torch import nn
 
 from fedmoo import data as fdata
 from fedmoo.engine.base import StackingEngine
-from fedmoo.engine.evaluate_many import evaluate_models
+from fedmoo.engine.common import sharing_gathers
 from fedmoo.params import num_params
 from fedmoo.run.loop import RunResult, Session, drive, train_each
 from fedmoo.run.progress import open_bar
@@ -68,25 +67,23 @@ class Plan:
         return len(self.alone) + sum(1 for g in self.groups if len(g) == 1)
 
 
-def run_jobs(jobs: list[Job], max_rows: int = 4096, on_plan=None,
-             invariant: bool = True) -> list[RunResult | Exception]:
+def run_jobs(jobs: list[Job], max_rows: int = 4096,
+             on_plan=None) -> list[RunResult | Exception]:
     """Run ``jobs``, grouping those that can train together; one outcome per job, in order:
     its RunResult, or the exception that ended it (as ``fedmoo.run.loop.run`` would raise it).
     A RunInterrupted (SIGTERM / SIGINT) is raised after every running job has checkpointed.
     ``on_plan(plan)`` is told the grouping before training starts.
 
-    ``invariant`` (the default): every job's numbers are those of the job run alone, bit for
-    bit, whatever its group (``fedmoo.engine.stacked.train_rows``; the group keeps the threads a
-    job alone has, and each run evaluates its own model). ``invariant=False`` shares inputs and
-    evaluations between runs and sizes the threads for the group: faster, with each job's
-    numbers moving by float rounding with the group's size and members."""
+    Every job's numbers are those of the job run alone, bit for bit, whatever its group
+    (``fedmoo.engine.stacked.train_rows``; the group keeps the threads a job alone has, and
+    each run evaluates its own model)."""
     if max_rows < 1:
         raise ValueError("max_rows must be at least 1")
     outcomes: list[RunResult | Exception | None] = [None] * len(jobs)
     with contextlib.ExitStack() as held:   # every started run's directory, until the sweep ends
         held.enter_context(fdata.sharing_sources())   # each dataset is read once
         sessions: dict[int, Session] = {}
-        planner = Planner(max_rows, invariant)
+        planner = Planner(max_rows)
         for i, job in enumerate(jobs):
             session = Session(job.cfg, job.run_dir, job.record, progress=False)
             try:
@@ -114,22 +111,15 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096, on_plan=None,
         if on_plan is not None:
             on_plan(plan)
         for indices in plan.groups + [[i] for i, _ in plan.alone]:
-            _run_group([sessions[i] for i in indices], indices, outcomes, invariant)
+            _run_group([sessions[i] for i in indices], indices, outcomes)
     return outcomes   # type: ignore[return-value]
 
 
-def _run_group(group: list[Session], indices: list[int], outcomes: list,
-               invariant: bool = True) -> None:
+def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None:
     lead = group[0]
-    work = num_params(lead.parts.model)   # as `fedmoo run` alone, threads included
-    if len(group) == 1:
-        train = train_each
-    else:
-        # a group of several runs has a StackingEngine (Planner, _why_alone)
-        train = functools.partial(lead.parts.engine.train_many, invariant=invariant)
-        if not invariant:     # threads for the group's work: its model times its rows
-            work *= sum(s.parts.per_round for s in group)
-    set_threads(lead.cfg["threads"], work)
+    # a group of several runs has a StackingEngine (Planner, _why_alone)
+    train = train_each if len(group) == 1 else lead.parts.engine.train_many
+    set_threads(lead.cfg["threads"], num_params(lead.parts.model))   # as `fedmoo run` alone
     set_tf32(lead.cfg["tf32"], lead.parts.device)   # process-wide: every run was
     set_deterministic(lead.cfg["deterministic"])    # built first, the last one's set
     show = any(s.cfg["progress"] for s in group)
@@ -139,51 +129,23 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list,
     with open_bar(max(s.rounds for s in group), first, desc, show) as bar:
         for s in group:
             s.clock()
-        together = _evaluate_together if len(group) > 1 and not invariant else None
-        failures = drive(group, train, bar, together)
+        with sharing_gathers() if len(group) > 1 else contextlib.nullcontext():
+            failures = drive(group, train, bar)
     for i, s in zip(indices, group):   # each completed when its last round was recorded
         outcomes[i] = failures.get(s, s.result)
-
-
-def _evaluate_together(sessions: list[Session]) -> dict[Session, dict]:
-    """The round's evaluations (``Session.wants_eval``) of the runs that evaluate now, made
-    together for the runs that ask for the same thing: the same split of the same data and
-    partition (and the same cohort for the improved-clients share), one flat model each
-    (fedmoo.engine.evaluate_many)."""
-    wanted: dict[tuple, list[tuple[Session, str, torch.Tensor]]] = {}
-    for s in sessions:
-        for what, (split, params, ids) in (s.wants_eval() or {}).items():
-            if params.dim() != 1:            # Ditto: a model per client, evaluated alone
-                continue
-            fed = s.parts.federation
-            key = (split, id(fed.x), fed.split(split).digest,
-                   None if ids is None else tuple(ids.tolist()))
-            wanted.setdefault(key, []).append((s, what, params))
-    out: dict[Session, dict] = {}
-    for (split, _, _, ids), items in wanted.items():
-        if len(items) < 2:
-            continue
-        lead = items[0][0]
-        clients = None if ids is None else torch.tensor(ids)
-        evs = evaluate_models(lead.parts.engine, lead.parts.federation, split,
-                              [p for _, _, p in items], clients)
-        if evs is not None:
-            for (s, what, _), ev in zip(items, evs):
-                out.setdefault(s, {})[what] = ev
-    return out
 
 
 class Planner:
     """Sorts started sessions into classes of compatible runs as they come (so each run's copy
     of the samples is dropped at once for its class's), then cuts the classes into groups."""
 
-    def __init__(self, max_rows: int, invariant: bool = True):
-        self.max_rows, self.invariant = max_rows, invariant
+    def __init__(self, max_rows: int):
+        self.max_rows = max_rows
         self.classes: list[tuple[tuple, Session, list[tuple[int, Session]]]] = []
         self.alone: list[tuple[int, str]] = []
 
     def add(self, i: int, s: Session) -> None:
-        why = _why_alone(s, self.invariant)
+        why = _why_alone(s)
         if why is not None:
             self.alone.append((i, why))
             return
@@ -220,7 +182,7 @@ PROVEN = (nn.Linear, nn.ReLU, nn.Tanh, nn.Sigmoid, nn.GELU, nn.LeakyReLU, nn.ELU
 DROPOUT = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)   # with p = 0: the identity
 
 
-def _why_alone(s: Session, invariant: bool = True) -> str | None:
+def _why_alone(s: Session) -> str | None:
     engine = s.parts.engine
     if not isinstance(engine, StackingEngine):
         return f"engine: {engine.choice or engine.name}"
@@ -229,7 +191,7 @@ def _why_alone(s: Session, invariant: bool = True) -> str | None:
     unproven = sorted({type(m).__name__ for m in s.parts.model.modules()
                        if not list(m.children()) and not isinstance(m, PROVEN)
                        and not (isinstance(m, DROPOUT) and m.p == 0)})
-    if invariant and unproven:
+    if unproven:
         return (f"its {', '.join(unproven)} layers are not proven to give in a group the numbers "
                 "of a run alone")
     return None

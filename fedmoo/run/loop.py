@@ -72,9 +72,7 @@ def train_each(members: list[Member]) -> list[Any]:
 
 
 def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
-          progress: Any = None,
-          evaluate: Callable[[list[Session]], dict[Session, Any]] | None = None
-          ) -> dict[Session, Exception]:
+          progress: Any = None) -> dict[Session, Exception]:
     """Run the started ``sessions`` round by round until each has done its rounds, training
     every round's cohorts with one ``train`` call; a session joins at the round it resumes
     from, and completes (its files final, ``Session.result``) as soon as its last round is
@@ -82,9 +80,7 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
     a bug) is written up and dropped, the others go on; returns the failures. SIGTERM / SIGINT
     checkpoints every session still training and raises RunInterrupted. ``progress``: a bar
     over the rounds (fedmoo.run.progress; else each session's own), which for several sessions
-    says how many have finished. ``evaluate``: after the server updates, the evaluations it
-    makes for several sessions at once (session -> ClientEval; the others evaluate
-    themselves)."""
+    says how many have finished."""
     failures: dict[Session, Exception] = {}
     live = _finish(list(sessions), failures)
     first = min(s.next_round for s in sessions)
@@ -101,10 +97,8 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
             cohorts = train([m for _, m in started]) if started else []
             for (s, _), cohort in zip(started, cohorts):
                 s.guard(failures, s.update, t, cohort)
-            updated = [s for s, _ in started if s not in failures]
-            given = evaluate(updated) if evaluate is not None and len(updated) > 1 else {}
-            for s in updated:
-                s.guard(failures, s.record, t, given.get(s))
+            for s in [s for s, _ in started if s not in failures]:
+                s.guard(failures, s.record, t)
             live = _finish(live, failures)
             if progress is not None:
                 if len(sessions) > 1:     # a group: how many of its runs are through
@@ -253,20 +247,6 @@ class Session:
         self._round = (t, rs, ids, _rng_state(parts.device), spec)
         return Member(parts.engine, ids.to(parts.device), state.w, spec, rs)
 
-    def wants_eval(self) -> dict[str, tuple] | None:
-        """After ``update``: what this round's evaluation measures, so a group can evaluate its
-        runs together: ``{"ev": (split, model, None), "improved": ("train", new global model,
-        cohort)}`` (the second when the run tracks improved clients); None when the round does
-        not evaluate."""
-        done, ids = self._pending[:2]
-        if not self.every.evaluate(done):
-            return None
-        ev = self.evaluator
-        out = {"ev": (ev.split, self.parts.algo.eval_params(self.state), None)}
-        if ev.track_improved and ev.tasks is None:
-            out["improved"] = ("train", self.state.w, ids)
-        return out
-
     def update(self, t: int, trained) -> None:
         """Round ``t`` after local training: attack and server update (``record`` follows)."""
         t_begun, rs, ids, rng, spec = self._round
@@ -289,15 +269,12 @@ class Session:
         self.next_round = done
         self._pending = (done, ids.to(parts.device), trained, cohort, diag, w_start)
 
-    def record(self, t: int, made: dict | None = None) -> None:
-        """Round ``t``'s evaluation and records; ``made``: the evaluations a group made for it
-        (``wants_eval``'s keys)."""
+    def record(self, t: int) -> None:
+        """Round ``t``'s evaluation and records."""
         done, dev_ids, trained, cohort, diag, w_start = self._pending
         assert done == t + 1, "record() must follow update() of the same round"
-        made = made or {}
         if self.every.evaluate(done):                                                # evaluate
-            row = self.evaluator.row(done, self.state, dev_ids, trained, cohort, diag, w_start,
-                                     ev=made.get("ev"), improved=made.get("improved"))
+            row = self.evaluator.row(done, self.state, dev_ids, trained, cohort, diag, w_start)
             now = time.perf_counter()
             row["time/round_s"] = (now - self.last_eval[0]) / (done - self.last_eval[1])
             row["time/elapsed_s"] = self.elapsed()

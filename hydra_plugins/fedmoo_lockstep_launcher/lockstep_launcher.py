@@ -26,17 +26,14 @@ log = logging.getLogger(__name__)
 
 
 class LockstepLauncher(Launcher):
-    def __init__(self, max_rows: int = 4096, invariant: bool = True) -> None:
+    def __init__(self, max_rows: int = 4096) -> None:
         from fedmoo.errors import UserError
 
         if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
             raise UserError(f"hydra.launcher.max_rows={max_rows!r} must be a positive integer "
                             "(the most clients per round one group trains); e.g. "
                             "hydra.launcher.max_rows=4096")
-        if not isinstance(invariant, bool):
-            raise UserError(f"hydra.launcher.invariant must be true or false, not {invariant!r}")
         self.max_rows = max_rows
-        self.invariant = invariant
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
 
@@ -68,6 +65,6 @@ class LockstepLauncher(Launcher):
                                    config=cfg, job_dir_key="hydra.sweep.dir",
                                    job_subdir_key="hydra.sweep.subdir"))
         jobs = [r.return_value for r in returns]   # raises a job's error, as the basic launcher
-        for r, value in zip(returns, run_together(jobs, self.max_rows, self.invariant)):
+        for r, value in zip(returns, run_together(jobs, self.max_rows)):
             r.return_value = value
         return returns

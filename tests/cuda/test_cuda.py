@@ -222,22 +222,6 @@ def test_a_run_with_cuda_graphs_completes(tmp_path):
     assert summary["engine"] == "batched (lockstep program, CUDA graph)"
 
 
-def test_a_groups_models_evaluate_together_on_cuda_as_each_alone():
-    """On CUDA the lockstep program evaluates M runs' models as stacked rows (float64)."""
-    from fedmoo.engine.evaluate import evaluate_clients
-    from fedmoo.engine.evaluate_many import evaluate_models
-
-    model, data = model_and_data("cnn_cifar", torch.float64)
-    engine = BatchedEngine(model, data, LocalSGD(lr=0.1, batch_size=4))
-    w = get_flat(model)
-    params = [w + 0.01 * torch.randn_like(w) for _ in range(3)]
-    got = evaluate_models(engine, data, "train", params)
-    assert got is not None
-    for p, ev in zip(params, got):
-        ref = evaluate_clients(model, data, "train", p)
-        assert abs(ev.loss - ref.loss).max() < 1e-10 and (ev.correct == ref.correct).all()
-
-
 def test_dropout_in_a_replayed_graph_draws_a_new_mask_every_step():
     """A graph replays its kernels, random ones included: each replay must still draw new numbers
     (torch's CUDA generator advances its offset per replay), or dropout would repeat one mask

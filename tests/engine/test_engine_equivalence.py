@@ -286,6 +286,25 @@ def test_closed_form_bias_folded_or_apart(fold, one_step, monkeypatch):
     assert (bat.head._ones is not None) is fold
 
 
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_closed_form_steps_in_chunks_of_samples(batch_size, monkeypatch):
+    """A step of more samples than CHUNK_BYTES of inputs runs chunk by chunk (here a sample a
+    chunk), its gradient, loss and the first step's measures summed over the chunks; as the
+    sequential engine, with a label map and loss factors."""
+    from fedmoo.engine import linear_head
+
+    monkeypatch.setattr(linear_head, "CHUNK_BYTES", 1)
+    torch.manual_seed(5)
+    data = federation(SIZES, (2, 3), 4)
+    model = LogReg((2, 3), 4, softmax_output=True)
+    seq, bat = both(model, data, "auto", lr=0.3, batch_size=batch_size, momentum=0.5)
+    spec = ClientSpec(label_map=torch.tensor([[3, 2, 1, 0], [0, 1, 2, 3], [1, 2, 3, 0]]),
+                      loss_scale=torch.tensor([1.0, 2.0, 0.5], dtype=torch.float64))
+    w = get_flat(seq.model)
+    ids = torch.tensor([4, 0, 2])
+    assert_same_cohort(seq.train(ids, w, spec, 3), bat.train(ids, w, spec, 3))
+
+
 def test_closed_form_inputs_gathered_a_few_steps_at_a_time(monkeypatch):
     """Each step's inputs ``x[index[:, s]]``, in order, gathered as many steps at a time as fit
     in GATHER_BYTES (here 2 steps of 2 sources x 1 sample x 3 floats of 8 bytes)."""

@@ -1,7 +1,6 @@
-"""Shared inputs: runs of one seed and partition trained together read each minibatch once
-(fedmoo.engine.linear_head.Sharing, ``train_many(..., invariant=False)``), and end as each run
-trained alone, in float64 to rounding. The default (``invariant``) trains each run's rows with
-their own shapes: bit for bit as alone, in float32 too."""
+"""Runs trained together (``train_many``): runs of one seed and partition share their plans
+(and, for large full batches, one gathered copy of each source's inputs), and each run's rows
+keep their own shapes, so every run ends bit for bit as alone, in float32 too."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import copy
 import pytest
 import torch
 
-from fedmoo.engine import stacked
+from fedmoo.engine import linear_head, stacked
 from fedmoo.engine.batched import BatchedEngine
 from fedmoo.engine.base import LocalSGD, Member
 from fedmoo.models.linear import MLP, LogReg
@@ -68,48 +67,27 @@ def _alone(members, monkeypatch):
                                    {"batch_size": 3, "epochs": 2},
                                    {"batch_size": 4, "local_steps": 5}])
 @pytest.mark.parametrize("ditto", [False, True])
-def test_shared_rows_agree_with_each_run_alone(softmax_output, batch, ditto, monkeypatch):
+def test_grouped_rows_agree_with_each_run_alone(softmax_output, batch, ditto, monkeypatch):
     torch.manual_seed(6)
     data = federation(SIZES, (2, 3), 4)
     model = LogReg((2, 3), 4, softmax_output=softmax_output)
-    cases = [DITTO] * 2 if ditto else MEMBERS       # Ditto: G = 4 rows per source
+    cases = [DITTO] * 2 if ditto else MEMBERS       # Ditto: 4 rows per source
     members = _members(model, data, cases, batch, seeds=[7, 8])
     expected = _alone(members, monkeypatch)
-    head = members[0].engine.head
-    before = head.shared_steps
-    got = members[0].engine.train_many(members, invariant=False)
-    assert head.shared_steps > before                  # the shared path ran
-    for a, b in zip(expected, got):
+    for a, b in zip(expected, members[0].engine.train_many(members)):
         assert_same_cohort(a, b)
 
 
-def test_unequal_groups_fall_back_to_rows(monkeypatch):
+def test_unequal_sources_agree(monkeypatch):
     """A Ditto run beside a plain run of another seed: 2 rows per source for one, 1 for the
-    other; rows are trained one by one (and still agree)."""
+    other."""
     torch.manual_seed(2)
     data = federation(SIZES, (2, 3), 4)
     model = LogReg((2, 3), 4)
     members = (_members(model, data, [MEMBERS[1]], {"batch_size": 4}, [5])
                + _members(model, data, [DITTO], {"batch_size": 4}, [6]))
     expected = _alone(members, monkeypatch)
-    head = members[0].engine.head
-    before = head.shared_steps
-    got = members[0].engine.train_many(members, invariant=False)
-    assert head.shared_steps == before
-    for a, b in zip(expected, got):
-        assert_same_cohort(a, b)
-
-
-def test_shared_before_matches_each_run(monkeypatch):
-    """Runs of one cohort measured together (one GEMM per sample chunk) report each run's own
-    loss and accuracy before training, whatever their seeds; with small chunks too."""
-    torch.manual_seed(4)
-    data = federation(SIZES, (2, 3), 4)
-    members = _members(LogReg((2, 3), 4, softmax_output=True), data, MEMBERS,
-                       {"batch_size": 3}, [1, 2])
-    expected = _alone(members, monkeypatch)
-    monkeypatch.setattr(stacked, "eval_chunk", lambda x: 5)
-    for a, b in zip(expected, members[0].engine.train_many(members, invariant=False)):
+    for a, b in zip(expected, members[0].engine.train_many(members)):
         assert_same_cohort(a, b)
 
 
@@ -123,15 +101,19 @@ def test_other_models_keep_the_row_path(monkeypatch):
         assert_same_cohort(a, b)
 
 
-@pytest.mark.parametrize("model,reuse", [("logreg", False), ("logreg", True), ("mlp", False)])
+@pytest.mark.parametrize("model,reuse", [("logreg", False), ("logreg", True), ("logreg", "chunks"),
+                                         ("mlp", False)])
 def test_invariant_rows_are_bit_identical_in_float32(model, reuse, monkeypatch):
     """The default: members of other widths (full batch, batch 3, 4), terms (momentum,
     proximal, decay), Ditto's personal rows, loss scales and label maps, two seeds, trained
     together in float32 give each member's cohort exactly as alone, on any number of threads,
     and in a group of 2 as in a group of 12. ``reuse``: rows of one source read one gathered
-    copy of its inputs (full batches of large inputs), here for every batch."""
+    copy of its inputs (full batches of large inputs), here for every batch; ``chunks``: every
+    step runs chunk by chunk of samples (large full batches), here a sample a chunk."""
     if reuse:
         monkeypatch.setattr(stacked, "REUSE_BYTES", 0)
+    if reuse == "chunks":
+        monkeypatch.setattr(linear_head, "CHUNK_BYTES", 1)
     torch.manual_seed(7)
     data = federation(SIZES, (2, 3), 4)
     data.x = data.x.float()

@@ -65,9 +65,9 @@ def _measured(monkeypatch) -> list[bool]:
         seen.append(spec.measure_before)
         return train_seq(self, ids, w, spec, seed)
 
-    def rows(engine, members, invariant=True):
+    def rows(engine, members):
         seen.extend(m.spec.measure_before for m in members)
-        return train_rows(engine, members, invariant)
+        return train_rows(engine, members)
 
     monkeypatch.setattr(SequentialEngine, "train", seq)
     monkeypatch.setattr("fedmoo.engine.batched.train_rows", rows)

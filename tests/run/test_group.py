@@ -18,7 +18,6 @@ import torch
 from omegaconf import OmegaConf
 
 from fedmoo.cli.config import compose
-from fedmoo.engine import evaluate_many
 from fedmoo.errors import DivergenceError
 from fedmoo.report.results import read_summary
 from fedmoo.run import group, loop
@@ -67,15 +66,12 @@ def _compare(a, b):
             assert torch.allclose(ma[k], mb[k], rtol=0, atol=TOL), k
 
 
-@pytest.mark.parametrize("invariant", [True, False])
-def test_grouped_sweep_equals_one_job_at_a_time(tmp_path, configs, invariant):
-    """Both arithmetics of a group: the default (each job bit for bit as alone; float32 in
-    tests/run/test_group_invariance.py) and shared inputs and evaluations (to rounding)."""
+def test_grouped_sweep_equals_one_job_at_a_time(tmp_path, configs):
+    """Each job of a group as alone (bit for bit in float32: tests/run/test_group_invariance.py)."""
     alone = [_alone(cfg, tmp_path / "alone" / str(i)) for i, cfg in enumerate(configs)]
     plans = []
     outcomes = group.run_jobs([group.Job(cfg, tmp_path / "grouped" / str(i))
-                               for i, cfg in enumerate(configs)], on_plan=plans.append,
-                              invariant=invariant)
+                               for i, cfg in enumerate(configs)], on_plan=plans.append)
     (plan,) = plans
     assert plan.groups == [list(range(len(configs)))] and plan.alone == []
     for i, (a, g) in enumerate(zip(alone, outcomes)):
@@ -148,28 +144,6 @@ def test_grouped_sweep_killed_and_resumed_matches_jobs_run_alone(tmp_path):
         _compare(tmp_path / "alone" / str(i), job)
 
 
-def test_a_grouped_mlp_sweep_evaluates_together_and_equals_one_job_at_a_time(tmp_path, monkeypatch):
-    """Models the lockstep program runs (here an MLP) evaluate a group's runs as stacked rows
-    (fedmoo.engine.evaluate_many; on CUDA by default, here on the CPU), with each job's own
-    numbers."""
-    monkeypatch.setattr(evaluate_many, "STACKED_ON_CPU", True)
-    cfgs = [compose(BASE + ["model=mlp", "model.hidden=[8]"] + o) for o in
-            (["seed=0", "algo=fedavg"], ["seed=0", "algo=fedfv", "client.lr=0.1"],
-             ["seed=1", "algo=fedprox", "algo.mu=0.5"], ["seed=1", "algo=fedavg"])]
-    together = []
-    real = group.evaluate_models
-    monkeypatch.setattr(group, "evaluate_models",
-                        lambda *a, **k: together.append(len(a[3])) or real(*a, **k))
-    for i, cfg in enumerate(cfgs):
-        _alone(cfg, tmp_path / "alone" / str(i))
-    outcomes = group.run_jobs([group.Job(c, tmp_path / "grouped" / str(i))
-                               for i, c in enumerate(cfgs)], invariant=False)
-    assert all(isinstance(o, loop.RunResult) for o in outcomes)
-    assert together and max(together) == len(cfgs)   # one data set: all four share the test split
-    for i in range(len(cfgs)):
-        _compare(tmp_path / "alone" / str(i), tmp_path / "grouped" / str(i))
-
-
 def test_runs_with_other_precision_knobs_train_apart_each_with_its_own(tmp_path, configs, monkeypatch):
     """tf32 and deterministic are process-wide torch settings: runs that differ in them are not
     grouped, and each group trains with its own (set when the group starts)."""
@@ -202,22 +176,17 @@ class TinyConv(torch.nn.Module):
         return self.head(torch.relu(self.conv(x.view(-1, 1, 6, 10))).flatten(1))
 
 
-@pytest.mark.parametrize("invariant", [True, False])
-def test_a_model_not_proven_identical_in_a_group_trains_alone(tmp_path, configs, monkeypatch,
-                                                              invariant):
+def test_a_model_not_proven_identical_in_a_group_trains_alone(tmp_path, configs, monkeypatch):
     """A CNN in a group differed from its run alone (by rounding without dropout, by points with
-    it): with the invariant arithmetic it trains alone, and the plan says why."""
+    it): it trains alone, and the plan says why."""
     from tests.conftest import declare_impl
 
     declare_impl(monkeypatch, "model", "tinyconv", TinyConv)
     conv = [{**configs[i], "model": {"name": "tinyconv"}, "rounds": 1} for i in (0, 1)]
     plans = []
     group.run_jobs([group.Job(c, tmp_path / str(i)) for i, c in enumerate(conv)],
-                   on_plan=plans.append, invariant=invariant)
-    if invariant:
-        assert plans[0].groups == [] and [i for i, _ in plans[0].alone] == [0, 1]
-        assert "Conv2d layers are not proven" in plans[0].alone[0][1]
-    else:
-        assert plans[0].groups == [[0, 1]]
+                   on_plan=plans.append)
+    assert plans[0].groups == [] and [i for i, _ in plans[0].alone] == [0, 1]
+    assert "Conv2d layers are not proven" in plans[0].alone[0][1]
     assert all(read_summary(tmp_path / str(i) / "summary.json")["status"] == "completed"
                for i in (0, 1))

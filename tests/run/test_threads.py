@@ -1,5 +1,4 @@
-"""threads=auto: one thread for small work, torch's default for large (a lockstep group with
-hydra.launcher.invariant=false counts its model times its rows; by default a group keeps the
+"""threads=auto: one thread for small work, torch's default for large (a lockstep group keeps the
 threads of a job alone); rows side by side (each_row) get torch's default either way."""
 
 from __future__ import annotations
