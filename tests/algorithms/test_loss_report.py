@@ -108,8 +108,8 @@ def test_a_run_hands_the_rule_the_reported_losses_alone_and_trained_together(tmp
     trained, seen = [], []
     rows, step = stacked.train_rows, QFedAvg.step
 
-    def record_rows(engine, members, invariant=True):
-        out = rows(engine, members, invariant)
+    def record_rows(engine, members):
+        out = rows(engine, members)
         trained.extend(out)
         return out
 
