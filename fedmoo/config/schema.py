@@ -82,6 +82,15 @@ class EngineOptions:
 
 
 @dataclass
+class LockstepOptions:
+    """The options of ``hydra/launcher=lockstep`` (``hydra.launcher.max_rows``), refused by the
+    launcher when Hydra makes it, before any job or directory."""
+
+    max_rows: int = knob(4096, "most clients per round one group trains (a larger sweep is "
+                         "split into groups)", lo=1)
+
+
+@dataclass
 class Config:
     """The top-level keys of a run's config. The sections a group fills (``data``, ``algo``,
     ...) are declared as open mappings: their keys belong to the component each names."""
@@ -221,6 +230,15 @@ def check(cfg: dict[str, Any]) -> None:
 def engine_options() -> tuple[Knob, ...]:
     """``engine.program``, ``engine.compile``, ``engine.cuda_graph``: ``engine=batched``'s."""
     return of(EngineOptions, "engine.")
+
+
+def check_launcher_options(cls: type, values: dict[str, Any]) -> None:
+    """A launcher's options (``LockstepOptions``), each by its knob: UserError on the first bad
+    one."""
+    for k in of(cls, "hydra.launcher."):
+        msg = k.leaf in values and knobs_refusal(k, values[k.leaf])
+        if msg:
+            raise UserError(msg)
 
 
 def check_knobs(cfg: dict[str, Any]) -> None:

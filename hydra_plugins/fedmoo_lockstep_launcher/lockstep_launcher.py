@@ -27,12 +27,9 @@ log = logging.getLogger(__name__)
 
 class LockstepLauncher(Launcher):
     def __init__(self, max_rows: int = 4096) -> None:
-        from fedmoo.errors import UserError
+        from fedmoo.config.schema import LockstepOptions, check_launcher_options
 
-        if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
-            raise UserError(f"hydra.launcher.max_rows={max_rows!r} must be a positive integer "
-                            "(the most clients per round one group trains); e.g. "
-                            "hydra.launcher.max_rows=4096")
+        check_launcher_options(LockstepOptions, {"max_rows": max_rows})   # declared knobs
         self.max_rows = max_rows
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
