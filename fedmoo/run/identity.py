@@ -52,7 +52,7 @@ def collisions(jobs: list[tuple[int, Path, dict[str, Any]]]) -> list[tuple[int, 
     difference: ``resume=true`` would refuse each of them (``RunDir.check_same_config``)."""
     out = []
     for num, path, cfg in jobs:
-        if not cfg.get("resume", True):
+        if not cfg["resume"]:
             continue                   # resume=false discards what is there
         old = read_summary(path / "summary.json")
         if old is None or old.get("status") not in ("completed", "diverged", "interrupted"):
