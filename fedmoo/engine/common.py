@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import weakref
 
 import numpy as np
 import torch
@@ -146,22 +147,25 @@ class _Gathers:
     entry whose copy was modified in place (its version moved) is made again."""
 
     def __init__(self) -> None:
-        self.entries: dict[tuple, tuple[Tensor, Tensor, int]] = {}
+        self.entries: dict[tuple, tuple[weakref.ref, Tensor, Tensor, int]] = {}
         self.size = 0
 
     def get(self, t: Tensor, idx: Tensor) -> Tensor:
         key = (id(t), t._version, t.device, tuple(idx.shape), int(idx.sum()))
         hit = self.entries.pop(key, None)
-        if hit is not None and hit[2] == hit[1]._version and torch.equal(hit[0], idx):
+        # the source itself (a freed tensor's id can be reused: a weak reference tells), its
+        # copy unmodified, the same rows
+        if hit is not None and hit[0]() is t and hit[3] == hit[2]._version and \
+                torch.equal(hit[1], idx):
             self.entries[key] = hit
-            return hit[1]
+            return hit[2]
         if hit is not None:
-            self.size -= hit[1].numel() * hit[1].element_size()
+            self.size -= hit[2].numel() * hit[2].element_size()
         out = t.index_select(0, idx.reshape(-1)).view(*idx.shape, *t.shape[1:])
-        self.entries[key] = (idx.clone(), out, out._version)
+        self.entries[key] = (weakref.ref(t), idx.clone(), out, out._version)
         self.size += out.numel() * out.element_size()
         while self.size > GATHERS_KEPT and len(self.entries) > 1:
-            old = self.entries.pop(next(iter(self.entries)))[1]
+            old = self.entries.pop(next(iter(self.entries)))[2]
             self.size -= old.numel() * old.element_size()
         return out
 
