@@ -6,8 +6,8 @@ cohorts of several runs in the same program, each row with its own run's global 
 plan (the run's partition, seed, batch size, epochs or local steps), learning rate, momentum,
 weight decay, proximal weight, loss scale and label map. Rows of one run see exactly what they
 would see alone: each row's products keep the shapes they have alone, only more rows share
-each kernel along its batch dimension, so a run's numbers are its numbers alone bit for bit (``fedmoo.run.group`` and ``hydra/launcher=lockstep`` use this to train a
-whole sweep at once).
+each kernel along its batch dimension, so a run's numbers are its numbers alone bit for bit
+(``fedmoo.run.group`` and ``hydra/launcher=lockstep`` use this to train a whole sweep at once).
 
 The group's ``engine`` supplies the program (model graph and layout) and the sample tensors;
 each ``Member`` brings the run's own engine, whose partition and client settings apply to its
