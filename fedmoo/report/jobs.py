@@ -1,19 +1,13 @@
 """Finding the jobs of runs and sweeps on disk and grouping them by configuration (for
-``fedmoo table`` and ``fedmoo plot``).
+``fedmoo table``, ``fedmoo plot`` and ``fedmoo pareto``).
 
-A job is a directory holding ``.hydra/config.yaml`` or ``summary.json``. Its configuration is the
-``config`` a run records in summary.json (the resolved config less the knobs that do not change
-results), else Hydra's ``.hydra/config.yaml``, resolved here. Jobs are grouped by that whole
-configuration, flattened to dotted keys, less ``NOT_A_RESULT_KEY`` and the keys Hydra's record
-sets to ``${seed}``: jobs that differ in anything else (``rounds``, a hyperparameter) are never
-averaged together. Keys a job's record lacks (written before the key existed, or a killed job's
-Hydra record beside finished jobs' summaries) are filled in with their defaults
-(``fedmoo.report.defaults``) before jobs are compared, so they never split a configuration. The
-digest of the data a job trained on (summary.json's ``data_digest``) is part of its identity:
-``data_dir`` is not, and runs on other data are never averaged as seeds of one configuration
-(``compare_data_and_builds`` says so, and warns when one configuration's jobs come from different
-fedmoo builds). A group counts one job per seed (``group_jobs``). A file that cannot be read
-makes its job ``corrupt`` with a ``reason``; nothing here raises for a damaged job.
+A job is a directory holding ``.hydra/config.yaml`` or ``summary.json``; its configuration is
+summary.json's ``config``, else Hydra's record. Jobs are grouped by that configuration, flattened,
+less ``NOT_A_RESULT_KEY`` and the keys Hydra sets to ``${seed}``, with the defaults of the keys a
+record lacks filled in (``fedmoo.report.defaults``) and the digest of the data it trained on:
+jobs that differ in anything else are never averaged together. A group counts one job per seed.
+A file that cannot be read makes its job ``corrupt`` with a ``reason``; nothing here raises for a
+damaged job.
 """
 
 from __future__ import annotations
@@ -399,18 +393,3 @@ def label_keys(groups: list[Group], primary: list[str] | None = None) -> list[st
         if distinct(keys + [k]) > distinct(keys):
             keys.append(k)
     return keys
-
-
-def short_label(keys: list[str], g: Group, sep: str = ", ", fallback: str = "run") -> str:
-    """``algo=fedfv, beta=0.5``: ``key=value`` of ``keys`` (``algo.name`` as ``algo``, other
-    dotted keys by their last part), leaving out the keys the configuration does not set (a
-    fedavg configuration has no ``algo.beta``)."""
-    def short(k: str) -> str:
-        return k[: -len(".name")] if k.endswith(".name") else k.split(".")[-1]
-
-    return sep.join(f"{short(k)}={g.value(k)}" for k in keys if g.value(k) != "") or fallback
-
-
-def config_keys(jobs: list[Job], primary: list[str] | None = None) -> list[str]:
-    """The keys that label the configurations of ``jobs`` (see ``label_keys``)."""
-    return label_keys(group_jobs(jobs), primary)

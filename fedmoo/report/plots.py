@@ -19,7 +19,7 @@ import pandas as pd
 from fedmoo.errors import UserError
 from fedmoo.report import tables
 from fedmoo.report.jobs import (Group, Job, as_text, find_jobs, group_jobs, label_keys, left_out,
-                                short_label, skipped_line, status_counts)
+                                skipped_line, status_counts)
 from fedmoo.report.labels import axis_label
 from fedmoo.report.results import one_line
 from fedmoo.report.checks import did_you_mean, writing
@@ -65,11 +65,15 @@ def rule_name(slug: str) -> str:
 
 def _label(keys, g: Group, fallback: str = "run") -> str:
     """``FedFV alpha=0.5``: when the rule or its hyperparameters differ, the rule's name, then
-    ``key=value`` of the other keys that differ."""
+    ``key=value`` of the other keys the configuration sets (``algo.name`` as ``algo``, other
+    dotted keys by their last part)."""
     rule = g.value("algo.name") if any(k.split(".")[0] == "algo" for k in keys) else ""
-    rest = short_label([k for k in keys if k not in ("algo", "algo.name")], g, sep=" ",
-                       fallback="")
-    return " ".join(p for p in (rule_name(rule) if rule else "", rest) if p) or fallback
+    parts = [rule_name(rule)] if rule else []
+    for k in keys:
+        if k not in ("algo", "algo.name") and g.value(k) != "":
+            short = k[: -len(".name")] if k.endswith(".name") else k.split(".")[-1]
+            parts.append(f"{short}={g.value(k)}")
+    return " ".join(parts) or fallback
 
 
 def metric_range(metric: str) -> tuple[float, float]:

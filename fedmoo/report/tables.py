@@ -59,19 +59,14 @@ def load_spec(name: str) -> dict[str, Any]:
     return spec
 
 
-def _row_label(keys: list[str], values) -> str:
-    """``k=v k2=v2``: how a spec names a row (a key the configuration does not set: ``k=``)."""
-    if not keys:
-        return "all"
-    return " ".join(f"{k}={v}" for k, v in zip(keys, values))
-
-
-def _shown_label(keys: list[str], values) -> str:
-    """A row's label in the table: ``_row_label`` without the keys the configuration does not
-    set (fedavg's row of a sweep that also ran fedfv with ``algo.beta`` has no ``algo.beta=``)."""
-    kept = [(k, v) for k, v in zip(keys, values) if v != ""]
-    return _row_label([k for k, _ in kept], [v for _, v in kept]) if kept or not keys else \
-        _row_label(keys, values)
+def _row_label(keys: list[str], values, shown: bool = False) -> str:
+    """``k=v k2=v2``: how a spec names a row (a key the configuration does not set: ``k=``);
+    ``shown``: as the table labels it, without the keys the configuration does not set (fedavg's
+    row of a sweep that also ran fedfv with ``algo.beta`` has no ``algo.beta=``)."""
+    pairs = list(zip(keys, values))
+    if shown:
+        pairs = [(k, v) for k, v in pairs if v != ""] or pairs
+    return " ".join(f"{k}={v}" for k, v in pairs) or "all"
 
 
 def table_keys(groups: list[Group], spec: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -91,7 +86,7 @@ def _row(rows_spec: Any, primary: list[str], keys: list[str],
     info = rows_spec.get(row_key, {}) if isinstance(rows_spec, dict) else {}
     order = list(rows_spec).index(row_key) if row_key in rows_spec else 10**6
     if "label" not in info:
-        return _shown_label(keys, [rec[k] for k in keys]), order, info
+        return _row_label(keys, [rec[k] for k in keys], shown=True), order, info
     extra = [k for k in keys if k not in primary and rec[k] != ""]
     suffix = f" ({_row_label(extra, [rec[k] for k in extra])})" if extra else ""
     return info["label"] + suffix, order, info
@@ -308,53 +303,46 @@ def escape_latex(text: str) -> str:
 
 
 def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: list[str]) -> str:
+    """The table as ``fmt`` (csv, md or latex) text."""
     metrics = spec["metrics"]
     dec = int(spec.get("decimals", 2))
+    show_std = spec.get("std", True)
+    notes = any(r.get("_notes") for r in records)
     if fmt == "csv":
         cols = list(keys)
         for k in (m["key"] for m in metrics):
             cols += [f"{k}/mean", f"{k}/std"] + [f"{k}/paper"] * any(f"{k}/paper" in r
                                                                    for r in records)
-        cols += ["n_seeds"] + ["notes"] * any(r.get("_notes") for r in records)
+        cols += ["n_seeds"] + ["notes"] * notes
         rows = ({**r, "notes": "; ".join(r.get("_notes") or [])} for r in records)
         return csv_text(cols, ({c: r[c] for c in cols if c in r} for r in rows))
-    header = ["configuration"] + [m.get("label", m["key"]) for m in metrics] + ["seeds"]
-    notes = any(r.get("_notes") for r in records)
-    header += ["notes"] if notes else []
-    lines = []
+    lines = [["configuration"] + [m.get("label", m["key"]) for m in metrics] + ["seeds"]
+             + ["notes"] * notes]
     for r in records:
         cells = [r["_label"]]
         for m in metrics:
             k = m["key"]
-            text = r.get(f"{k}/note") or cell(r, m, dec, spec.get("std", True))
+            text = r.get(f"{k}/note") or cell(r, m, dec, show_std)
             if f"{k}/paper" in r:
                 p = r[f"{k}/paper"]
                 text += f" (paper {fmt_value(p, dec)}, Δ {r[f'{k}/mean'] - p:+.{dec}f})"
             cells.append(text)
-        cells.append(str(r["n_seeds"]))
-        cells += ["; ".join(r.get("_notes") or [])] if notes else []
-        lines.append(cells)
-    show_std = spec.get("std", True)
-    single = any(r["n_seeds"] == 1 for r in records) and show_std
-    spread = any(r["n_seeds"] > 1 for r in records) and show_std
+        lines.append(cells + [str(r["n_seeds"])] + ["; ".join(r.get("_notes") or [])] * notes)
     footnote = " ".join(
-        ([STD_NOTE] if spread else []) + (["1 seed: the value of that one run (no ± spread)."]
-                                          if single else []))
+        ([STD_NOTE] if show_std and any(r["n_seeds"] > 1 for r in records) else [])
+        + (["1 seed: the value of that one run (no ± spread)."]
+           if show_std and any(r["n_seeds"] == 1 for r in records) else []))
     title = spec.get("title")
     if fmt == "md":
-        out = ["| " + " | ".join(escape_md(h) for h in header) + " |", "|" + "---|" * len(header)]
-        out += ["| " + " | ".join(escape_md(c) for c in cells) + " |" for cells in lines]
+        out = ["| " + " | ".join(escape_md(c) for c in cells) + " |" for cells in lines]
+        out.insert(1, "|" + "---|" * len(lines[0]))
         return ((f"**{title}**\n\n" if title else "") + "\n".join(out) + "\n"
                 + (f"\n{footnote}\n" if footnote else ""))
-    if fmt == "latex":
-        out = [f"% {title}"] if title else []
-        out += [r"\begin{tabular}{l" + "c" * (len(header) - 1) + "}", r"\toprule",
-                " & ".join(escape_latex(h) for h in header) + r" \\", r"\midrule"]
-        out += [" & ".join(escape_latex(c) for c in cells) + r" \\" for cells in lines]
-        out += [r"\bottomrule", r"\end{tabular}"]
-        out += [f"% {footnote}"] if footnote else []
-        return "\n".join(out) + "\n"
-    raise UserError(f"--format {fmt!r} is not valid; choose csv, md or latex")
+    out = [" & ".join(escape_latex(c) for c in cells) + r" \\" for cells in lines]
+    out = ([f"% {title}"] if title else []) + [
+        r"\begin{tabular}{l" + "c" * (len(lines[0]) - 1) + "}", r"\toprule", out[0], r"\midrule",
+        *out[1:], r"\bottomrule", r"\end{tabular}"] + ([f"% {footnote}"] if footnote else [])
+    return "\n".join(out) + "\n"
 
 
 def check_names(jobs: list[Job], groups: list[Group], spec: dict[str, Any], ns) -> None:

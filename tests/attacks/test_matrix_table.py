@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fedmoo.errors import UserError
-from fedmoo.report.jobs import config_keys, find_jobs
+from fedmoo.report.jobs import find_jobs, group_jobs, label_keys
 from fedmoo.report.tables import build_table, load_spec, main, pivot, render
 from tests.report.test_tables import _job
 
@@ -28,7 +28,7 @@ def matrix(tmp_path):
 
 def test_pivot_lays_one_metric_out_by_attack(matrix):
     jobs = find_jobs([matrix])
-    keys = config_keys(jobs)
+    keys = label_keys(group_jobs(jobs))
     spec = load_spec("robustness/matrix")
     recs, _ = build_table(jobs, spec)
     rows, new_spec, row_keys = pivot(recs, spec, keys)

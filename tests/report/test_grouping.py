@@ -9,7 +9,7 @@ import shutil
 import yaml
 
 from fedmoo.cli.main import main
-from fedmoo.report.jobs import config_keys, find_jobs
+from fedmoo.report.jobs import find_jobs, group_jobs, label_keys
 from fedmoo.report.tables import build_table
 from tests.report.test_tables import _job, config_of
 
@@ -31,7 +31,7 @@ def test_runs_of_different_length_are_two_configurations(tmp_path):
     _job(tmp_path, "b", ["data=digits", "debug=fast"], 0, {"test/acc_mean": 20.0},
          config=_digits(3))
     jobs = find_jobs([tmp_path])
-    assert config_keys(jobs) == ["rounds"]
+    assert label_keys(group_jobs(jobs)) == ["rounds"]
     recs, problems = build_table(jobs, SPEC)
     assert [(r["_label"], r["n_seeds"], r["test/acc_mean/mean"]) for r in recs] == [
         ("rounds=3", 1, 20.0), ("rounds=50", 1, 90.0)]

@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from fedmoo.report.jobs import config_keys, find_jobs
+from fedmoo.report.jobs import find_jobs, group_jobs, label_keys
 from fedmoo.report.tables import build_table, render
 from tests.inprocess import cli_in
 
@@ -61,7 +61,7 @@ def sweep(tmp_path):
 def test_groups_by_varying_overrides_and_aggregates_seeds(sweep):
     jobs = find_jobs([sweep])
     assert len(jobs) == 5
-    keys = config_keys(jobs)
+    keys = label_keys(group_jobs(jobs))
     assert keys == ["algo", "algo.alpha"]
     spec = {"metrics": [{"key": "test/acc_mean"}, {"key": "test/acc_std", "label": "Var."}],
             "rows": {"algo=fedavg algo.alpha=": {"label": "FedAvg", "paper": [80.4, 11.5]}}}
@@ -112,7 +112,7 @@ def _records(tmp_path, finals, rounds=40):
             cfg = {"seed": seed, "rounds": rounds, "algo": {"name": algo}}
             _job(tmp_path, f"{i}_{seed}", [f"algo={algo}"], seed, final, config=cfg)
     jobs = find_jobs([tmp_path])
-    return jobs, config_keys(jobs)
+    return jobs, label_keys(group_jobs(jobs))
 
 
 def test_cells_counts_single_seeds_and_escapes(tmp_path):
@@ -124,7 +124,6 @@ def test_cells_counts_single_seeds_and_escapes(tmp_path):
             "metrics": [{"key": "n/rounds_to_threshold", "label": "rounds"},
                         {"key": "server/d_norm_sq", "label": "||d||^2 (50%)"}],
             "rows": {"fedavg": {"label": "Fed_Avg #1"}, "fedfv": {"label": "FedFV"}}}
-    from fedmoo.report.jobs import group_jobs
     from fedmoo.report.tables import fill_title
 
     spec["title"] = fill_title(spec["title"], group_jobs(jobs))
@@ -146,7 +145,6 @@ def test_cells_counts_single_seeds_and_escapes(tmp_path):
 
 
 def test_title_lists_every_value_of_a_key(tmp_path):
-    from fedmoo.report.jobs import group_jobs
     from fedmoo.report.tables import fill_title
 
     _job(tmp_path, "a", ["rounds=20"], 0, {"test/acc_mean": 1.0}, config={"seed": 0, "rounds": 20})
