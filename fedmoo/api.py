@@ -16,6 +16,7 @@ another; for sweeps in parallel use ``fedmoo run -m``.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -57,15 +58,11 @@ def run(overrides: list[str] | tuple[str, ...] = (), run_dir: str | Path | None 
 
 
 def load(*paths: str | Path) -> Any:
-    """Every job below ``paths`` (run directories, sweep directories, or folders of either) as
-    one pandas DataFrame with one row per job and evaluated round: ``job`` (its directory),
-    ``status``, ``seed``, one column per config key that differs between the jobs (dotted:
-    ``algo.name``, ``algo.alpha``, ``rounds``; ``data_digest`` when they trained on different
-    data), then the rounds.csv columns (``round``,
-    ``test/acc_mean``, ...). A job with no rows (failed, or killed before its first evaluation)
-    has one row with ``round`` empty, so its status shows. Every column can be grouped on: a
-    list or dict value (``model.hidden``) is its JSON text (``"[100, 100]"``); integer columns
-    are pandas' nullable ``Int64``, so a missing value does not make them floats or objects."""
+    """Every job below ``paths`` (runs, sweeps or folders of either) as one pandas DataFrame, one
+    row per job and evaluated round: ``job`` (its directory), ``status``, ``seed``, the config
+    keys that differ between the jobs (dotted), then the rounds.csv columns. A job with no rows
+    has one row with ``round`` empty, so its status shows. A list or dict value is its JSON text
+    (so every column can be grouped on); integer columns are pandas' nullable ``Int64``."""
     import pandas as pd
 
     from fedmoo.report.jobs import find_jobs
@@ -80,24 +77,19 @@ def load(*paths: str | Path) -> Any:
     frames = []
     for job, ident in zip(jobs, identities):
         rows = job.rounds()
-        head = {"job": str(job.path), "status": job.status, "seed": job.seed,
-                **{k: _hashable(ident.get(k)) for k in varying}}
+        head = {"job": str(job.path), "status": job.status, "seed": job.seed}
+        for k in varying:        # a list or dict as JSON text: pandas cannot group on lists
+            v = ident.get(k)
+            head[k] = json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v
         if rows.empty:
             frames.append(pd.DataFrame([{**head, "round": None}]))
         else:
-            frames.append(pd.concat([pd.DataFrame([head] * len(rows), index=rows.index),
-                                     rows.reset_index(drop=True).set_index(rows.index)], axis=1))
+            frames.append(pd.concat([pd.DataFrame([head] * len(rows), index=rows.index), rows],
+                                    axis=1))
     frame = pd.concat(frames, ignore_index=True)
     ints = _integer_columns(frames)
     frame[ints] = frame[ints].astype("Int64")
     return frame
-
-
-def _hashable(value: Any) -> Any:
-    """A list or dict as its JSON text: pandas cannot group on or deduplicate lists."""
-    import json
-
-    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
 
 
 def _integer_columns(frames: list[Any]) -> list[str]:

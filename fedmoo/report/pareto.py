@@ -89,11 +89,6 @@ def points(dirs: list[str], x: str, y: str, spec: dict | None = None) -> list[di
     return out
 
 
-def ref_words(fixed: bool) -> str:
-    return ("fixed" if fixed else "the worst x and worst y of these configurations: it moves "
-            "when configurations are added; fix it with --ref X Y or the spec's pareto.ref")
-
-
 def render(recs: list[dict], x: str, y: str, hv: float, ref: tuple[float, float],
            fixed: bool = True) -> str:
     lines = [f"| configuration | {x} | {y} | seeds | front |", "|---|---|---|---|---|"]
@@ -101,7 +96,9 @@ def render(recs: list[dict], x: str, y: str, hv: float, ref: tuple[float, float]
         lines.append(f"| {r['label']} | {r['x']:.2f} ± {r['x_std']:.2f} | {r['y']:.2f} ± "
                      f"{r['y_std']:.2f} | {r['n']} | {'yes' if r['front'] else ''} |")
     lines.append(f"\nhypervolume of the front above the reference ({ref[0]:.4g}, {ref[1]:.4g}): "
-                 f"{hv:.4g}\nreference point: {ref_words(fixed)}")
+                 f"{hv:.4g}\nreference point: " + ("fixed" if fixed else "the worst x and worst y "
+                 "of these configurations: it moves when configurations are added; fix it with "
+                 "--ref X Y or the spec's pareto.ref"))
     return "\n".join(lines)
 
 

@@ -1,15 +1,11 @@
 """``fedmoo table``: aggregate a sweep over seeds and lay it out like a paper's table.
 
-Rows are configurations (``fedmoo.report.jobs``: one job per seed), labelled by the override
-keys that vary (or the spec's ``group_by``) and the config keys that tell the rest apart. Columns
-are metrics as ``mean ± std`` over seeds (ddof=0; the table says so under it) of the completed
-jobs (``--include-failed``: of every job with readable final metrics). Jobs not counted are
-listed on stderr; corrupt jobs and repeated seeds are also counted in a ``notes`` column. A
-table spec (``conf/table/<paper>/<table>.yaml``)
-chooses and labels the metrics, orders and labels the rows
-(found by the values of ``group_by``, or of the varying override keys), and may carry the paper's
-published values so ours and theirs appear side by side with the difference. ``pivot`` lays one
-metric out as a matrix (e.g. algorithm x attack).
+Rows are configurations (one job per seed), labelled by the override keys that vary (or the
+spec's ``group_by``) and the config keys that tell the rest apart; columns are metrics as
+``mean ± std`` over the seeds of the completed jobs (``--include-failed``: of every job with
+readable final metrics). Jobs not counted are listed on stderr. A table spec
+(``conf/table/<paper>/<table>.yaml``) chooses and labels the metrics and rows and may carry the
+paper's values, shown beside ours; ``pivot`` lays one metric out as a matrix (algorithm x attack).
 """
 
 from __future__ import annotations
@@ -123,10 +119,8 @@ def _problems(jobs: list[Job], groups: list[Group], include_failed: bool = False
 def build_table(jobs: list[Job], spec: dict[str, Any], include_failed: bool = False,
                 compose: Callable[[list[str]], dict[str, Any]] | None = None,
                 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """One record per configuration; returns (records, problems: ``path: why`` per job not
-    counted). A metric's mean and std are over the counted jobs that report it as a finite
-    number. With ``compose``, a row whose configuration is not its spec's recipe (``spec``'s
-    experiment with the row's overrides) gets no paper values and a note naming the keys."""
+    """(records, problems): one record per configuration, a metric's mean and std over the
+    counted jobs that report it as a finite number; ``path: why`` per job not counted."""
     groups = group_jobs(jobs)
     primary, keys = table_keys(groups, spec)
     metrics = [m["key"] for m in spec["metrics"]]
@@ -162,10 +156,8 @@ def build_table(jobs: list[Job], spec: dict[str, Any], include_failed: bool = Fa
 
 def recipe_gaps(g: Group, experiment: str | None, primary: list[str],
                 compose: Callable[[list[str]], dict[str, Any]] | None) -> list[str]:
-    """``key=ours (recipe theirs)`` for each result key where the configuration of ``g``
-    differs from ``experiment`` composed (``compose``: fedmoo.cli.config.compose, handed down
-    by the CLI) with the row's overrides (the ``primary`` values), seeds and keys that follow
-    the seed aside; [] without an experiment or when it cannot be composed."""
+    """``key=ours (recipe theirs)`` for each result key where ``g``'s configuration differs from
+    ``experiment`` composed with the row's overrides (its paper values are then not the row's)."""
     if not experiment or compose is None:
         return []
     row = tuple(f"{'+' if k.startswith('row/') else ''}{k}={g.value(k)}" for k in primary
@@ -197,11 +189,8 @@ def _same(a: Any, b: Any) -> bool:
 
 def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
           keys: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
-    """Lay the first metric out as a matrix (spec ``pivot: {columns: KEY, order: [...]}``).
-
-    Rows are the configurations of the other keys, columns the values of ``KEY`` (in ``order``,
-    then any others). Returns (records, spec, keys) for ``render``.
-    """
+    """The first metric as a matrix (spec ``pivot: {columns: KEY, order: [...]}``): rows are the
+    configurations of the other keys, columns the values of ``KEY``; (records, spec, keys)."""
     col_key = spec["pivot"]["columns"]
     if col_key not in keys:
         raise UserError(f"table spec pivot.columns={col_key!r} is not a key that varies between "
@@ -257,14 +246,12 @@ def _natural(v: str):
 
 
 def is_count(key: str, m: dict[str, Any]) -> bool:
-    """Whether a table prints metric ``key`` (spec entry ``m``) as a count: rounds to a
-    threshold and the like, unless the spec gives its decimals."""
+    """Whether a table prints metric ``key`` (spec entry ``m``) as a count (no decimals)."""
     return "decimals" not in m and COUNT_METRIC.search(key) is not None
 
 
 def fmt_value(x: float | None, decimals: int, count: bool = False) -> str:
-    """One number as a table prints it: ``—`` for none; a count, or a mean of counts, as ``8``
-    or ``8.5``; else with ``decimals``."""
+    """One number as a table prints it: ``—`` for none; a count as ``8`` or ``8.5``."""
     if x is None or math.isnan(x):
         return "—"
     if count:
@@ -273,8 +260,7 @@ def fmt_value(x: float | None, decimals: int, count: bool = False) -> str:
 
 
 def cell(r: dict[str, Any], m: dict[str, Any], dec: int, std: bool = True) -> str:
-    """``mean ± std`` of one metric of one record; one value (no ±) from a single seed; counts
-    (rounds to a threshold) without decimals; ``—`` when no counted job has the metric."""
+    """``mean ± std`` of one metric of one record; one value (no ±) from a single seed."""
     k = m["key"]
     mean, sd = r[f"{k}/mean"], r[f"{k}/std"]
     n = r.get(f"{k}/n", r.get("n_seeds", 2))
