@@ -1,18 +1,14 @@
 """The value a config key takes when a job's record does not hold it.
 
-A job written before a key existed (no ``tf32`` in an older summary.json), or one whose record
-was written by another fedmoo version, must still be grouped with the jobs of the same
-configuration. The reports therefore compare configurations with the missing keys filled in
-from fedmoo's config: a top-level key from its declaration (``fedmoo.config.schema``), a key of a
-group (``algo.mu``) from the file of the option the job names (``conf/algo/fedprox.yaml`` for
-``algo.name: fedprox``; the plugins' conf folders too), else from the declaration of the
-component it names (``fedmoo.config.hparams``). A value that is an interpolation
-(``${num_clients}``) or that the tree does not hold stays missing.
+A job written before a key existed must still be grouped with the jobs of its configuration, so
+the reports fill the keys it lacks from fedmoo's config: a top-level key from its declaration
+(``fedmoo.config.schema``), a group's key (``algo.mu``) from the file of the option the job names
+(``conf/algo/fedprox.yaml``; the plugins' conf folders too), else from the declaration of that
+component (``fedmoo.config.hparams``). An interpolation (``${num_clients}``) stays missing.
 """
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -21,7 +17,6 @@ import yaml
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 MISSING = object()
-_INTERPOLATION = re.compile(r"\$\{")
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -36,7 +31,7 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
-def _read(path: Path, group: str | None) -> dict[str, Any]:
+def _read(path: Path, group: str) -> dict[str, Any]:
     """The flattened values of a config file (of ``group``'s package), ``{}`` if unreadable."""
     try:
         text = path.read_text()
@@ -46,9 +41,8 @@ def _read(path: Path, group: str | None) -> dict[str, Any]:
     if not isinstance(data, dict):
         return {}
     data = {k: v for k, v in data.items() if k not in ("defaults", "hydra")}
-    if group is not None:
-        if "@package _global_" in text.split("\n\n", 1)[0]:
-            data = data.get(group) if isinstance(data.get(group), dict) else {}
+    if "@package _global_" in text.split("\n\n", 1)[0]:
+        data = data.get(group) if isinstance(data.get(group), dict) else {}
     return flatten(data)
 
 
@@ -98,4 +92,4 @@ def _top_level() -> dict[str, Any]:
 
 def _usable(v: Any) -> Any:
     """An interpolation (``${num_clients}``) says nothing of an older job: MISSING."""
-    return MISSING if isinstance(v, str) and _INTERPOLATION.search(v) else v
+    return MISSING if isinstance(v, str) and "${" in v else v

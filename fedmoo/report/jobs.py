@@ -49,9 +49,7 @@ flatten = defaults.flatten   # {"algo": {"alpha": 0.1}} -> {"algo.alpha": 0.1}
 
 def as_text(v: Any) -> str:
     """A config value as it is written in an override."""
-    if isinstance(v, bool) or v is None:
-        return json.dumps(v)
-    return json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+    return json.dumps(v) if v is None or isinstance(v, (bool, list, dict)) else str(v)
 
 
 @dataclass
@@ -78,15 +76,13 @@ class Job:
 
     @cached_property
     def flat(self) -> dict[str, Any]:
-        """The configuration with dotted keys (computed on first use) and ``DATA_KEY``, where
-        summary.json records the data the job trained on."""
+        """The configuration with dotted keys, and ``DATA_KEY`` where summary.json records it."""
         digest = (self.summary or {}).get(DATA_KEY)
         return {**flatten(self.config or {}), **({DATA_KEY: str(digest)[:12]} if digest else {})}
 
     @property
     def build(self) -> str | None:
-        """The fedmoo build that wrote summary.json: ``0.1.0 (git 1a2b3c4d5e6f)``, the version
-        alone where it records no commit, None where it records no version."""
+        """The fedmoo build that wrote summary.json (``0.1.0 (git 1a2b3c4d5e6f)``), if recorded."""
         v = (self.summary or {}).get("versions")
         if not isinstance(v, dict) or "fedmoo" not in v:
             return None
@@ -102,8 +98,7 @@ class Job:
     def metric(self, key: str) -> float | None:
         """summary.json's final value of ``key``; None when missing or not a number (noted in
         ``bad_metrics``)."""
-        final = (self.summary or {}).get("final")
-        v = final.get(key) if isinstance(final, dict) else None
+        v = ((self.summary or {}).get("final") or {}).get(key)
         if v is None:
             return None
         if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -226,26 +221,19 @@ def find_jobs(dirs: list[str | Path]) -> list[Job]:
 
 
 def _outermost(dirs: set[Path]) -> list[Path]:
-    """The job directories not inside another: a run's trackers keep copies of its files in
-    its own directory (MLflow's ``mlartifacts/<id>/artifacts/summary.json``), which are not
-    jobs."""
+    """The job directories not inside another: trackers keep copies of a run's files in its
+    directory (MLflow's ``mlartifacts/<id>/artifacts/summary.json``), which are not jobs."""
     return sorted(p for p in dirs if not any(a in dirs for a in p.parents))
 
 
 def fill_defaults(jobs: list[Job]) -> None:
     """Give every job the default (``fedmoo.report.defaults``) of each result key that another
     job's configuration holds and its own lacks (``Job.filled``)."""
-    keys: dict[str, None] = {}
-    for j in jobs:
-        keys.update(dict.fromkeys(k for k in j.flat if is_result_key(k)))
-    for j in jobs:
-        if j.config is None:
-            continue
+    keys = dict.fromkeys(k for j in jobs for k in j.flat if is_result_key(k))
+    for j in (j for j in jobs if j.config is not None):
         for k in keys:
-            if k not in j.flat and k not in j.filled:
-                v = defaults.default(k, j.flat)
-                if v is not defaults.MISSING:
-                    j.filled[k] = v
+            if k not in j.flat and (v := defaults.default(k, j.flat)) is not defaults.MISSING:
+                j.filled[k] = v
 
 
 def _key(identity: dict[str, Any]) -> str:
@@ -253,11 +241,9 @@ def _key(identity: dict[str, Any]) -> str:
 
 
 def compare_data_and_builds(jobs: list[Job]) -> None:
-    """A job that records no data digest (written before fedmoo recorded one, or killed before
-    summary.json) takes that of its configuration's other jobs when they agree on one, so it
-    splits nothing by itself. Then one warning line for the configurations their data split
-    (reported apart) and one for those whose seeds different fedmoo builds computed (averaged
-    together: a commit may change numerics, the version string does not)."""
+    """A job that records no data digest takes that of its configuration's other jobs when they
+    agree on one; then warn once of the configurations their data split (reported apart) and
+    once of those whose seeds different fedmoo builds computed (averaged together)."""
     by: dict[str, list[Job]] = {}
     for j in (j for j in jobs if j.config is not None):
         by.setdefault(_key({k: v for k, v in j.identity().items() if k != DATA_KEY}), []).append(j)
@@ -281,8 +267,7 @@ def compare_data_and_builds(jobs: list[Job]) -> None:
 
 def counts(job: Job, include_failed: bool = False) -> bool:
     """Whether a report counts ``job``: completed, or (``--include-failed``) any job with a
-    configuration (diverged, interrupted, killed, failed, refused or with damaged files: whatever
-    of its results can be read)."""
+    configuration, whatever of its results can be read."""
     return job.status == "completed" or (include_failed and job.config is not None)
 
 
@@ -293,16 +278,14 @@ def status_counts(jobs: list[Job]) -> str:
 
 def final_metrics(jobs: list[Job]) -> list[str]:
     """The metric names of the jobs' summary.json ``final``, in order of first appearance."""
-    return list(dict.fromkeys(str(k) for j in jobs
-                              if isinstance(final := (j.summary or {}).get("final"), dict)
-                              for k in final))
+    return list(dict.fromkeys(str(k) for j in jobs for k in (j.summary or {}).get("final") or {}))
 
 
 def left_out(jobs: list[Job], groups: list[Group], include_failed: bool = False) -> list[Job]:
     """The jobs a report does not count because of their status (repeated seeds aside)."""
-    grouped = {id(j) for g in groups for j in g.jobs + g.dropped}
-    skipped = {id(j) for g in groups for j in g.jobs if not counts(j, include_failed)}
-    return [j for j in jobs if id(j) not in grouped or id(j) in skipped]
+    dropped = {id(j) for g in groups for j in g.dropped}
+    return [j for j in jobs if id(j) not in dropped
+            and (j.config is None or not counts(j, include_failed))]
 
 
 def skipped_line(jobs: list[Job], groups: list[Group], include_failed: bool = False,
@@ -345,15 +328,12 @@ def group_jobs(jobs: list[Job]) -> list[Group]:
     """Jobs grouped by ``Job.identity`` (jobs without a configuration are left out), in order of
     their first job. Of several jobs with the same seed, the group keeps the newest finished one
     (completed or diverged; by summary.json's mtime), else the newest, and drops the others."""
-    by_config: dict[str, list[Job]] = {}
+    by_config: dict[str, dict[str, list[Job]]] = {}
     for j in jobs:
         if j.config is not None:
-            by_config.setdefault(_key(j.identity()), []).append(j)
+            by_config.setdefault(_key(j.identity()), {}).setdefault(as_text(j.seed), []).append(j)
     groups = []
-    for members in by_config.values():
-        by_seed: dict[str, list[Job]] = {}
-        for j in members:
-            by_seed.setdefault(as_text(j.seed), []).append(j)
+    for by_seed in by_config.values():
         g = Group(jobs=[])
         for same in by_seed.values():
             same.sort(key=lambda j: (j.status in FINISHED, j.mtime), reverse=True)

@@ -56,9 +56,8 @@ def kl_to_uniform(a: np.ndarray) -> float:
 
 def accuracy_metrics(acc: np.ndarray, correct: np.ndarray, count: np.ndarray, loss: np.ndarray,
                      prefix: str = "test") -> dict[str, float]:
-    """The full metric suite for one evaluation of N clients. Clients without samples are
-    missing: left out of every statistic, NaN in their ``acc_client{k}`` column, and counted in
-    ``{prefix}/clients_missing`` (a column only when there are some)."""
+    """The full metric suite for one evaluation of N clients. Clients without samples are left
+    out of every statistic, NaN in ``acc_client{k}`` and counted in ``clients_missing``."""
     has = np.asarray(count) > 0
     a = np.asarray(acc, dtype=np.float64)[has]
     out: dict[str, float] = {}
@@ -91,8 +90,7 @@ GROUP_STATS = ("acc_mean", "acc_pooled", "acc_std", "acc_worst10", "acc_best10",
 
 def group_metrics(acc: np.ndarray, correct: np.ndarray, count: np.ndarray, loss: np.ndarray,
                   mask: np.ndarray, prefix: str) -> dict[str, float]:
-    """A compact metric set over the clients selected by the bool ``mask`` (e.g. benign ones):
-    ``<prefix>/acc_mean``, ``acc_pooled``, ``acc_std``, ``acc_worst10``, ``acc_best10``, ``loss_mean``."""
+    """``GROUP_STATS`` over the clients selected by the bool ``mask`` (e.g. the benign ones)."""
     m = np.asarray(mask, dtype=bool)
     full = accuracy_metrics(np.asarray(acc)[m], np.asarray(correct)[m], np.asarray(count)[m],
                             np.asarray(loss)[m], prefix=prefix)
@@ -102,15 +100,11 @@ def group_metrics(acc: np.ndarray, correct: np.ndarray, count: np.ndarray, loss:
 def task_metrics(loss: np.ndarray, acc: np.ndarray, count: np.ndarray, mask: np.ndarray | None,
                  prefix: str = "test", regression: bool = False,
                  reference: np.ndarray | None = None) -> dict[str, float]:
-    """Per-task metrics of one evaluation on multi-task data (``loss`` / ``acc`` ``[N, S]``).
-
-    Task s is measured on the clients holding it (``mask [N, S]``, default all) that have samples:
-    ``{prefix}/task{s}_loss`` is the mean of their mean losses (the paper's
-    ``f_s = 1/|R_s| sum_i f_si``; MSE for regression), ``{prefix}/task{s}_acc_mean`` their mean
-    accuracy (classification), ``{prefix}/task{s}_loss_norm`` = loss / ``reference[s]`` (the
-    initial model's loss). Also ``loss_mean`` / ``loss_max`` over tasks and ``acc_mean`` (mean of
-    the task accuracies).
-    """
+    """Per-task metrics of one evaluation on multi-task data (``loss`` / ``acc`` ``[N, S]``), each
+    task over the clients holding it (``mask [N, S]``, default all) that have samples:
+    ``task{s}_loss`` (the paper's ``f_s = 1/|R_s| sum_i f_si``), ``task{s}_acc_mean``,
+    ``task{s}_loss_norm`` (loss / ``reference[s]``, the initial model's), and over the tasks
+    ``loss_mean``, ``loss_max`` and ``acc_mean``."""
     loss, acc = np.asarray(loss, np.float64), np.asarray(acc, np.float64)
     n, s = loss.shape
     held = np.ones((n, s), bool) if mask is None else np.asarray(mask, bool)
@@ -138,9 +132,8 @@ def task_metrics(loss: np.ndarray, acc: np.ndarray, count: np.ndarray, mask: np.
 def rounds_to_threshold(rows: list[dict], num_tasks: int, threshold: float,
                         prefix: str = "train") -> dict[str, float]:
     """First logged round at which each task's ``{prefix}/task{s}_loss`` is below ``threshold``
-    (``{prefix}/task{s}_rounds_to_threshold``) and at which every logged task's is
-    (``{prefix}/rounds_to_threshold``); NaN if never. Exact when every round is evaluated
-    (``eval_every=1``); tasks no client holds are never logged and are left out."""
+    (``task{s}_rounds_to_threshold``) and at which every logged task's is (``rounds_to_threshold``);
+    NaN if never. Tasks no client holds are never logged and are left out."""
     keys = [f"{prefix}/task{t}_loss" for t in range(num_tasks)]
     logged = [t for t, k in enumerate(keys) if any(r.get(k) not in (None, "") for r in rows)]
     first = [math.nan] * num_tasks

@@ -61,9 +61,8 @@ def hypervolume(points: np.ndarray, ref: tuple[float, float]) -> float:
 
 
 def points(dirs: list[str], x: str, y: str, spec: dict | None = None) -> list[dict]:
-    """One record per configuration with completed seeds: label (as ``fedmoo plot`` labels
-    its curve: by ``spec``'s rows, in their order, else the rule's name and the keys that
-    differ), x/y means and stds, n."""
+    """One record per configuration with completed seeds: label (as ``fedmoo plot`` labels its
+    curve), x/y means and stds, n."""
     jobs = find_jobs(dirs)
     groups = group_jobs(jobs)
     known = final_metrics(jobs)
@@ -119,7 +118,7 @@ PAPER = {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"
 
 def _annotate(ax, text: str, r: dict, front: bool, fits) -> Any:
     """``text`` at point ``r``, at the first of OFFSETS whose box ``fits(box, last)`` (``last``:
-    the last offset); the box, or None (nothing left drawn) when none fits."""
+    the last offset): (box, text), or (None, None) when none fits."""
     renderer = ax.figure.canvas.get_renderer()
     for dx, dy, ha, va in OFFSETS:
         t = ax.annotate(text, (r["x"], r["y"]), textcoords="offset points", xytext=(dx, dy),
@@ -133,10 +132,9 @@ def _annotate(ax, text: str, r: dict, front: bool, fits) -> Any:
 
 
 def place_labels(ax, recs: list[dict]) -> str:
-    """Label every point next to it where the text overlaps no other label, point or the legend
-    and stays inside the axes (error bars it crosses show faintly through its box); when some
-    label finds no such place, number the points instead and list the labels beside the axes.
-    Returns ``"beside"`` or ``"numbered"``."""
+    """Label every point next to it, inside the axes and clear of other labels, points and the
+    legend; where some label finds no such place, number the points instead and list the labels
+    beside the axes. Returns ``"beside"`` or ``"numbered"``."""
     from matplotlib.transforms import Bbox
 
     ax.figure.canvas.draw()

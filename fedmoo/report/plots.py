@@ -18,11 +18,11 @@ import pandas as pd
 
 from fedmoo.errors import UserError
 from fedmoo.report import tables
-from fedmoo.report.jobs import (Group, Job, as_text, find_jobs, group_jobs, label_keys, left_out,
-                                skipped_line, status_counts)
+from fedmoo.report.jobs import (Group, Job, as_text, counts, find_jobs, group_jobs, label_keys,
+                                left_out, skipped_line, status_counts)
 from fedmoo.report.labels import axis_label
 from fedmoo.report.results import one_line
-from fedmoo.report.checks import did_you_mean, writing
+from fedmoo.report.checks import require_known, writing
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +92,8 @@ def default_spec(jobs: list[Job]) -> str | None:
 
 
 def labeller(groups: list[Group], spec: dict | None, fallback: str = "run"):
-    """``label(group)``: the spec's row label (as ``fedmoo table`` prints it) when the spec has
-    a row for the group, else the rule's name and the keys that tell the groups apart
-    (``_label``). Sorts ``groups`` in the spec's row order (the others after them, as found)."""
+    """``label(group)``: the spec's row label (as ``fedmoo table`` prints it) where it has one,
+    else ``_label``. Sorts ``groups`` in the spec's row order (the others after them)."""
     if not spec or not spec.get("rows"):
         keys = label_keys(groups)
         return lambda g: _label(keys, g, fallback)
@@ -119,7 +118,7 @@ def check_jobs(jobs: list[Job], groups: list[Group], include_failed: bool = Fals
         for d, k in zip(g.dropped, g.kept_for):
             _warn(f"not plotted: {d.path}: repeats seed {as_text(d.seed)} of {k.path}")
         for j in g.jobs:
-            if j not in g.counted(include_failed):
+            if not counts(j, include_failed):
                 _warn(f"not plotted: {j.path}: {j.status}" + (f" ({j.reason})" if j.reason else ""))
                 continue
             frame = j.rounds()
@@ -167,9 +166,8 @@ def _curves(group: Group, metric: str, include_failed: bool = False):
 
 
 def _styles(i: int, n: int = 10) -> dict:
-    """Colour and line style of the i-th of ``n`` curves: matplotlib's ten colours; beyond ten
-    curves tab20's twenty (its dark tones, then its light ones), so that no two curves share a
-    colour up to 20; then the same with other dashes."""
+    """Colour and line style of the i-th of ``n`` curves: matplotlib's ten colours, beyond ten
+    curves tab20's twenty (dark tones, then light ones), then the same with other dashes."""
     import matplotlib
 
     k = 10 if n <= 10 else 20
@@ -217,13 +215,13 @@ def covers(ax, legend) -> bool:
                  & (xy[:, 1] >= box.y0) & (xy[:, 1] <= box.y1)).any())
 
 
-def place_legend(ax, fontsize: float = 8, title: str | None = None) -> str:
+def place_legend(ax, fontsize: float = 8, title: str | None = None) -> None:
     """The legend where matplotlib finds room inside the axes, else beside them (the figure
-    grows by the legend's width). Returns ``"inside"`` or ``"outside"``."""
+    grows by the legend's width)."""
     opts = {"fontsize": fontsize, "title": title, "title_fontsize": fontsize}
     legend = ax.legend(loc="best", **opts)
     if not covers(ax, legend):
-        return "inside"
+        return
     legend.remove()
     fig = ax.figure
     legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **opts)
@@ -231,7 +229,6 @@ def place_legend(ax, fontsize: float = 8, title: str | None = None) -> str:
     width = legend.get_window_extent().width / fig.dpi
     w, h = fig.get_size_inches()
     fig.set_size_inches(w + width + 0.2, h)
-    return "outside"
 
 
 def plot_metric(groups, label, metric: str, out: Path, logy: bool = False,
@@ -302,9 +299,8 @@ PANELS_UP_TO = 12           # configurations up to which the histogram is one pa
 
 def plot_client_hist(groups, label, out: Path, include_failed: bool = False, dpi: int = 120,
                      note: str = "") -> bool:
-    """The final test accuracies of the clients, pooled over seeds, as the percentage of clients
-    per 5-point bin: one panel per configuration (shared axes), or outlines in one panel when
-    there are more than PANELS_UP_TO configurations."""
+    """The clients' final test accuracies, pooled over seeds, as the share of clients per
+    5-point bin: one panel per configuration, or outlines in one panel beyond PANELS_UP_TO."""
     plt = pyplot()
 
     data = []
@@ -362,9 +358,8 @@ def _final_tasks(job: Job, pattern: str) -> list[float]:
 
 def plot_radar(groups, label, pattern: str, out: Path, include_failed: bool = False,
                dpi: int = 120, note: str = "") -> bool:
-    """The final per-task values (mean over seeds) of each configuration: one closed polygon per
-    configuration on a radar chart, or grouped bars when there are fewer than 3 tasks (a radar
-    of 2 axes is a line)."""
+    """The final per-task values (mean over seeds) of each configuration on a radar chart, or
+    as grouped bars below 3 tasks (a radar of 2 axes is a line)."""
     plt = pyplot()
 
     series = []
@@ -446,9 +441,8 @@ def main(argv: list[str]) -> int:
             if m not in known and not ns.include_failed and m in columns(groups, True):
                 raise UserError(f"--metric {m}: only jobs that did not complete have it; "
                                 "--include-failed plots them")
-            if m not in known:
-                raise UserError(f"--metric {m} is not a column of any rounds.csv of the jobs "
-                                f"plotted under {' '.join(ns.dirs)}" + did_you_mean(m, known))
+            require_known("--metric", [m], known, "a column of any rounds.csv of the jobs "
+                          f"plotted under {' '.join(ns.dirs)}")
     opts = {"include_failed": ns.include_failed, "dpi": ns.dpi,
             "note": figure_note(jobs, groups, ns.include_failed)}
     ext = f".{ns.format}"

@@ -1,8 +1,7 @@
 """Result files of a run: rounds.csv (appended and flushed per row), clients.csv, summary.json.
 
-Files that are rewritten (summary.json, clients.csv) go to a temporary file first and are renamed,
-so a killed run never leaves a half-written file. ``read_rounds_frame`` reads a rounds.csv that
-may be damaged (a copy cut short, a full disk) for the reports and says what is wrong with it.
+Rewritten files go to a temporary file first and are renamed, so a killed run never leaves a
+half-written file. ``read_rounds_frame`` reads a rounds.csv that may be damaged for the reports.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from typing import IO, Any, Callable, Iterable
 
 def atomic_write(path: Path, write: Callable[[IO], None], mode: str = "w") -> None:
     """``write(f)`` into a temporary file beside ``path``, fsync, then rename over ``path``: a
-    reader sees the old file or the new one, never half of one. If anything fails (a full disk)
-    the temporary file is removed and ``path`` is left as it was."""
+    reader sees the old file or the new one; on failure (a full disk) ``path`` is left as it was."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -56,10 +54,8 @@ def csv_text(columns: list[str], rows: Iterable[dict[str, Any]]) -> str:
 
 
 class RoundsWriter:
-    """Append one row per evaluated round; the header is the union of keys seen so far.
-
-    A key that appears after the first row (rare) rewrites the file once with the wider header.
-    """
+    """Append one row per evaluated round; the header is the union of keys seen so far (a key
+    that appears after the first row, rare, rewrites the file once with the wider header)."""
 
     def __init__(self, path: Path, rows: Iterable[dict[str, Any]] = ()):
         self.path = Path(path)
@@ -106,7 +102,7 @@ def to_jsonable(v: Any) -> Any:
 
 
 def write_json(path: Path, obj: dict[str, Any]) -> None:
-    atomic_write_text(Path(path), json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")
+    atomic_write_text(Path(path), json.dumps(to_jsonable(obj), indent=2) + "\n")
 
 
 def read_summary(path: Path) -> dict[str, Any] | None:
@@ -121,10 +117,9 @@ def read_summary(path: Path) -> dict[str, Any] | None:
 
 
 def read_rounds_frame(path: Path, expected_rows: int | None = None):
-    """(frame, problem, note): rounds.csv's whole rows as a pandas DataFrame, what is wrong with
-    the file (None if nothing): a last line cut mid-row or rows with another number of fields than
-    the header (both left out), fewer rows than ``expected_rows``, or a file that cannot be read
-    (empty frame); and what was repaired (None if nothing: ``last_of_each_round``)."""
+    """(frame, problem, note): rounds.csv's whole rows as a DataFrame, what is wrong with the file
+    (a cut last line or rows of another width, left out; fewer rows than ``expected_rows``; an
+    unreadable file: empty frame) and what ``last_of_each_round`` repaired; None if nothing."""
     import pandas as pd
 
     problems = []
@@ -168,10 +163,8 @@ def last_of_each_round(frame):
 
 
 class ClientsRoundsWriter:
-    """``clients_rounds.csv``: per-client metrics every ``log_clients_every`` rounds.
-
-    On resume, rows of rounds after the checkpoint (written before a crash) are dropped first.
-    """
+    """``clients_rounds.csv``: per-client metrics every ``log_clients_every`` rounds; on resume,
+    the rows of rounds after the checkpoint (written before a crash) are dropped first."""
 
     COLUMNS = ["round", "client", "test_accuracy", "test_loss", "train_loss"]
 
