@@ -7,11 +7,9 @@ result = fm.run(["algo=fedfv", "rounds=20"], run_dir="outputs/fedfv")   # a RunR
 frame = fm.load("outputs/fedfv", "outputs/fedavg")                      # one row per job x round
 ```
 
-``run`` takes the same overrides as the command line, checks them the same way (a mistake is a
-``fedmoo.errors.UserError`` with the CLI's one-line message), and writes the same files,
-including ``.hydra/config.yaml`` and ``overrides.yaml``, so ``fedmoo table`` and ``fedmoo plot``
-treat a run made from Python like any other. Runs made in one Python process train one after
-another; for sweeps in parallel use ``fedmoo run -m``.
+``run`` takes and checks the command line's overrides (a mistake is a ``UserError`` with the
+CLI's one-line message) and writes the same files, so the reports treat a run made from Python
+like any other. Runs in one process train one after another; ``fedmoo run -m`` runs sweeps.
 """
 
 from __future__ import annotations

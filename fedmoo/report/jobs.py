@@ -61,7 +61,6 @@ class Job:
     status: str = "missing"
     reason: str | None = None              # what could not be read (or: no config recorded)
     rows_path: Path | None = None
-    clients_path: Path | None = None
     seed_keys: tuple[str, ...] = ()        # keys set to ${seed} in Hydra's record
     mtime: float = 0.0                     # of summary.json (else the directory)
     rounds_problem: str | None = None      # what is wrong with rounds.csv, once read
@@ -162,6 +161,7 @@ def load_job(path: Path) -> Job:
                 job.overrides[key.lstrip("+~")] = value
     except (OSError, ValueError, TypeError, RecursionError, yaml.YAMLError) as e:
         problems.append(f".hydra is unreadable: {one_line(e) or type(e).__name__}")
+    job.rows_path = path / "rounds.csv" if (path / "rounds.csv").exists() else None
     sp = path / "summary.json"
     job.mtime = (sp if sp.exists() else path).stat().st_mtime
     if sp.exists():
@@ -184,11 +184,8 @@ def load_job(path: Path) -> Job:
             problems.insert(0, f"summary.json {bad}")
     elif (path / "error.json").exists():
         job.status = "failed"
-    elif (path / "rounds.csv").exists():
+    elif job.rows_path:
         job.status = "incomplete"
-    rows, clients = path / "rounds.csv", path / "clients.csv"
-    job.rows_path = rows if rows.exists() else None
-    job.clients_path = clients if clients.exists() else None
     if job.rows_path and job.status in (*FINISHED, "interrupted"):
         job.rounds()
         if job.rounds_problem:

@@ -34,9 +34,6 @@ UNITS = {"var": lambda u: f"{u}²" if u else "", "angle": lambda u: "°", "kl": 
 
 def _stat(stat: str, unit: str) -> tuple[str, str]:
     """(words, unit) of a statistic over the clients; the unit may change (variance: unit²)."""
-    if m := re.fullmatch(r"task(\d+)_(acc|loss)(?:_(\w+))?", stat):
-        what, u = QUANTITIES[m.group(2)]
-        return f"task {m.group(1)} {what}" + (f", {m.group(3)}" if m.group(3) else ""), u
     for pattern, words in STATS.items():
         if m := re.fullmatch(pattern, stat):
             return words.format(*m.groups()), UNITS.get(stat, lambda u: u)(unit)
@@ -53,6 +50,7 @@ def axis_label(metric: str) -> str:
         stat, unit = _stat(m.group(2), unit)
         return f"{SPLITS[split]} {what}" + (f" ({unit})" if unit else "") + f", {stat}"
     if split in SPLITS and (m := re.fullmatch(r"task(\d+)_(acc|loss)(?:_(\w+))?", name)):
-        words, unit = _stat(name, "")
-        return f"{SPLITS[split]} {words}" + (f" ({unit})" if unit else "")
+        what, unit = QUANTITIES[m.group(2)]
+        stat = f", {m.group(3)}" if m.group(3) else ""
+        return f"{SPLITS[split]} task {m.group(1)} {what}{stat}" + (f" ({unit})" if unit else "")
     return metric

@@ -72,11 +72,8 @@ def points(dirs: list[str], x: str, y: str, spec: dict | None = None) -> list[di
     label_of = labeller(groups, spec, fallback="(one configuration)")
     out = []
     for g in groups:
-        done = g.counted()
-        xs = [j.metric(x) for j in done]
-        ys = [j.metric(y) for j in done]
-        pairs = [(a, b) for a, b in zip(xs, ys) if a is not None and b is not None
-                 and np.isfinite(a) and np.isfinite(b)]
+        pairs = [(a, b) for a, b in ((j.metric(x), j.metric(y)) for j in g.counted())
+                 if a is not None and b is not None and np.isfinite(a) and np.isfinite(b)]
         label = label_of(g)
         if not pairs:
             log.warning("%s: no completed seed reports %s and %s; left out", label, x, y,

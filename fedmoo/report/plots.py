@@ -283,14 +283,15 @@ def plot_metric(groups, label, metric: str, out: Path, logy: bool = False,
 
 def _client_accuracies(job: Job):
     """The ``accuracy`` column of clients.csv (None, with a warning, if it cannot be read)."""
-    if job.clients_path is None:
+    path = job.path / "clients.csv"
+    if not path.exists():
         return None
     try:
-        return pd.read_csv(job.clients_path)["accuracy"].astype(float).to_numpy()
+        return pd.read_csv(path)["accuracy"].astype(float).to_numpy()
     except KeyError:
-        _warn(f"{job.clients_path} has no accuracy column; left out")
+        _warn(f"{path} has no accuracy column; left out")
     except (OSError, ValueError) as e:
-        _warn(f"{job.clients_path} is unreadable ({one_line(e)}); left out")
+        _warn(f"{path} is unreadable ({one_line(e)}); left out")
     return None
 
 
@@ -402,9 +403,6 @@ def plot_radar(groups, label, pattern: str, out: Path, include_failed: bool = Fa
     return True
 
 
-FORMATS = ("png", "pdf", "svg")
-
-
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="fedmoo plot",
                                 description="Plot metrics over rounds for runs and sweeps.")
@@ -412,7 +410,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--metric", action="append", help="rounds.csv column (repeatable; default "
                    "test/acc_mean and test/acc_std, plus round/improved_frac when logged)")
     p.add_argument("--out", required=True, help="directory for the figures")
-    p.add_argument("--format", default="png", choices=FORMATS,
+    p.add_argument("--format", default="png", choices=("png", "pdf", "svg"),
                    help="file format of the figures (default png; pdf and svg are vector)")
     p.add_argument("--dpi", type=int, default=120, help="resolution of PNG figures (default 120)")
     p.add_argument("--logy", action="store_true", help="logarithmic y axis for the curves")

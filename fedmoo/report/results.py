@@ -60,9 +60,7 @@ class RoundsWriter:
     def __init__(self, path: Path, rows: Iterable[dict[str, Any]] = ()):
         self.path = Path(path)
         self.rows: list[dict[str, Any]] = list(rows)
-        self.columns: list[str] = []
-        for r in self.rows:
-            self._extend(r)
+        self.columns = list(dict.fromkeys(k for r in self.rows for k in r))
         atomic_write_text(self.path, csv_text(self.columns, self.rows))
 
     def _extend(self, row: dict[str, Any]) -> bool:
