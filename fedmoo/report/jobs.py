@@ -27,9 +27,8 @@ from fedmoo.errors import UserError
 from fedmoo.report import defaults
 from fedmoo.report.results import one_line, read_rounds_frame
 
-# Keys (and their sub-keys) that never distinguish configurations: the seed, which varies across
-# repetitions, and knobs that only change where or how a job runs.
-# fedmoo.run.identity.VOLATILE_KEYS are among them (tests/report/test_grouping.py checks).
+# Keys (and their sub-keys) that never distinguish configurations: the seed and knobs that only
+# change where or how a job runs (fedmoo.run.identity.VOLATILE_KEYS among them).
 NOT_A_RESULT_KEY = ("seed", "hydra", "experiment", "debug", "progress", "device", "data_dir",
                     "threads", "logger", "resume", "checkpoint_every", "traceback",
                     "deterministic",

@@ -183,11 +183,10 @@ def log_axis(ax) -> None:
 
     ax.set_yscale("log")
     low, high = ax.get_ylim()
-    plain = FuncFormatter(lambda v, _: f"{v:.4g}")
     if high / max(low, 1e-300) < 20:
         ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
         ax.yaxis.set_minor_locator(NullLocator())
-    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.4g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
