@@ -1,19 +1,11 @@
 """``fedmoo run``'s Hydra app started through Hydra's public API, its configuration composed once
-and checked as composed.
-
-``@hydra.main`` composes the whole configuration an extra time only to read ``hydra.mode``
-(0.15-0.25 s of every run, docs/PERFORMANCE.md), and configures logging and instantiates the
-callbacks of a configuration nobody checked. Here the command line decides the mode (``-m``, or
-``hydra.mode=RUN|MULTIRUN``, handed to Hydra as the override ``hydra.mode=...`` as Hydra adds
-it); then the run or sweep starts as Hydra starts them: one composition through
-``fedmoo.cli.trusted.CheckedLoader`` (foreign code is refused before anything uses it), Hydra's
-logging, the ``hydra.callbacks``, ``run_job`` for a run, the configured sweeper for a sweep.
-
-``--config-dir DIR`` becomes the first entry of ``hydra.searchpath`` (where Hydra puts both),
-``--config-name`` names the primary config, an absolute ``--config-path`` replaces fedmoo's config
-folder. Hydra's other flags (``--cfg``, ``--info``, ``--hydra-help``, ...) go to ``@hydra.main``
-(``fedmoo.cli.app.main``) once ``check`` has composed their configuration the same way. A
-``hydra.mode`` set in a config file, not on the command line, is not read: use ``-m``.
+and checked (``fedmoo.cli.trusted.CheckedLoader``) before Hydra's logging, callbacks, ``run_job``
+or sweeper use it: ``@hydra.main`` would compose it an extra time only to read ``hydra.mode``
+(docs/PERFORMANCE.md) and use it unchecked. The command line decides the mode (``-m`` or
+``hydra.mode=RUN|MULTIRUN``; one set in a config file is not read). ``--config-dir DIR`` becomes
+the first entry of ``hydra.searchpath``, an absolute ``--config-path`` replaces fedmoo's config
+folder; Hydra's other flags (``--cfg``, ``--info``, ...) go to ``@hydra.main``
+(``fedmoo.cli.app.main``) once ``check`` has composed their configuration the same way.
 """
 
 from __future__ import annotations
@@ -21,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -149,43 +140,12 @@ def check(p: Plan) -> None:
             raise Refused(hydra_error_line(e, list(p.overrides), GROUPS)) from None
 
 
-class Callbacks:
-    """The ``hydra.callbacks`` of a configuration, each told of the run's events in Hydra's
-    order (the ends in reverse); a callback that raises becomes a warning, as in Hydra.
-    Launchers in other processes (joblib, submitit) get it pickled with their HydraContext."""
-
-    def __init__(self, config: Any) -> None:
-        from hydra.utils import instantiate
-        from omegaconf import OmegaConf
-
-        nodes = OmegaConf.select(config, "hydra.callbacks") or {}
-        self.callbacks = [instantiate(node) for node in nodes.values()]
-
-    def _notify(self, event: str, reverse: bool = False, **kwargs: Any) -> None:
-        for c in reversed(self.callbacks) if reverse else self.callbacks:
-            try:
-                getattr(c, event)(**kwargs)
-            except Exception as e:  # noqa: BLE001 - Hydra's rule: a callback never stops a run
-                warnings.warn(f"Callback {type(c).__name__}.{event} raised {type(e).__name__}: "
-                              f"{e}", stacklevel=2)
-
-    def _event(name: str, reverse: bool = False):
-        def notify(self, config: Any, **kwargs: Any) -> None:
-            self._notify(name, reverse, config=config, **kwargs)
-        return notify
-
-    on_run_start, on_run_end = _event("on_run_start"), _event("on_run_end", True)
-    on_multirun_start = _event("on_multirun_start")
-    on_multirun_end = _event("on_multirun_end", True)
-    on_job_start, on_job_end = _event("on_job_start"), _event("on_job_end", True)
-    del _event
-
-
 def run(task_function: Callable, p: Plan) -> int:
     """Run ``task_function`` as Hydra's run or sweep of ``p`` (from ``plan``); returns the
     number of the sweep's jobs that failed or left no result (read from the sweep directory, so
     jobs of any launcher count; 0 for a run). Errors propagate as Hydra's do under
     HYDRA_FULL_ERROR=1; a configuration that names foreign code raises ``Refused``."""
+    from hydra._internal.callbacks import Callbacks
     from hydra.core.utils import configure_log, run_job
     from hydra.types import HydraContext, RunMode
 
@@ -194,7 +154,7 @@ def run(task_function: Callable, p: Plan) -> int:
         cfg = _compose(checked, p, mode)
         configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
         callbacks = Callbacks(cfg)
-        context = HydraContext(config_loader=checked, callbacks=callbacks)  # type: ignore[arg-type]
+        context = HydraContext(config_loader=checked, callbacks=callbacks)
         if p.multirun:
             return _sweep(context, task_function, cfg, p.config_name)
         callbacks.on_run_start(config=cfg, config_name=p.config_name)
