@@ -1,21 +1,13 @@
-"""The components' hyperparameters, declared once: ``declare(group, slug, Params)``.
+"""The components' hyperparameters, declared once: ``declare(group, slug, Params, impl)``.
 
 Every algorithm, attack, model, data source and partition names its hyperparameters in a
-dataclass of knobs (``fedmoo.config.knobs.knob``: type, default, allowed values, one-line help), in
-a module of this package (one per group) that imports no torch: the run's config is checked
-against them before torch is imported and before any directory is made. ``declare`` files a
-declaration (``Declaration``: the dataclass, a preset's changed defaults); ``store`` puts each
-one's values in Hydra's ConfigStore as ``hparams/<group>/<slug>``, which an option's YAML file
-starts from (its defaults list names it, ``- /hparams/algo/fedmgda@_here_``), so the YAML holds
-only what differs and Hydra refuses a key the component does not have while composing.
-``check`` refuses a value the declaration does not allow (type, range, choices, and what a
-declaration's ``refuse(values)`` static method says of its keys together: partition.fractions
-summing to 1); ``resolve`` gives a component built from Python its declared defaults, checked
-the same way.
-
-A plugin declares its components' hyperparameters the same way in ``<package>/hparams.py``,
-a module that imports no torch: fedmoo loads that file without importing the package
-(docs/plugins.md).
+dataclass of knobs (``fedmoo.config.knobs.knob``), in a torch-free module of this package (one per
+group), so a run's config is checked before torch is imported. ``store`` puts each declaration in
+Hydra's ConfigStore as ``hparams/<group>/<slug>``, which an option's YAML file may extend
+(``- /hparams/algo/fedmgda@_here_``), so Hydra refuses a key the component does not have;
+``check`` refuses a value the declaration does not allow; ``resolve`` fills in the defaults.
+A plugin declares its components the same way in ``<package>/hparams.py``, which fedmoo loads
+without importing the package (docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -89,6 +81,11 @@ class Declaration:
             raise UserError(f"{self.group}={self.slug}: its implementation {self.impl} cannot "
                             f"be loaded ({type(e).__name__}: {e}); install its package or put "
                             "its folder on PYTHONPATH") from None
+
+
+@dataclasses.dataclass
+class NoKnobs:
+    """The hyperparameters of a component that has none."""
 
 
 def declare(group: str, slug: str, params: type, impl: Any, description: str = "",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from fedmoo.config.hparams import declare
+from fedmoo.config.hparams import NoKnobs, declare
 from fedmoo.config.knobs import knob
 
 GROUP_NORM = 64   # GroupNorm's groups divide every layer's channels (64, 128, 256, 512)
@@ -39,11 +39,6 @@ def _groups() -> int:
 
 def _head_hidden(what: str = "one hidden ReLU layer of n units per head") -> Optional[int]:
     return knob(None, f"null = linear heads; n = {what}", lo=1)
-
-
-@dataclass
-class NoKnobs:
-    pass
 
 
 @dataclass
