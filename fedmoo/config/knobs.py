@@ -1,9 +1,6 @@
 """A knob: one setting's type, default, allowed values and one-line help, declared once as a
-field of a dataclass (``knob(default, help, **rule)``), and what checks a value against it.
-
-The run knobs (``fedmoo.config.schema``) and the components' hyperparameters
-(``fedmoo.config.hparams``) are declared this way. Torch-free: this module imports only the
-standard library.
+dataclass field (``knob(default, help, **rule)``), and the check of a value against it.
+Standard library only.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
-"""The run knobs: each one's type, default, allowed values and one-line help, declared once.
-
-``Config`` (the top-level keys) and ``Client`` (the ``client`` section) are Hydra structured
-configs: ``register`` stores ``Config`` in Hydra's ConfigStore (``fedmoo/conf/__init__.py`` calls
-it, so every composition of ``fedmoo.conf`` sees it), and ``conf/config.yaml``'s defaults list
-starts from it; the YAML files hold only values that differ. Hydra then refuses a value of the
-wrong type while composing (``rounds=abc``), and ``check`` tests what a type cannot say (ranges,
-choices, a cohort larger than the clients, finite numbers), before torch is imported and before
-any directory is made: ``fedmoo run`` calls it from a Hydra callback that runs before Hydra makes
-the run directory (``fedmoo.cli.precheck``), fedmoo's sweeper for each job of a sweep, and
-``fedmoo.run.loop`` for configs that come from Python. ``fill`` gives a partial config (tests,
-Python callers) the defaults declared here; ``knobs`` is what ``fedmoo run --help`` prints.
-
-Torch-free: this module imports nothing heavier than the standard library (``register`` imports
-Hydra when it is called).
+"""The run knobs, declared once: ``Config`` (the top-level keys) and ``Client`` (the ``client``
+section), Hydra structured configs that ``register`` stores (config.yaml's defaults list starts
+from them), so Hydra refuses a value of the wrong type while composing. ``check`` tests what a
+type cannot say (ranges, choices, cohort size, finite numbers) before torch is imported and any
+directory is made (``fedmoo.cli.precheck``, fedmoo's sweeper, ``fedmoo.run.loop``); ``fill``
+gives a partial config the declared defaults. Torch-free.
 """
 
 from __future__ import annotations
