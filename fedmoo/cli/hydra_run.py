@@ -141,10 +141,9 @@ def check(p: Plan) -> None:
 
 
 def run(task_function: Callable, p: Plan) -> int:
-    """Run ``task_function`` as Hydra's run or sweep of ``p`` (from ``plan``); returns the
-    number of the sweep's jobs that failed or left no result (read from the sweep directory, so
-    jobs of any launcher count; 0 for a run). Errors propagate as Hydra's do under
-    HYDRA_FULL_ERROR=1; a configuration that names foreign code raises ``Refused``."""
+    """Run ``task_function`` as Hydra's run or sweep of ``p``; returns the number of the sweep's
+    jobs that failed or left no result (0 for a run). Errors propagate as under
+    HYDRA_FULL_ERROR=1."""
     from hydra._internal.callbacks import Callbacks
     from hydra.core.utils import configure_log, run_job
     from hydra.types import HydraContext, RunMode

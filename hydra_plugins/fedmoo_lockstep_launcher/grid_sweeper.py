@@ -54,12 +54,12 @@ class KeptConfigs(LoaderProxy):
 class GridSweeper(Sweeper):
     def __init__(self, max_batch_size: int | None = None,
                  params: dict[str, str] | None = None) -> None:
+        from fedmoo.config.knobs import integer
         from fedmoo.errors import UserError
 
         if max_batch_size == -1:          # Hydra's basic sweeper reads -1 as null
             max_batch_size = None
-        if max_batch_size is not None and (isinstance(max_batch_size, bool) or not isinstance(
-                max_batch_size, int) or max_batch_size < 1):
+        if max_batch_size is not None and not (integer(max_batch_size) and max_batch_size >= 1):
             raise UserError(f"hydra.sweeper.max_batch_size={max_batch_size!r} must be a positive "
                             "integer (jobs launched at once) or null (all)")
         self.max_batch_size = max_batch_size

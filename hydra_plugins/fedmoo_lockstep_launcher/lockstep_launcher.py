@@ -21,9 +21,9 @@ log = logging.getLogger(__name__)
 
 class LockstepLauncher(Launcher):
     def __init__(self, max_rows: int = 4096) -> None:
-        from fedmoo.config.schema import LockstepOptions, check_launcher_options
+        from fedmoo.config.schema import check_launcher_options
 
-        check_launcher_options(LockstepOptions, {"max_rows": max_rows})   # declared knobs
+        check_launcher_options({"max_rows": max_rows})   # declared knobs
         self.max_rows = max_rows
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fedmoo.errors import UserError
-from fedmoo.config.knobs import Knob, of, refusal
+from fedmoo.config.knobs import Knob, integer, of, refusal
 
 GROUPS = ("algo", "attack", "model", "data", "partition")
 NOTES = ("name", "description")   # keys every option may hold besides its knobs
@@ -46,10 +46,6 @@ class Declaration:
     impl: Any
     description: str = ""
     defaults: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def refuse(self) -> Any:
-        return getattr(self.params, "refuse", None)
 
     @functools.cached_property
     def knobs(self) -> tuple[Knob, ...]:
@@ -90,11 +86,9 @@ class NoKnobs:
 
 def declare(group: str, slug: str, params: type, impl: Any, description: str = "",
             **defaults: Any) -> Declaration:
-    """File component ``slug`` of ``group``: its implementation ``impl`` (``"module:attr"``,
-    imported when a run needs it), ``description`` (the line ``fedmoo list`` shows) and
-    hyperparameters ``params`` (a dataclass of knobs); ``defaults`` changes some knobs' defaults
-    (a preset: ``fedmgda_plus`` is ``fedmgda`` with other defaults). The declaration is the
-    option ``group=slug`` itself: no YAML file is needed."""
+    """File component ``slug`` of ``group`` (the option ``group=slug``: no YAML file needed):
+    ``impl`` (``"module:attr"``, imported when a run needs it), the line ``fedmoo list`` shows
+    and ``params``, a dataclass of knobs; ``defaults`` makes a preset (``fedmgda_plus``)."""
     if group not in GROUPS:
         raise ValueError(f"group {group!r} is not one of {GROUPS}")
     if (group, slug) in _DECLARED:
@@ -197,11 +191,9 @@ def knobs(group: str, slug: str) -> tuple[Knob, ...]:
 
 
 def check(group: str, section: dict[str, Any]) -> None:
-    """Refuse (UserError, one line) a section ``{name: slug, <knob>: value, ...}`` that its
-    component's declaration does not allow: a key it does not declare, or a value outside a
-    knob's type, range or choices, or keys that do not go together (the line the declaration's
-    ``refuse(values)`` returns, given every key). A component that declares nothing takes no
-    keys."""
+    """Refuse (UserError, one line) a section ``{name: slug, <knob>: value, ...}`` with a key
+    its component does not declare, a value a knob refuses, or keys that do not go together
+    (the declaration's ``refuse(values)``)."""
     slug = section.get("name")
     if not isinstance(slug, str):
         return
@@ -220,7 +212,7 @@ def check(group: str, section: dict[str, Any]) -> None:
             msg = refusal(ks[key], value)
             if msg:
                 raise UserError(msg + f" (for {group}={slug})")
-    whole = found.refuse if found is not None else None   # keys checked together
+    whole = getattr(found.params, "refuse", None) if found is not None else None  # keys together
     msg = whole and whole({**{key: k.default for key, k in ks.items()}, **section})
     if msg:
         raise UserError(msg + f" (for {group}={slug})")
@@ -234,8 +226,7 @@ def resolve(group: str, slug: str, given: dict[str, Any]) -> dict[str, Any]:
     for k in knobs(group, slug):
         key = k.leaf
         value = given.get(key, copy.deepcopy(k.default))   # a list default is the caller's own
-        if (k.rule.kind or k.type) is float and isinstance(value, int) \
-                and not isinstance(value, bool):
+        if (k.rule.kind or k.type) is float and integer(value):
             value = float(value)
         out[key] = value
     return out
@@ -258,11 +249,9 @@ def values(hp: Any) -> dict[str, Any]:
 
 
 def store() -> None:
-    """Put every declaration in Hydra's ConfigStore as the option ``<group>/<slug>`` (a YAML
-    file of that name, which adds what a declaration cannot say, comes first in Hydra's search
-    path and extends ``hparams/<group>/<slug>``, stored too): its values as a mapping, not as
-    the dataclass (a structured node costs OmegaConf about 4 ms to build: 0.3 s of every
-    start-up for 62 declarations, where ``check`` judges the values anyway)."""
+    """Put every declaration in Hydra's ConfigStore as ``hparams/<group>/<slug>`` and, unless a
+    YAML option of that name extends it, as the option ``<group>/<slug>``: as a mapping, not the
+    dataclass (a structured node costs OmegaConf about 4 ms: 0.3 s of every start-up)."""
     from hydra.core.config_store import ConfigStore
 
     from fedmoo.config import plugins
