@@ -44,22 +44,17 @@ def plan(args: list[str]) -> Plan:
 
     given: dict[str, str] = {}
     flags, overrides = [], []
-    i = 0
-    while i < len(args):
-        name, eq, value = args[i].partition("=")
+    rest = iter(args)
+    for arg in rest:
+        name, eq, value = arg.partition("=")
         if name in CONFIG_FLAGS:
-            if not eq:
-                i += 1
-                value = args[i] if i < len(args) else ""
-            given[CONFIG_FLAGS[name]] = value
-        elif args[i].startswith("-"):
-            flags.append(args[i])
-            if args[i] in VALUED and i + 1 < len(args):    # --cfg job, -p algo
-                i += 1
-                flags.append(args[i])
+            given[CONFIG_FLAGS[name]] = value if eq else next(rest, "")
+        elif arg.startswith("-"):
+            flags.append(arg)
+            if arg in VALUED and (value := next(rest, None)) is not None:   # --cfg job, -p algo
+                flags.append(value)
         else:
-            overrides.append(args[i])
-        i += 1
+            overrides.append(arg)
     path = given.get("config_path")
     if "config_dir" in given:
         folder = Path(given["config_dir"]).expanduser().resolve()

@@ -120,20 +120,17 @@ def normalize(args: list[str], groups: tuple[str, ...]) -> list[str]:
     ``debug=true`` -> ``debug='true'`` (Hydra reads an unquoted true/false as a boolean, which
     it refuses as a config group choice)."""
     options, rest = [], []
-    i = 0
-    while i < len(args):
-        arg = args[i]
+    given = iter(args)
+    for arg in given:
         if arg in FLAGS:
             options.append(arg)
-        elif arg in VALUED and i + 1 < len(args):
-            options += [arg, args[i + 1]]
-            i += 1
+        elif arg in VALUED and (value := next(given, None)) is not None:
+            options += [arg, value]
         else:
             key, eq, value = arg.partition("=")
             if eq and key.lstrip("+~") in groups and value in ("true", "false"):
                 arg = f"{key}='{value}'"
             rest.append(arg)
-        i += 1
     return options + rest
 
 

@@ -10,7 +10,6 @@ nothing heavy at module level.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,8 +17,6 @@ from hydra.core.config_loader import ConfigLoader
 from hydra.plugins.sweeper import Sweeper
 
 from fedmoo.cli.trusted import LoaderProxy
-
-log = logging.getLogger(__name__)
 
 
 class KeptConfigs(LoaderProxy):
