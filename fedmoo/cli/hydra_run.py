@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -135,11 +136,42 @@ def check(p: Plan) -> None:
             raise Refused(hydra_error_line(e, list(p.overrides), GROUPS)) from None
 
 
+class Callbacks:
+    """The ``hydra.callbacks`` of a configuration, each told of the run's events in Hydra's
+    order (the ends in reverse); a callback that raises becomes a warning, as in Hydra.
+    Launchers in other processes (joblib, submitit) get it pickled with their HydraContext."""
+
+    def __init__(self, config: Any) -> None:
+        from hydra.utils import instantiate
+        from omegaconf import OmegaConf
+
+        nodes = OmegaConf.select(config, "hydra.callbacks") or {}
+        self.callbacks = [instantiate(node) for node in nodes.values()]
+
+    def _notify(self, event: str, reverse: bool = False, **kwargs: Any) -> None:
+        for c in reversed(self.callbacks) if reverse else self.callbacks:
+            try:
+                getattr(c, event)(**kwargs)
+            except Exception as e:  # noqa: BLE001 - Hydra's rule: a callback never stops a run
+                warnings.warn(f"Callback {type(c).__name__}.{event} raised {type(e).__name__}: "
+                              f"{e}", stacklevel=2)
+
+    def _event(name: str, reverse: bool = False):
+        def notify(self, config: Any, **kwargs: Any) -> None:
+            self._notify(name, reverse, config=config, **kwargs)
+        return notify
+
+    on_run_start, on_run_end = _event("on_run_start"), _event("on_run_end", True)
+    on_multirun_start = _event("on_multirun_start")
+    on_multirun_end = _event("on_multirun_end", True)
+    on_job_start, on_job_end = _event("on_job_start"), _event("on_job_end", True)
+    del _event
+
+
 def run(task_function: Callable, p: Plan) -> int:
     """Run ``task_function`` as Hydra's run or sweep of ``p``; returns the number of the sweep's
     jobs that failed or left no result (0 for a run). Errors propagate as under
     HYDRA_FULL_ERROR=1."""
-    from hydra._internal.callbacks import Callbacks
     from hydra.core.utils import configure_log, run_job
     from hydra.types import HydraContext, RunMode
 
@@ -148,7 +180,7 @@ def run(task_function: Callable, p: Plan) -> int:
         cfg = _compose(checked, p, mode)
         configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
         callbacks = Callbacks(cfg)
-        context = HydraContext(config_loader=checked, callbacks=callbacks)
+        context = HydraContext(config_loader=checked, callbacks=callbacks)  # type: ignore[arg-type]
         if p.multirun:
             return _sweep(context, task_function, cfg, p.config_name)
         callbacks.on_run_start(config=cfg, config_name=p.config_name)
