@@ -1,11 +1,7 @@
-"""The Hydra app behind ``fedmoo run``: its task function ``task`` (one job), started by
-fedmoo.cli.hydra_run for a run or a sweep (any launcher), and by ``main``, the same under
-``@hydra.main``, for Hydra's other flags (``--cfg job``, ``--info``, ``--hydra-help``).
-
-A single run that fails ends the process with its exit status (fedmoo.cli.status: 2 user error,
-3 diverged, 128 + signal when SIGTERM/SIGINT stopped it after a checkpoint). In a multirun a
-failing job records its failure in its summary.json and the sweep goes on (fedmoo.run.callbacks
-reports the failures; the sweep's status is counted from those files).
+"""The Hydra app behind ``fedmoo run``: ``task`` runs one job (started by fedmoo.cli.hydra_run
+for a run or a sweep, by ``main``, the same under ``@hydra.main``, for ``--cfg job``, ``--info``,
+...). A single run that fails ends the process with its exit status (fedmoo.cli.status); in a
+sweep a failing job records its failure in its summary.json and the sweep goes on.
 """
 
 from __future__ import annotations

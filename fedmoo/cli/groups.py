@@ -10,10 +10,8 @@ GROUPS = ("algo", "data", "partition", "setup", "model", "client", "attack", "ex
 
 
 def group_options(group: str, folders: list[Path] | tuple[()] = ()) -> dict[str, str]:
-    """Options of a config group with their descriptions: the components declared in it
-    (fedmoo.config.hparams: their description), then the YAML options (nested folders give
-    ``sub/name``; the file's first comment) of fedmoo's conf folder, the declared plugins' (marked
-    ``[plugin X]``) and the config ``folders`` a command line adds."""
+    """``{option: description}`` of a config group: its declared components, then the YAML
+    files (``sub/name``) of fedmoo's, the plugins' (``[plugin X]``) and the extra ``folders``."""
     from fedmoo.config import hparams, plugins
 
     out: dict[str, str] = {}

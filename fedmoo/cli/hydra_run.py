@@ -1,19 +1,11 @@
 """``fedmoo run``'s Hydra app started through Hydra's public API, its configuration composed once
-and checked as composed.
-
-``@hydra.main`` composes the whole configuration an extra time only to read ``hydra.mode``
-(0.15-0.25 s of every run, docs/PERFORMANCE.md), and configures logging and instantiates the
-callbacks of a configuration nobody checked. Here the command line decides the mode (``-m``, or
-``hydra.mode=RUN|MULTIRUN``, handed to Hydra as the override ``hydra.mode=...`` as Hydra adds
-it); then the run or sweep starts as Hydra starts them: one composition through
-``fedmoo.cli.trusted.CheckedLoader`` (foreign code is refused before anything uses it), Hydra's
-logging, the ``hydra.callbacks``, ``run_job`` for a run, the configured sweeper for a sweep.
-
-``--config-dir DIR`` becomes the first entry of ``hydra.searchpath`` (where Hydra puts both),
-``--config-name`` names the primary config, an absolute ``--config-path`` replaces fedmoo's config
-folder. Hydra's other flags (``--cfg``, ``--info``, ``--hydra-help``, ...) go to ``@hydra.main``
-(``fedmoo.cli.app.main``) once ``check`` has composed their configuration the same way. A
-``hydra.mode`` set in a config file, not on the command line, is not read: use ``-m``.
+and checked (``fedmoo.cli.trusted.CheckedLoader``) before Hydra's logging, callbacks, ``run_job``
+or sweeper use it: ``@hydra.main`` would compose it an extra time only to read ``hydra.mode``
+(docs/PERFORMANCE.md) and use it unchecked. The command line decides the mode (``-m`` or
+``hydra.mode=RUN|MULTIRUN``; one set in a config file is not read). ``--config-dir DIR`` becomes
+the first entry of ``hydra.searchpath``, an absolute ``--config-path`` replaces fedmoo's config
+folder; Hydra's other flags (``--cfg``, ``--info``, ...) go to ``@hydra.main``
+(``fedmoo.cli.app.main``) once ``check`` has composed their configuration the same way.
 """
 
 from __future__ import annotations
@@ -53,22 +45,17 @@ def plan(args: list[str]) -> Plan:
 
     given: dict[str, str] = {}
     flags, overrides = [], []
-    i = 0
-    while i < len(args):
-        name, eq, value = args[i].partition("=")
+    rest = iter(args)
+    for arg in rest:
+        name, eq, value = arg.partition("=")
         if name in CONFIG_FLAGS:
-            if not eq:
-                i += 1
-                value = args[i] if i < len(args) else ""
-            given[CONFIG_FLAGS[name]] = value
-        elif args[i].startswith("-"):
-            flags.append(args[i])
-            if args[i] in VALUED and i + 1 < len(args):    # --cfg job, -p algo
-                i += 1
-                flags.append(args[i])
+            given[CONFIG_FLAGS[name]] = value if eq else next(rest, "")
+        elif arg.startswith("-"):
+            flags.append(arg)
+            if arg in VALUED and (value := next(rest, None)) is not None:   # --cfg job, -p algo
+                flags.append(value)
         else:
-            overrides.append(args[i])
-        i += 1
+            overrides.append(arg)
     path = given.get("config_path")
     if "config_dir" in given:
         folder = Path(given["config_dir"]).expanduser().resolve()
@@ -182,10 +169,9 @@ class Callbacks:
 
 
 def run(task_function: Callable, p: Plan) -> int:
-    """Run ``task_function`` as Hydra's run or sweep of ``p`` (from ``plan``); returns the
-    number of the sweep's jobs that failed or left no result (read from the sweep directory, so
-    jobs of any launcher count; 0 for a run). Errors propagate as Hydra's do under
-    HYDRA_FULL_ERROR=1; a configuration that names foreign code raises ``Refused``."""
+    """Run ``task_function`` as Hydra's run or sweep of ``p``; returns the number of the sweep's
+    jobs that failed or left no result (0 for a run). Errors propagate as under
+    HYDRA_FULL_ERROR=1."""
     from hydra.core.utils import configure_log, run_job
     from hydra.types import HydraContext, RunMode
 

@@ -33,8 +33,7 @@ def option_text(group: str | None, option: str) -> str:
         return f"{head}\n  (no hyperparameters)"
     rows = []
     for k in ks:
-        leaf = k.key.partition(".")[2]
-        value = section.get(leaf, k.default)
+        value = section.get(k.leaf, k.default)
         note = "" if show(value) == show(k.default) else f" (declared default {show(k.default)})"
         rows.append((f"{k.key}={show(value)}", k.help + note))
     width = max(len(a) for a, _ in rows)

@@ -94,10 +94,7 @@ def top_level_keys(groups: tuple[str, ...]) -> set[str]:
 
 
 def check_new_keys(args: list[str], groups: tuple[str, ...]) -> str | None:
-    """Reject ``+key=value`` that adds a top-level key nothing reads (Hydra accepts it silently).
-
-    Keys added inside a group (``+algo.x=1``) are checked by the component that reads them.
-    """
+    """Reject ``+key=value`` that adds a top-level key nothing reads (Hydra accepts it)."""
     known: set[str] | None = None
     for arg in args:
         if not arg.startswith("+") or "=" not in arg:
@@ -123,20 +120,17 @@ def normalize(args: list[str], groups: tuple[str, ...]) -> list[str]:
     ``debug=true`` -> ``debug='true'`` (Hydra reads an unquoted true/false as a boolean, which
     it refuses as a config group choice)."""
     options, rest = [], []
-    i = 0
-    while i < len(args):
-        arg = args[i]
+    given = iter(args)
+    for arg in given:
         if arg in FLAGS:
             options.append(arg)
-        elif arg in VALUED and i + 1 < len(args):
-            options += [arg, args[i + 1]]
-            i += 1
+        elif arg in VALUED and (value := next(given, None)) is not None:
+            options += [arg, value]
         else:
             key, eq, value = arg.partition("=")
             if eq and key.lstrip("+~") in groups and value in ("true", "false"):
                 arg = f"{key}='{value}'"
             rest.append(arg)
-        i += 1
     return options + rest
 
 
@@ -235,10 +229,8 @@ def yaml_line(e: BaseException) -> str | None:
 
 
 def from_hydra(e: BaseException) -> bool:
-    """Whether an exception comes from Hydra / OmegaConf / creating the output directory (a
-    user mistake) rather than from the job, which fedmoo.cli.app handles itself (anything else
-    escaping from it is a bug, shown with its traceback). fedmoo.cli.hydra_run only starts
-    Hydra, as ``@hydra.main`` would."""
+    """Whether an exception comes from Hydra / OmegaConf / making the output directory (a user
+    mistake), not from the job (fedmoo.cli.app handles those; anything else is a bug)."""
     tb = e.__traceback__
     while tb is not None:
         module = tb.tb_frame.f_globals.get("__name__", "")

@@ -1,13 +1,7 @@
-"""The config of ``fedmoo run`` checked by ``fedmoo.config.schema.check`` before Hydra makes a
-directory.
-
-In a single run the callbacks' ``on_run_start`` is called after the config is composed and
-before ``run_job`` creates the run directory (by fedmoo.cli.hydra_run, and by Hydra itself on
-the ``@hydra.main`` path), so ``CheckConfig`` (``hydra.callbacks.check_config`` in
-conf/config.yaml) refuses a bad value there; in a sweep ``on_multirun_start`` checks the values
-every job shares before the sweep directory exists, and fedmoo's sweeper calls
-``check_composed`` for each job before any job runs. Either way the run loop never sees the
-config, nothing is written, and torch is not imported.
+"""The config of ``fedmoo run`` checked (``fedmoo.config.schema.check``) before Hydra makes a
+directory or torch is imported: ``CheckConfig`` (``hydra.callbacks.check_config``) in a run's
+``on_run_start`` and a sweep's ``on_multirun_start``, and fedmoo's sweeper calls
+``check_composed`` for each job before any job runs.
 """
 
 from __future__ import annotations

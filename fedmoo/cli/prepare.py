@@ -53,11 +53,8 @@ def _sweeper_params(fixed: list[str]) -> list[str]:
 
 
 def expand(overrides: list[str], multirun: bool) -> list[list[str]]:
-    """The override list of every job ``fedmoo run [-m] OVERRIDES`` would launch.
-
-    ``hydra.*`` and ``hydra/...`` overrides (launcher, sweep directory) are dropped: they cannot
-    change a job's data.
-    """
+    """The override list of every job ``fedmoo run [-m] OVERRIDES`` would launch, without the
+    ``hydra.*`` and ``hydra/...`` ones (they cannot change a job's data)."""
     from hydra.errors import HydraException
 
     from fedmoo.cli.sweep_grid import grid

@@ -21,26 +21,21 @@ import gc
 import sys
 
 
-def end_after_interpreter() -> bool:
-    """Register glibc's ``_exit`` as the first C exit handler to run (``on_exit`` passes it the
-    exit status), and flush the C library's own stdio buffers now (``_exit`` skips that);
-    False where the C library has no ``on_exit``."""
+def exit_process(code: int) -> None:
+    """End the process with status ``code`` through the interpreter's normal exit (sys.exit),
+    without its slow teardown: glibc's ``_exit`` registered as the first C exit handler to run
+    (the C library's stdio buffers flushed now: ``_exit`` skips that), and ``gc.freeze()``."""
     import ctypes
 
     try:
         libc = ctypes.CDLL(None)
         on_exit, quick_exit = libc.on_exit, libc._exit
-    except (OSError, AttributeError):
-        return False
-    on_exit.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    on_exit.restype = ctypes.c_int
-    libc.fflush(None)
-    return on_exit(ctypes.cast(quick_exit, ctypes.c_void_p), None) == 0
-
-
-def exit_process(code: int) -> None:
-    """End the process with status ``code`` through the interpreter's normal exit (sys.exit),
-    without its slow teardown (module docstring)."""
-    end_after_interpreter()
+    except (OSError, AttributeError):   # no ``on_exit``: the C teardown runs as usual
+        pass
+    else:
+        on_exit.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        on_exit.restype = ctypes.c_int
+        libc.fflush(None)
+        on_exit(ctypes.cast(quick_exit, ctypes.c_void_p), None)
     gc.freeze()
     sys.exit(code)

@@ -60,17 +60,9 @@ GROUP_HELP = {
 
 def _defaults() -> dict[str, str]:
     """``group -> option`` of config.yaml's defaults list."""
-    out = {}
-    for line in (CONF_DIR / "config.yaml").read_text().splitlines():
-        m = re.match(r"\s*-\s*([a-z_]+)\s*:\s*([A-Za-z0-9_./]+)", line)
-        if m and m.group(1) in GROUPS:
-            out[m.group(1)] = m.group(2)
-    return out
-
-
-def run_knobs() -> list[tuple[str, str, str]]:
-    """(key, default, help) of every run knob, as fedmoo.config.schema declares them."""
-    return [(k.key, show(k.default), k.help) for k in (*schema.knobs(), *schema.engine_options())]
+    entries = re.findall(r"^[ \t]*-[ \t]*([a-z_]+)[ \t]*:[ \t]*([A-Za-z0-9_./]+)",
+                         (CONF_DIR / "config.yaml").read_text(), re.M)
+    return {group: option for group, option in entries if group in GROUPS}
 
 
 def _item(head: str, text: str, col: int) -> str:
@@ -109,7 +101,7 @@ def run_help() -> str:
         parts.append(_item(f"  {group}=", GROUP_HELP.get(group, ""), 14))
         parts.append(_items(_options(group, defaults.get(group)), 14))
     parts += ["", "run knobs (KEY=VALUE, shown with the default; `fedmoo run --cfg job` shows all):"]
-    for key, value, comment in run_knobs():
-        parts.append(_item(f"  {key}={value}", comment, 30))
+    for k in (*schema.knobs(), *schema.engine_options()):
+        parts.append(_item(f"  {k.key}={show(k.default)}", k.help, 30))
     parts += ["", EXAMPLES, "", MORE]
     return "\n".join(parts) + "\n"

@@ -3,12 +3,9 @@ configuration it will use, before it uses it.
 
 Hydra instantiates ``hydra.launcher``, ``hydra.sweeper`` and ``hydra.callbacks.*`` (their
 ``_target_``) and hands ``hydra.job_logging`` / ``hydra.hydra_logging`` to
-``logging.config.dictConfig``, which calls what a ``class`` or ``()`` names. Any of them can come
-from a config folder (``--config-dir``, ``hydra.searchpath``, a ``# @package _global_`` file),
-not only from an override. ``CheckedLoader`` wraps the config loader fedmoo hands to Hydra
-(``fedmoo.cli.hydra_run``), so every configuration it composes (the run's, the sweep's, each
-job's, any sweeper or launcher) that names anything else is refused (``Refused``, exit status 2)
-before Hydra configures logging, instantiates a callback or makes a directory.
+``logging.config.dictConfig``; any of them can come from a config folder, not only from an
+override. ``CheckedLoader`` wraps the config loader fedmoo hands to Hydra, so every configuration
+it composes that names anything else is refused (``Refused``, exit status 2) before it is used.
 """
 
 from __future__ import annotations

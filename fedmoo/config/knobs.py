@@ -1,9 +1,6 @@
 """A knob: one setting's type, default, allowed values and one-line help, declared once as a
-field of a dataclass (``knob(default, help, **rule)``), and what checks a value against it.
-
-The run knobs (``fedmoo.config.schema``) and the components' hyperparameters
-(``fedmoo.config.hparams``) are declared this way. Torch-free: this module imports only the
-standard library.
+dataclass field (``knob(default, help, **rule)``), and the check of a value against it.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -17,14 +14,12 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+
 @dataclass(frozen=True)
 class Rule:
     """What a knob's value may be, beyond its annotated type. ``kind``: the type of a value
-    that is not one of ``words`` (``threads``: an integer or ``auto``); ``lo``/``hi``: bounds
-    (``*_open``: excluded); ``choices``: the allowed texts (``many``: a list of them too);
-    ``what``: how a message names the allowed values, when the rule's own words would not do;
-    ``test``: a function that judges every value itself (``attack.malicious``: ids, a fraction or
-    names) and says what is wrong with a refused one."""
+    that is not one of ``words`` (``threads``: an integer or ``auto``); ``*_open``: the bound
+    excluded; ``many``: a list of choices too; ``what``: how a message names the allowed values."""
 
     kind: type | None = None
     lo: float | None = None
@@ -37,7 +32,7 @@ class Rule:
     many: bool = False
     mapping: bool = False       # a section ``{name: <choice>, ...}`` is allowed too (engine)
     what: str = ""
-    test: Any = None            # value -> why it is refused, or None: a knob of several kinds
+    test: Any = None            # value -> why it is refused, or None: judges every value itself
 
 
 SEED_LIMIT = 2**63   # seeds go to numpy and torch as signed 64-bit integers
@@ -90,6 +85,11 @@ def of(cls: type, prefix: str = "") -> tuple[Knob, ...]:
     return tuple(out)
 
 
+def integer(v: Any) -> bool:
+    """An int that is not a bool."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -122,7 +122,7 @@ def expected(k: Knob) -> str:
             text += ", or a list of them"
     else:
         text = "a text"
-    extra = [*(f"{w}" for w in r.words), *(["null"] if k.nullable else [])]
+    extra = [*r.words, *(["null"] if k.nullable else [])]
     return " or ".join([text, *extra]) if extra else text
 
 
@@ -163,7 +163,7 @@ def problem(k: Knob, v: Any) -> bool:
     if kind is bool:
         return not isinstance(v, bool)
     if kind is int:
-        return isinstance(v, bool) or not isinstance(v, int) or not _in_range(v, r)
+        return not integer(v) or not _in_range(v, r)
     if kind is float:
         return not _number(v) or not math.isfinite(v) or not _in_range(v, r)
     if kind is str:

@@ -1,26 +1,12 @@
 """Plugins: a researcher's own algorithms, models, attacks, data sources and config files, kept in
 their own package and used through the normal CLI (docs/plugins.md).
 
-A plugin is an importable Python package. fedmoo finds plugins in two places:
-
-- the ``fedmoo.plugins`` entry-point group of installed distributions
-  (``[project.entry-points."fedmoo.plugins"] myproj = "myproj"`` in the plugin's pyproject.toml);
-- the ``FEDMOO_PLUGINS`` environment variable: comma-separated package names (handy for a
-  project that is on ``PYTHONPATH`` but not installed). Such a package declares itself with an
-  empty file named ``fedmoo-plugin`` in its folder (as ``py.typed`` declares type hints): the
-  variable chooses among declared plugins, it cannot turn any module (``os``, ``json``) into one.
-  The marker is looked up on ``sys.path`` without importing anything;
-- in Python, a package that declared a component in this process with the implementation
-  itself (``import myproj`` before ``fedmoo.api.run``): ``declare`` tells ``note_registered``.
-
-A plugin declares its components in ``<package>/hparams.py`` (``fedmoo.config.hparams.declare``:
-slug, description, hyperparameters and the ``"module:attr"`` that implements each), which fedmoo reads
-without importing the package; an implementation is imported when a run uses it. Its
-``conf/`` folder, if any, joins fedmoo's config search path, so ``algo=myavg`` finds
-``myproj/conf/algo/myavg.yaml`` and ``experiment=myproj/demo`` finds an experiment file. The
-plugin's modules are also the only foreign ``_target_`` prefixes Hydra may instantiate.
-
-This module imports only fedmoo.errors: every layer may ask it which plugins exist.
+A plugin is a package named by a ``fedmoo.plugins`` entry point, or by ``FEDMOO_PLUGINS``
+(comma-separated names) when its folder holds the empty marker file ``fedmoo-plugin`` (so the
+variable cannot turn ``os`` into a plugin; found without importing anything), or one that
+declared a component in this process from Python (``note_registered``). Its ``hparams.py``
+declares its components, its ``conf/`` folder joins the config search path, and its modules are
+the only foreign ``_target_`` prefixes Hydra may instantiate. Imports only fedmoo.errors.
 """
 
 from __future__ import annotations
@@ -106,15 +92,10 @@ def package_dir(name: str) -> Path | None:
     return next((Path(b) for b in spec.submodule_search_locations or []), None)
 
 
-def conf_dir(name: str) -> Path | None:
-    """``<package>/conf`` of plugin ``name`` when it has one (found without importing it)."""
-    folder = package_dir(name)
-    return folder / "conf" if folder is not None and (folder / "conf").is_dir() else None
-
-
 def conf_dirs() -> list[tuple[str, Path]]:
-    """(plugin, conf folder) of every declared plugin that has one."""
-    return [(n, d) for n in names() if (d := conf_dir(n)) is not None]
+    """(plugin, ``<package>/conf``) of every declared plugin that has one."""
+    return [(n, d / "conf") for n in names()
+            if (d := package_dir(n)) is not None and (d / "conf").is_dir()]
 
 
 def search_path() -> list[str]:

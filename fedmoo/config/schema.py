@@ -1,18 +1,9 @@
-"""The run knobs: each one's type, default, allowed values and one-line help, declared once.
-
-``Config`` (the top-level keys) and ``Client`` (the ``client`` section) are Hydra structured
-configs: ``register`` stores ``Config`` in Hydra's ConfigStore (``fedmoo/conf/__init__.py`` calls
-it, so every composition of ``fedmoo.conf`` sees it), and ``conf/config.yaml``'s defaults list
-starts from it; the YAML files hold only values that differ. Hydra then refuses a value of the
-wrong type while composing (``rounds=abc``), and ``check`` tests what a type cannot say (ranges,
-choices, a cohort larger than the clients, finite numbers), before torch is imported and before
-any directory is made: ``fedmoo run`` calls it from a Hydra callback that runs before Hydra makes
-the run directory (``fedmoo.cli.precheck``), fedmoo's sweeper for each job of a sweep, and
-``fedmoo.run.loop`` for configs that come from Python. ``fill`` gives a partial config (tests,
-Python callers) the defaults declared here; ``knobs`` is what ``fedmoo run --help`` prints.
-
-Torch-free: this module imports nothing heavier than the standard library (``register`` imports
-Hydra when it is called).
+"""The run knobs, declared once: ``Config`` (the top-level keys) and ``Client`` (the ``client``
+section), Hydra structured configs that ``register`` stores (config.yaml's defaults list starts
+from them), so Hydra refuses a value of the wrong type while composing. ``check`` tests what a
+type cannot say (ranges, choices, cohort size, finite numbers) before torch is imported and any
+directory is made (``fedmoo.cli.precheck``, fedmoo's sweeper, ``fedmoo.run.loop``); ``fill``
+gives a partial config the declared defaults. Torch-free.
 """
 
 from __future__ import annotations
@@ -24,7 +15,7 @@ from typing import Any, Dict, Optional
 
 from fedmoo.config import hparams
 from fedmoo.errors import UserError
-from fedmoo.config.knobs import SEED_LIMIT, Knob, knob, of, seed_knob
+from fedmoo.config.knobs import SEED_LIMIT, Knob, integer, knob, of, seed_knob
 from fedmoo.config.knobs import refusal as knobs_refusal
 
 SCHEMA_NAME = "fedmoo_schema"
@@ -59,10 +50,8 @@ class Client:
 
     @classmethod
     def from_config(cls, section: dict[str, Any]) -> Client:
-        """The record a run's engine trains with: a ``client`` section checked as a run's is
-        (a key that is no setting, a value out of range: a UserError naming it), a key it
-        lacks at its declared default, each value of its declared type (``lr: 1`` is 1.0).
-        ``description`` (a config group's one-line help) is not a setting."""
+        """The record a run's engine trains with: a ``client`` section checked as a run's is,
+        defaults filled, each value of its declared type (``lr: 1`` is 1.0)."""
         given = {k: v for k, v in section.items() if k != "description"}
         check_knobs({"client": given})
         kinds = {k.leaf: k.type for k in of(cls, "client.")}
@@ -207,11 +196,8 @@ def refusal(key: str, value: Any) -> str | None:
 
 
 def check(cfg: dict[str, Any]) -> None:
-    """Refuse (``UserError``, one line naming the key) a config a run cannot use: a missing
-    section, a knob outside what the schema allows, more clients per round than clients,
-    a seed outside [0, 2**63) or a number that is not finite at any depth, and a component's
-    key or value that its declaration (fedmoo.config.hparams) does not allow. Partial configs are
-    checked as far as they go (a missing knob has its default)."""
+    """Refuse (``UserError``, one line naming the key) a config a run cannot use; a partial
+    config is checked as far as it goes."""
     missing = [s for s in SECTIONS if not isinstance(cfg.get(s), dict) or not cfg[s]]
     if missing:
         raise UserError(f"the config has no {missing[0]} section (removed with ~{missing[0]}?); "
@@ -232,10 +218,9 @@ def engine_options() -> tuple[Knob, ...]:
     return of(EngineOptions, "engine.")
 
 
-def check_launcher_options(cls: type, values: dict[str, Any]) -> None:
-    """A launcher's options (``LockstepOptions``), each by its knob: UserError on the first bad
-    one."""
-    for k in of(cls, "hydra.launcher."):
+def check_launcher_options(values: dict[str, Any]) -> None:
+    """``hydra/launcher=lockstep``'s options, each by its knob: UserError on the first bad one."""
+    for k in of(LockstepOptions, "hydra.launcher."):
         msg = k.leaf in values and knobs_refusal(k, values[k.leaf])
         if msg:
             raise UserError(msg)
@@ -292,8 +277,7 @@ def check_seeds(node: Any, path: str = "") -> None:
         if isinstance(value, dict):
             check_seeds(value, where + ".")
         elif (key == "seed" or str(key).endswith("_seed")) and value is not None and (
-                isinstance(value, bool) or not isinstance(value, int)
-                or not 0 <= value < SEED_LIMIT):
+                not integer(value) or not 0 <= value < SEED_LIMIT):
             raise UserError(f"{where}={value!r} must be a non-negative integer below 2**63; "
                             f"e.g. {where}=0")
 
@@ -321,9 +305,8 @@ def cohort(cfg: dict[str, Any]) -> tuple[int | None, int | None]:
 
 
 def type_refusal(error: BaseException | None) -> str | None:
-    """The line for OmegaConf's refusal, while Hydra composes, of a knob's value of the wrong
-    type (``rounds=abc``: an error naming ``full_key`` and ``value``, on ``error`` or its
-    causes); None when no knob is named."""
+    """The knob's line for OmegaConf's refusal of a value of the wrong type (``rounds=abc``:
+    ``full_key`` and ``value`` on ``error`` or its causes); None when no knob is named."""
     seen = 0
     while error is not None and seen < 8:
         key = getattr(error, "full_key", None)

@@ -1,24 +1,15 @@
-"""fedmoo's sweeper (``hydra/sweeper=fedmoo``, the default): the grid of Hydra's basic sweeper,
-each job's configuration composed once.
-
-The grid is Hydra's: the cartesian product of the comma lists, ``range(...)`` and ``choice(...)``
-sweeps of ``hydra.sweeper.params`` and then the command line (a key given twice keeps its first
-place and its last value), in batches of ``max_batch_size`` jobs. Before a batch is launched
-every job of it is composed (``validate_batch_is_legal``: a bad job stops the sweep before any
-job of the batch runs). Hydra's basic sweeper throws those configurations away and the launcher
-composes each job again (0.3-0.5 s a job with fedmoo's config tree). This sweeper keeps them in
-a ``KeptConfigs``, the config loader it hands to its launcher: a launcher in this process (Hydra's
-basic one, fedmoo's lockstep one) gets each kept configuration once, from its usual
-``load_sweep_config`` call; a launcher that runs its jobs in other processes (joblib, submitit)
-gets the loader without the kept configurations and composes there. Only Hydra's public plugin
-API is used (``Sweeper``, ``ConfigLoader``, ``HydraContext``, the override parser).
-
-Hydra imports every module of this package when it starts: nothing heavy at module level.
+"""fedmoo's sweeper (``hydra/sweeper=fedmoo``, the default): the grid of Hydra's basic sweeper
+(``fedmoo.cli.sweep_grid``), in batches of ``max_batch_size`` jobs, each job's configuration
+composed once. Before a batch is launched every job of it is composed and checked (a bad job
+stops the sweep before any job of the batch runs); Hydra's basic sweeper throws those away and
+the launcher composes each again (0.3-0.5 s a job). Here ``KeptConfigs``, the config loader
+handed to the launcher, returns each kept one once to a launcher in this process; a launcher in
+other processes (joblib, submitit) composes there. Hydra imports this module at start-up:
+nothing heavy at module level.
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -26,8 +17,6 @@ from hydra.core.config_loader import ConfigLoader
 from hydra.plugins.sweeper import Sweeper
 
 from fedmoo.cli.trusted import LoaderProxy
-
-log = logging.getLogger(__name__)
 
 
 class KeptConfigs(LoaderProxy):
@@ -62,12 +51,12 @@ class KeptConfigs(LoaderProxy):
 class GridSweeper(Sweeper):
     def __init__(self, max_batch_size: int | None = None,
                  params: dict[str, str] | None = None) -> None:
+        from fedmoo.config.knobs import integer
         from fedmoo.errors import UserError
 
         if max_batch_size == -1:          # Hydra's basic sweeper reads -1 as null
             max_batch_size = None
-        if max_batch_size is not None and (isinstance(max_batch_size, bool) or not isinstance(
-                max_batch_size, int) or max_batch_size < 1):
+        if max_batch_size is not None and not (integer(max_batch_size) and max_batch_size >= 1):
             raise UserError(f"hydra.sweeper.max_batch_size={max_batch_size!r} must be a positive "
                             "integer (jobs launched at once) or null (all)")
         self.max_batch_size = max_batch_size

@@ -1,14 +1,8 @@
-"""``fedmoo run -m ... hydra/launcher=lockstep``: the sweep's jobs trained together, in lockstep.
-
-Hydra finds launchers only in the ``hydra_plugins`` package, so this thin class lives here; the
-work is fedmoo's (fedmoo.cli.app.collect / run_together, fedmoo.run.group). Hydra imports every
-module of this package when it starts, so nothing heavy is imported at module level.
-
-The launch has two passes. First every job goes through Hydra's ordinary ``run_job`` (its
-directory, ``.hydra`` files, logging and callbacks, as with the basic launcher), which only
-prepares it. Then all prepared jobs run together and each JobReturn gets its job's value. A
-callback's ``on_job_end`` therefore sees a job before it has trained; fedmoo's own sweep report
-(``on_multirun_end``) reads the finished results.
+"""``fedmoo run -m ... hydra/launcher=lockstep``: the sweep's jobs trained together, in lockstep
+(the work is fedmoo.cli.app's collect / run_together and fedmoo.run.group; Hydra finds launchers
+only in ``hydra_plugins``). Two passes: each job goes through Hydra's ``run_job`` (directory,
+``.hydra`` files, logging, callbacks), which only prepares it; then all run together and each
+JobReturn gets its job's value (so a callback's ``on_job_end`` sees a job before it trained).
 """
 
 from __future__ import annotations
@@ -27,9 +21,9 @@ log = logging.getLogger(__name__)
 
 class LockstepLauncher(Launcher):
     def __init__(self, max_rows: int = 4096) -> None:
-        from fedmoo.config.schema import LockstepOptions, check_launcher_options
+        from fedmoo.config.schema import check_launcher_options
 
-        check_launcher_options(LockstepOptions, {"max_rows": max_rows})   # declared knobs
+        check_launcher_options({"max_rows": max_rows})   # declared knobs
         self.max_rows = max_rows
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None

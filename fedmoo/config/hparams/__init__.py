@@ -1,21 +1,13 @@
-"""The components' hyperparameters, declared once: ``declare(group, slug, Params)``.
+"""The components' hyperparameters, declared once: ``declare(group, slug, Params, impl)``.
 
 Every algorithm, attack, model, data source and partition names its hyperparameters in a
-dataclass of knobs (``fedmoo.config.knobs.knob``: type, default, allowed values, one-line help), in
-a module of this package (one per group) that imports no torch: the run's config is checked
-against them before torch is imported and before any directory is made. ``declare`` files a
-declaration (``Declaration``: the dataclass, a preset's changed defaults); ``store`` puts each
-one's values in Hydra's ConfigStore as ``hparams/<group>/<slug>``, which an option's YAML file
-starts from (its defaults list names it, ``- /hparams/algo/fedmgda@_here_``), so the YAML holds
-only what differs and Hydra refuses a key the component does not have while composing.
-``check`` refuses a value the declaration does not allow (type, range, choices, and what a
-declaration's ``refuse(values)`` static method says of its keys together: partition.fractions
-summing to 1); ``resolve`` gives a component built from Python its declared defaults, checked
-the same way.
-
-A plugin declares its components' hyperparameters the same way in ``<package>/hparams.py``,
-a module that imports no torch: fedmoo loads that file without importing the package
-(docs/plugins.md).
+dataclass of knobs (``fedmoo.config.knobs.knob``), in a torch-free module of this package (one per
+group), so a run's config is checked before torch is imported. ``store`` puts each declaration in
+Hydra's ConfigStore as ``hparams/<group>/<slug>``, which an option's YAML file may extend
+(``- /hparams/algo/fedmgda@_here_``), so Hydra refuses a key the component does not have;
+``check`` refuses a value the declaration does not allow; ``resolve`` fills in the defaults.
+A plugin declares its components the same way in ``<package>/hparams.py``, which fedmoo loads
+without importing the package (docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -31,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fedmoo.errors import UserError
-from fedmoo.config.knobs import Knob, of, refusal
+from fedmoo.config.knobs import Knob, integer, of, refusal
 
 GROUPS = ("algo", "attack", "model", "data", "partition")
 NOTES = ("name", "description")   # keys every option may hold besides its knobs
@@ -54,10 +46,6 @@ class Declaration:
     impl: Any
     description: str = ""
     defaults: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def refuse(self) -> Any:
-        return getattr(self.params, "refuse", None)
 
     @functools.cached_property
     def knobs(self) -> tuple[Knob, ...]:
@@ -91,13 +79,16 @@ class Declaration:
                             "its folder on PYTHONPATH") from None
 
 
+@dataclasses.dataclass
+class NoKnobs:
+    """The hyperparameters of a component that has none."""
+
+
 def declare(group: str, slug: str, params: type, impl: Any, description: str = "",
             **defaults: Any) -> Declaration:
-    """File component ``slug`` of ``group``: its implementation ``impl`` (``"module:attr"``,
-    imported when a run needs it), ``description`` (the line ``fedmoo list`` shows) and
-    hyperparameters ``params`` (a dataclass of knobs); ``defaults`` changes some knobs' defaults
-    (a preset: ``fedmgda_plus`` is ``fedmgda`` with other defaults). The declaration is the
-    option ``group=slug`` itself: no YAML file is needed."""
+    """File component ``slug`` of ``group`` (the option ``group=slug``: no YAML file needed):
+    ``impl`` (``"module:attr"``, imported when a run needs it), the line ``fedmoo list`` shows
+    and ``params``, a dataclass of knobs; ``defaults`` makes a preset (``fedmgda_plus``)."""
     if group not in GROUPS:
         raise ValueError(f"group {group!r} is not one of {GROUPS}")
     if (group, slug) in _DECLARED:
@@ -200,11 +191,9 @@ def knobs(group: str, slug: str) -> tuple[Knob, ...]:
 
 
 def check(group: str, section: dict[str, Any]) -> None:
-    """Refuse (UserError, one line) a section ``{name: slug, <knob>: value, ...}`` that its
-    component's declaration does not allow: a key it does not declare, or a value outside a
-    knob's type, range or choices, or keys that do not go together (the line the declaration's
-    ``refuse(values)`` returns, given every key). A component that declares nothing takes no
-    keys."""
+    """Refuse (UserError, one line) a section ``{name: slug, <knob>: value, ...}`` with a key
+    its component does not declare, a value a knob refuses, or keys that do not go together
+    (the declaration's ``refuse(values)``)."""
     slug = section.get("name")
     if not isinstance(slug, str):
         return
@@ -223,7 +212,7 @@ def check(group: str, section: dict[str, Any]) -> None:
             msg = refusal(ks[key], value)
             if msg:
                 raise UserError(msg + f" (for {group}={slug})")
-    whole = found.refuse if found is not None else None   # keys checked together
+    whole = getattr(found.params, "refuse", None) if found is not None else None  # keys together
     msg = whole and whole({**{key: k.default for key, k in ks.items()}, **section})
     if msg:
         raise UserError(msg + f" (for {group}={slug})")
@@ -237,8 +226,7 @@ def resolve(group: str, slug: str, given: dict[str, Any]) -> dict[str, Any]:
     for k in knobs(group, slug):
         key = k.leaf
         value = given.get(key, copy.deepcopy(k.default))   # a list default is the caller's own
-        if (k.rule.kind or k.type) is float and isinstance(value, int) \
-                and not isinstance(value, bool):
+        if (k.rule.kind or k.type) is float and integer(value):
             value = float(value)
         out[key] = value
     return out
@@ -261,11 +249,9 @@ def values(hp: Any) -> dict[str, Any]:
 
 
 def store() -> None:
-    """Put every declaration in Hydra's ConfigStore as the option ``<group>/<slug>`` (a YAML
-    file of that name, which adds what a declaration cannot say, comes first in Hydra's search
-    path and extends ``hparams/<group>/<slug>``, stored too): its values as a mapping, not as
-    the dataclass (a structured node costs OmegaConf about 4 ms to build: 0.3 s of every
-    start-up for 62 declarations, where ``check`` judges the values anyway)."""
+    """Put every declaration in Hydra's ConfigStore as ``hparams/<group>/<slug>`` and, unless a
+    YAML option of that name extends it, as the option ``<group>/<slug>``: as a mapping, not the
+    dataclass (a structured node costs OmegaConf about 4 ms: 0.3 s of every start-up)."""
     from hydra.core.config_store import ConfigStore
 
     from fedmoo.config import plugins

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from fedmoo.config.hparams import declare
+from fedmoo.config.hparams import NoKnobs, declare
 from fedmoo.config.knobs import knob, seed_knob
 
 SOLVERS = ("daqp", "quadprog")   # the qpsolvers backends fedmoo.moo.minnorm is tested with
@@ -139,11 +139,6 @@ class TERM:
     t: float = knob(0.1, "tilt; grid {0.1, 0.5, 1, 2, 5}")
     normalization: str = knob("reference", "reference (authors' code, extra 1/K) | softmax",
                               choices=("reference", "softmax"))
-
-
-@dataclass
-class NoKnobs:
-    pass
 
 
 @dataclass

@@ -12,15 +12,11 @@ from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 from fedmoo.config.hparams import declare
-from fedmoo.config.knobs import knob, seed_knob
+from fedmoo.config.knobs import integer, knob, seed_knob
 
 PERMUTATIONS = ("reverse", "shift", "random")   # label_flip's named permutations
 MALICIOUS = ("give client ids ([0,3]), one id (2), a fraction in (0, 1] (0.2) or client names "
              "(phd)")
-
-
-def _int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def malicious_problem(value: Any) -> str | None:
@@ -29,14 +25,14 @@ def malicious_problem(value: Any) -> str | None:
         if math.isnan(value) or not 0.0 < value <= 1.0:
             return "as a fraction must be in (0, 1]; or give client ids, e.g. attack.malicious=[0,3]"
         return None
-    if isinstance(value, str) or (_int(value) and value >= 0):
+    if isinstance(value, str) or (integer(value) and value >= 0):
         return None
-    if _int(value):
+    if integer(value):
         return "is not a client id: ids run from 0; " + MALICIOUS
     if isinstance(value, (list, tuple)) and value:
         if all(isinstance(v, str) for v in value):
             return None
-        if all(_int(v) for v in value):
+        if all(integer(v) for v in value):
             if min(value) < 0:
                 return f"contains client {min(value)}, but client ids run from 0"
             if len(set(value)) != len(value):
@@ -54,7 +50,7 @@ def permutation_problem(value: Any) -> str | None:
     """What is wrong with ``attack.permutation=value`` whatever the number of classes."""
     if value in PERMUTATIONS:
         return None
-    if (isinstance(value, (list, tuple)) and value and all(_int(v) for v in value)
+    if (isinstance(value, (list, tuple)) and value and all(integer(v) for v in value)
             and sorted(value) == list(range(len(value)))):
         return None
     return (f"is not valid; choose {', '.join(PERMUTATIONS)} or a list of the class ids in a new "

@@ -9,24 +9,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from fedmoo.config.hparams import declare
-from fedmoo.config.knobs import knob
+from fedmoo.config.hparams import NoKnobs, declare
+from fedmoo.config.knobs import integer, knob
 
 GROUP_NORM = 64   # GroupNorm's groups divide every layer's channels (64, 128, 256, 512)
 
 
 def widths_problem(value: Any) -> str | None:
     """What is wrong with a list of hidden layer widths (``model.hidden``); None if nothing."""
-    if isinstance(value, (list, tuple)) and all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value):
+    if isinstance(value, (list, tuple)) and all(integer(v) and v >= 1 for v in value):
         return None
     return "must be a list of positive layer widths, e.g. [200,200] ([] = no hidden layer)"
 
 
 def groups_problem(value: Any) -> str | None:
     """What is wrong with ``model.groups`` (GroupNorm's groups); None if nothing."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1 \
-            and GROUP_NORM % value == 0:
+    if integer(value) and value >= 1 and GROUP_NORM % value == 0:
         return None
     divisors = [d for d in range(1, GROUP_NORM + 1) if GROUP_NORM % d == 0]
     return (f"must divide the narrowest layer's {GROUP_NORM} channels: "
@@ -39,11 +37,6 @@ def _groups() -> int:
 
 def _head_hidden(what: str = "one hidden ReLU layer of n units per head") -> Optional[int]:
     return knob(None, f"null = linear heads; n = {what}", lo=1)
-
-
-@dataclass
-class NoKnobs:
-    pass
 
 
 @dataclass

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from fedmoo.config.hparams import declare
-from fedmoo.config.knobs import knob, seed_knob
+from fedmoo.config.knobs import integer, knob, seed_knob
 
 SPLITS = ("train", "val", "test")
 FEMNIST_LETTERS = tuple(range(36, 46))   # a..j of the 62 FEMNIST / EMNIST-byclass classes
@@ -66,7 +66,7 @@ class Partition:
 
 def _bad_classes(classes: Any) -> str | None:
     if classes is not None and (not isinstance(classes, (list, tuple)) or any(
-            isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in classes)):
+            not integer(c) or c < 0 for c in classes)):
         return (f"partition.classes={classes!r} must be a list of class indices (non-negative "
                 "integers) or null; e.g. partition.classes=[0,2,6]")
     twice = next((c for i, c in enumerate(classes or ()) if c in classes[:i]), None)
