@@ -65,7 +65,8 @@ class Algorithm:
         says False and reads them anyway fails with a message instead of using a stale value."""
         return True
 
-    def server_update(self, state: ServerState, cohort: Cohort) -> tuple[ServerState, dict[str, float]]:
+    def server_update(self, state: ServerState, cohort: Cohort,
+                      diagnose: bool = True) -> tuple[ServerState, dict[str, float]]:
         """Apply one round: returns the new state (round + 1) and diagnostics.
 
         Every rule logs ``server/d_norm`` (``||d||`` before the step size, in float64; exactly 0
@@ -73,9 +74,13 @@ class Algorithm:
         common-descent diagnostic of the move ``w_t - w_{t+1} = eta d`` against the cohort's
         updates: ``server/min_cos`` (the smallest cosine) and ``server/harmed`` (how many
         clients it moves against their own update, cosine < 0; fedmoo.moo.descent).
+        ``diagnose=False`` leaves those three out (a round that writes no row: they change no
+        number of the run).
         """
         direction, step, changes, diag = self.step(state, cohort)
         w = state.w - step * direction
+        if not diagnose:
+            return dataclasses.replace(state, w=w, round=state.round + 1, **changes), diag
         # the updates' norms and rounding level, once for both diagnostics
         norms, noise = update_norms(cohort.deltas, cohort.task_mask)
         move = direction * float(step)

@@ -241,16 +241,16 @@ class LinearHead:
         wt = w.transpose(1, 2)                          # views: they follow the updates
         bt = None if bias is None else bias.transpose(1, 2)
         size = max(1, CHUNK_BYTES // (flat.shape[1] * flat.element_size()))
-        for s, h, label, coef, lw in zip(
+        for s, hs, label, coef, lw in zip(
                 range(steps.start, steps.stop),
-                _inputs(flat, index),                                   # [n, B, in] each
+                _inputs(flat, index, size),                     # [n, <= size, in] chunks
                 _by_step(labels).view(-1, n, 1, b).unbind(0),
                 _by_step(weights).view(-1, n, 1, b).unbind(0),
                 _by_step(loss_weight).view(-1, n, 1, b).unbind(0)):
             grads, stats = None, None
-            for c in range(0, b, size):
+            for c, h in zip(range(0, b, size), hs):
                 cut = slice(c, c + size)
-                g, st = self._chunk(t, n, h[:, cut], wt, bt, label[..., cut], coef[..., cut],
+                g, st = self._chunk(t, n, h, wt, bt, label[..., cut], coef[..., cut],
                                     lw[..., cut], reuse, before and s == 0)
                 grads = g if grads is None else [x.add_(y) for x, y in zip(grads, g)]
                 stats = st if stats is None or st is None else [x.add_(y) for x, y in zip(stats, st)]
@@ -391,13 +391,19 @@ def _segments(rows: list[int]) -> list[tuple[int, slice]]:
     return out
 
 
-def _inputs(flat: Tensor, index: Tensor):
-    """The inputs ``[n, B, in]`` of each step of ``index [n, S, B]``, gathered a few steps at a
-    time: as many as fit in GATHER_BYTES (one copy for them, which stays in cache)."""
+def _inputs(flat: Tensor, index: Tensor, size: int):
+    """The inputs of each step of ``index [n, S, B]``, as its chunks ``[n, <= size, in]``. Steps
+    of up to ``size`` samples (one chunk) are gathered a few at a time: as many as fit in
+    GATHER_BYTES (one copy for them, which stays in cache); a larger step is gathered chunk by
+    chunk as the chunks are read (no fresh pages for a copy of the whole step each round)."""
     n, steps, b = index.shape
+    if b > size:
+        for s in range(steps):
+            yield (gather(flat, index[:, s, c:c + size]) for c in range(0, b, size))
+        return
     span = max(1, GATHER_BYTES // max(1, n * b * flat.shape[1] * flat.element_size()))
     for lo in range(0, steps, span):
-        yield from gather(flat, index[:, lo:lo + span].transpose(0, 1)).unbind(0)
+        yield from ((h,) for h in gather(flat, index[:, lo:lo + span].transpose(0, 1)).unbind(0))
 
 
 def _by_step(t: Tensor) -> Tensor:

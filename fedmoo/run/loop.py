@@ -260,7 +260,7 @@ class Session:
             # last round made them), then the models this round made; each read syncs a device
             reported = [cohort.loss_before, cohort.loss_after, cohort.loss_trained]
             check_diverged({}, reported, t + 1, cfg, cohort.deltas)
-            new_state, diag = parts.algo.server_update(state, cohort)
+            new_state, diag = parts.algo.server_update(state, cohort, self.every.evaluate(t + 1))
             check_diverged(reported_models(parts.algo, new_state), None, t + 1, cfg)
         except DivergenceError as e:
             self.rundir.summary("diverged", state, self.final, self.elapsed(), str(e))

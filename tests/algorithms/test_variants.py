@@ -181,6 +181,14 @@ def test_every_rule_logs_min_cos_and_harmed(name):
     assert diag["server/harmed"] in (0.0, 1.0, 2.0, 3.0)
     if name in ("fedmgda", "fedmgda_plus", "mgda_prox"):
         assert diag["server/harmed"] == 0.0 and diag["server/min_cos"] > 0
+    # a round that writes no row skips the three diagnostics; the update is the same
+    algo = build({"name": name, **kwargs})
+    state = algo.init(torch.zeros(2, dtype=torch.float64), num_clients=3)
+    full, with_diag = algo.server_update(state, cohort)
+    bare, without = algo.server_update(state, cohort, diagnose=False)
+    assert torch.equal(full.w, bare.w)
+    assert without == {k: v for k, v in with_diag.items()
+                       if k not in ("server/d_norm", "server/min_cos", "server/harmed")}
 
 
 def test_fedavg_harm_by_hand():

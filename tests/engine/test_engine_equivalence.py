@@ -316,11 +316,30 @@ def test_closed_form_inputs_gathered_a_few_steps_at_a_time(monkeypatch):
     gather = linear_head.gather
     monkeypatch.setattr(linear_head, "gather", lambda t, i: calls.append(i.shape) or gather(t, i))
     monkeypatch.setattr(linear_head, "GATHER_BYTES", 2 * 2 * 3 * 8)
-    steps = list(linear_head._inputs(x, index))
+    steps = [list(chunks) for chunks in linear_head._inputs(x, index, 1)]
     assert [tuple(c) for c in calls] == [(2, 2, 1), (2, 2, 1), (1, 2, 1)]
     assert len(steps) == 5
-    for s, h in enumerate(steps):
-        assert torch.equal(h, x[index[:, s]])                  # [n, B, in]
+    for s, chunks in enumerate(steps):
+        assert len(chunks) == 1 and torch.equal(chunks[0], x[index[:, s]])   # [n, B, in]
+
+
+def test_closed_form_large_steps_gathered_chunk_by_chunk(monkeypatch):
+    """A step of more samples than a chunk is gathered chunk by chunk, each chunk as it is
+    read: ``x[index[:, s, c:c + size]]`` (here 2 sources x 5 samples in chunks of 2)."""
+    from fedmoo.engine import linear_head
+
+    x = torch.arange(30, dtype=torch.float64).view(10, 3)
+    index = torch.tensor([[[4, 1, 7, 0, 2], [9, 3, 3, 5, 8]],
+                          [[5, 6, 2, 1, 0], [8, 8, 4, 7, 9]]])               # [n=2, S=2, B=5]
+    calls = []
+    gather = linear_head.gather
+    monkeypatch.setattr(linear_head, "gather", lambda t, i: calls.append(i.shape) or gather(t, i))
+    steps = linear_head._inputs(x, index, 2)
+    for s in range(2):
+        for c, chunk in zip((0, 2, 4), next(steps)):
+            assert calls[-1] == (2, min(2, 5 - c))          # gathered when read
+            assert torch.equal(chunk, x[index[:, s, c:c + 2]])
+    assert len(calls) == 6 and next(steps, None) is None
 
 
 def test_closed_form_only_for_softmax_regression():
