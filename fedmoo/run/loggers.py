@@ -3,52 +3,44 @@
 ``logger`` is one name or a list (``logger=[tensorboard,mlflow]``):
 
 - ``none`` (default): nothing extra.
-- ``tensorboard``: every numeric column of every rounds.csv row as a scalar (tag = the column,
-  e.g. ``test/acc_mean``; step = the round; one event a row) in ``<run dir>/tensorboard``,
-  on disk within 2 s;
-  at the end the config as hparams with the final metrics (``final/<name>``), for the HParams
-  view.
-- ``mlflow``: an MLflow run in experiment ``fedmoo`` (or ``MLFLOW_EXPERIMENT_NAME``) with the
-  config as parameters (dotted keys), every row as metrics (rows in batches, at most 2 s late;
-  ``/`` in names kept, step = the round), the final metrics (``final/<name>``) and as
-  artifacts summary.json, rounds.csv, clients.csv and the config (``.hydra/config.yaml``). A
-  child process writes it (fedmoo.run.mlflow_writer). Tracking URI: ``MLFLOW_TRACKING_URI``,
-  else a local SQLite store ``<run dir>/mlflow.db`` (``mlflow ui --backend-store-uri
-  sqlite:///<run dir>/mlflow.db``); a SQLite store may be shared by jobs running at once, and
-  its artifacts go beside it (``mlartifacts/<run id>/artifacts/``).
-  Needs ``pip install -e ".[trackers]"``.
-- ``wandb``: a Weights & Biases run in project ``fedmoo`` (or ``WANDB_PROJECT``) with the config,
-  every row (step = the round) and the final metrics as its summary; files under
-  ``$WANDB_DIR/wandb``, else ``<run dir>/wandb``; W&B's own lines are silenced. A child process writes it
-  (fedmoo.run.wandb_writer). ``WANDB_MODE=offline`` keeps it on disk
-  (``wandb sync`` uploads later). Needs ``pip install -e ".[trackers]"``.
+- ``tensorboard``: every numeric column of every rounds.csv row as a scalar (step = the round)
+  in ``<run dir>/tensorboard``, on disk within 2 s; at the end the config as hparams with the
+  final metrics (``final/<name>``).
+- ``mlflow``: an MLflow run in experiment ``fedmoo`` (or ``MLFLOW_EXPERIMENT_NAME``): the
+  config as parameters (dotted keys), every row as metrics, the final metrics and, as
+  artifacts, summary.json, rounds.csv, clients.csv and ``.hydra/config.yaml``. Tracking URI:
+  ``MLFLOW_TRACKING_URI``, else ``<run dir>/mlflow.db`` (fedmoo.run.mlflow_writer).
+- ``wandb``: a W&B run in project ``fedmoo`` (or ``WANDB_PROJECT``): the config, every row and
+  the final metrics as its summary; files under ``$WANDB_DIR/wandb``, else ``<run dir>/wandb``
+  (fedmoo.run.wandb_writer).
 
-A tracked run is named after its overrides (``algo=fedfv seed=1``; the run directory's name
-when there are none) and tagged with its run directory and, in a sweep, the sweep's directory
-(MLflow tags ``fedmoo.run_dir``, ``fedmoo.overrides``, ``fedmoo.sweep``; the W&B group is the
-sweep's name, ``sweep_name``).
-Non-finite values are skipped (trackers reject them; rounds.csv keeps them). A tracker that
-cannot start stops the run (a UserError); one that fails after it started is one warning, and
-the run goes on without it (``Trackers``). The run does not wait for MLflow's and W&B's
-writers at its end (fedmoo.run.tracker_process): they finish in the background, each with its
-log in ``<run dir>/tracker-<name>.log``.
+A tracked run is named after its overrides and tagged with its run directory and sweep
+(``run_label``). Non-finite values are skipped (trackers reject them). A run never waits on a
+tracker: MLflow's and W&B's runs are owned by child processes (``ChildTracker``), started before
+the run imports torch (``prestart``) and finishing in the background at nice 10 once the run's
+files are complete, with their log in ``<run dir>/tracker-<name>.log``. A tracker that cannot
+start stops the run (a UserError); one that fails after it started is one warning, and the run
+goes on without it (``Trackers``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import importlib.util
 import json
 import logging
 import math
+import multiprocessing
 import os
 import re
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from fedmoo.errors import UserError
-from fedmoo.run import tracker_process
 from fedmoo.run.tracker_child import first_line
 from fedmoo.report.jobs import flatten
 from fedmoo.config.schema import LOGGERS
@@ -71,10 +63,10 @@ def _installed(module: str) -> bool:
         return False
 
 
-def _need(module: str, name: str) -> None:
-    """A UserError naming the extra to install when ``module`` is not installed."""
-    if not _installed(module):
-        raise UserError(f"logger={name} needs the {module} package; pip install -e "
+def _need(name: str) -> None:
+    """A UserError naming the extra to install when tracker ``name``'s package is missing."""
+    if not _installed(name):
+        raise UserError(f"logger={name} needs the {name} package; pip install -e "
                         f"\".[{'tensorboard' if name == 'tensorboard' else 'trackers'}]\" "
                         "or drop it from logger")
 
@@ -100,27 +92,22 @@ class TensorBoardLogger(NullLogger):
     config as hparams."""
 
     def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
-        _need("tensorboard", "tensorboard")
+        _need("tensorboard")
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
         # its own thread writes the events, on disk within FLUSH_S seconds (and at the end)
         self.events = EventFileWriter(str(Path(run_dir) / "tensorboard"), flush_secs=FLUSH_S)
-        self.cfg = cfg
+        self.cfg, self.Event, self.Summary = cfg, Event, Summary
 
     def _write(self, step: int, values: list) -> None:
         """One event of ``Summary.Value``s."""
-        import time
-
-        from tensorboard.compat.proto.event_pb2 import Event
-        from tensorboard.compat.proto.summary_pb2 import Summary
-
-        self.events.add_event(Event(wall_time=time.time(), step=step,
-                                    summary=Summary(value=values)))
+        self.events.add_event(self.Event(wall_time=time.time(), step=step,
+                                         summary=self.Summary(value=values)))
 
     def _scalars(self, values: dict[str, float]) -> list:
-        from tensorboard.compat.proto.summary_pb2 import Summary
-
-        return [Summary.Value(tag=k, simple_value=v) for k, v in values.items()]
+        return [self.Summary.Value(tag=k, simple_value=v) for k, v in values.items()]
 
     def log(self, row: dict[str, Any]) -> None:
         self._write(int(row["round"]), self._scalars(_numbers(row)))
@@ -147,6 +134,7 @@ class TensorBoardLogger(NullLogger):
 
 
 WRITERS = {"mlflow": "fedmoo.run.mlflow_writer", "wandb": "fedmoo.run.wandb_writer"}
+_spare: dict[str, subprocess.Popen] = {}   # children started ahead of their run, by module
 
 
 def selected(names: str | list[str] | None) -> list[str]:
@@ -154,67 +142,142 @@ def selected(names: str | list[str] | None) -> list[str]:
     return ["none"] if names is None else [names] if isinstance(names, str) else list(names)
 
 
+def _spawn(module: str) -> subprocess.Popen:
+    """stderr goes nowhere until the head names the child's log: a child finishing in the
+    background must not write on the user's terminal, nor keep ``fedmoo run | tee`` waiting;
+    in a session of its own, closing the terminal (SIGHUP) does not end it."""
+    return subprocess.Popen([sys.executable, "-m", "fedmoo.run.tracker_child", module],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                            start_new_session=True)
+
+
 def prestart(names: str | list[str] | None) -> None:
-    """Start the writer processes of the selected trackers before the run imports torch
-    (fedmoo.run.tracker_process): importing MLflow or W&B (seconds:
-    ``scripts/bench_trackers.py``) then overlaps the run's own start-up instead of adding to
-    it."""
+    """Start the writer processes of the selected trackers before the run imports torch:
+    importing MLflow or W&B (seconds: ``scripts/bench_trackers.py``) then overlaps the run's
+    own start-up. A child that is never taken reads end of input when this process ends, and
+    ends without touching any store."""
     for n in dict.fromkeys(selected(names)):
-        if n in WRITERS and _installed(n):
-            tracker_process.prestart(WRITERS[n])
+        if n in WRITERS and _installed(n) and WRITERS[n] not in _spare:
+            _spare[WRITERS[n]] = _spawn(WRITERS[n])
 
 
-class ChildLogger(NullLogger):
-    """A tracker whose run a child process owns (fedmoo.run.tracker_process)."""
+class ChildTracker(NullLogger):
+    """A tracker whose run a child process owns (the protocol: fedmoo.run.tracker_child). A
+    child that could not start its tracked run raises a UserError (the run stops: a bad store
+    or setting); one that fails after, a RuntimeError (``Trackers`` warns and goes on without
+    it); after the run's completed result, its error line is a warning (``finish``).
+    ``where``: where its data goes, for the user; ``log_file``: the child's log; ``confirm``:
+    the user's own store or setting, which the tracker may refuse: the run waits for the
+    child's answer before its completed result (``check``)."""
 
-    child: tracker_process.ChildTracker
     FILES = ("summary.json", "rounds.csv", "clients.csv", ".hydra/config.yaml")
 
+    def __init__(self, module: str, name: str, head: dict[str, Any], where: str,
+                 log_file: Path, confirm: bool):
+        self.name, self.where, self.log_file, self.confirm = name, where, log_file, confirm
+        self.proc = _spare.pop(module, None) or _spawn(module)
+        self.error: str | None = None             # the child's error line
+        self.started = False                      # its ready line came: the tracked run exists
+        self.answered = threading.Event()         # its first line came: ready or error
+        self.ended = threading.Event()            # its last line came: done or error
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.done = False
+        self._send({**head, "log": str(log_file)})
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            word, _, rest = line.rstrip("\n").partition(" ")
+            self.started = self.started or word == "ready"
+            if word == "error":
+                self.error = rest
+            if word in ("ready", "error"):
+                self.answered.set()
+            if word in ("done", "error"):
+                self.ended.set()
+        self.answered.set()                       # the child ended
+        self.ended.set()
+
+    def _stopped(self) -> Exception:
+        """The child's failure: a UserError before its tracked run started, else a
+        RuntimeError."""
+        if self.error is None:                    # no line yet: its last one, or its status
+            self.proc.wait()
+            self.reader.join()
+        text = self.error or (f"logger={self.name}: the {self.name} writer stopped (exit status "
+                              f"{self.proc.returncode})")
+        return (RuntimeError(text.removeprefix(f"logger={self.name}: ")) if self.started
+                else UserError(text))
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        if self.error:
+            raise self._stopped()
+        try:
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):     # the child ended: its last line says why
+            raise self._stopped() from None
+
     def log(self, row: dict[str, Any]) -> None:
-        self.child.log_numbers(int(row["round"]), _numbers(row))
+        self._send({"step": int(row["round"]), "metrics": _numbers(row)})
 
     def check(self) -> None:
-        self.child.check()
+        """A child that refused its run stops the run. Unless ``confirm``, one still starting
+        does not keep the run waiting (the default store, offline W&B: nothing to refuse)."""
+        if self.confirm:
+            self.answered.wait()
+        if self.answered.is_set() and (self.error or self.proc.poll() not in (None, 0)):
+            raise self._stopped()
 
     def finish(self, final: dict[str, Any], run_dir: Path) -> None:
-        self.child.finish_numbers(_numbers(final), [str(Path(run_dir) / f) for f in self.FILES])
+        with contextlib.suppress(Exception):      # said below
+            self._send({"final": _numbers(final),
+                        "artifacts": [str(Path(run_dir) / f) for f in self.FILES]})
+        self.close()
+        if multiprocessing.parent_process() is not None:
+            self.ended.wait()     # a launcher's worker (joblib's): its end kills its children
+        if not self.ended.is_set():
+            log.info("logger=%s: the writer (pid %d) sends the last rows to %s in the "
+                     "background; %s says when it is done", self.name, self.proc.pid,
+                     self.where, self.log_file)
+        elif self.error:                          # the run's own result is complete: a warning
+            log.warning("%s", self.error)
 
     def close(self) -> None:
-        self.child.close()
+        """End of input: without a final message the child ends the tracked run as failed by
+        itself (a stopping run never waits on it)."""
+        if not self.done:
+            self.done = True
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
 
 
-class MLflowLogger(ChildLogger):
-    """The MLflow run (fedmoo.run.mlflow_writer): tracking URI ``MLFLOW_TRACKING_URI``, else
-    ``<run dir>/mlflow.db``; experiment ``MLFLOW_EXPERIMENT_NAME``, else ``fedmoo``."""
-
-    def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
-        _need("mlflow", "mlflow")
-        self.uri = (os.environ.get("MLFLOW_TRACKING_URI")
-                    or f"sqlite:///{(Path(run_dir) / 'mlflow.db').resolve()}")
-        self.child = tracker_process.ChildTracker(WRITERS["mlflow"], "mlflow", {
-            "uri": self.uri, "experiment": os.environ.get("MLFLOW_EXPERIMENT_NAME", "fedmoo"),
-            "run_name": name, "tags": tags,
-            "params": {k: str(v)[:500] for k, v in flatten(cfg).items()}},
-            self.uri, Path(run_dir) / "tracker-mlflow.log",
-            confirm=bool(os.environ.get("MLFLOW_TRACKING_URI")))
+def _mlflow(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]) -> ChildTracker:
+    """The MLflow run (fedmoo.run.mlflow_writer)."""
+    _need("mlflow")
+    uri = (os.environ.get("MLFLOW_TRACKING_URI")
+           or f"sqlite:///{(Path(run_dir) / 'mlflow.db').resolve()}")
+    return ChildTracker(WRITERS["mlflow"], "mlflow", {
+        "uri": uri, "experiment": os.environ.get("MLFLOW_EXPERIMENT_NAME", "fedmoo"),
+        "run_name": name, "tags": tags,
+        "params": {k: str(v)[:500] for k, v in flatten(cfg).items()}},
+        uri, Path(run_dir) / "tracker-mlflow.log",
+        confirm=bool(os.environ.get("MLFLOW_TRACKING_URI")))
 
 
-class WandbLogger(ChildLogger):
-    """The W&B run (fedmoo.run.wandb_writer): project ``WANDB_PROJECT``, else ``fedmoo``; a
-    sweep's runs are one group (``sweep_name``); files under ``$WANDB_DIR/wandb``, else
-    ``<run dir>/wandb``."""
-
-    def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
-        _need("wandb", "wandb")
-        where = Path(os.environ.get("WANDB_DIR") or run_dir)
-        (where / "wandb").mkdir(parents=True, exist_ok=True)
-        project = os.environ.get("WANDB_PROJECT", "fedmoo")
-        self.child = tracker_process.ChildTracker(WRITERS["wandb"], "wandb", {
-            "project": project, "name": name, "group": sweep_name(tags.get("fedmoo.sweep")),
-            "dir": str(where), "config": cfg},
-            f"W&B project {project} (files in {where / 'wandb'})",
-            Path(run_dir) / "tracker-wandb.log",
-            confirm=os.environ.get("WANDB_MODE") not in ("offline", "disabled"))
+def _wandb(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]) -> ChildTracker:
+    """The W&B run (fedmoo.run.wandb_writer); a sweep's runs are one group (``sweep_name``)."""
+    _need("wandb")
+    where = Path(os.environ.get("WANDB_DIR") or run_dir)
+    (where / "wandb").mkdir(parents=True, exist_ok=True)
+    project = os.environ.get("WANDB_PROJECT", "fedmoo")
+    return ChildTracker(WRITERS["wandb"], "wandb", {
+        "project": project, "name": name, "group": sweep_name(tags.get("fedmoo.sweep")),
+        "dir": str(where), "config": cfg},
+        f"W&B project {project} (files in {where / 'wandb'})",
+        Path(run_dir) / "tracker-wandb.log",
+        confirm=os.environ.get("WANDB_MODE") not in ("offline", "disabled"))
 
 
 def sweep_name(sweep: str | None) -> str | None:
@@ -263,7 +326,7 @@ class Trackers(NullLogger):
             m.close()
 
 
-KINDS = {"tensorboard": TensorBoardLogger, "mlflow": MLflowLogger, "wandb": WandbLogger}
+KINDS = {"tensorboard": TensorBoardLogger, "mlflow": _mlflow, "wandb": _wandb}
 
 
 def build(names: str | list[str] | None, run_dir: Path, cfg: dict[str, Any] | None = None,

@@ -1,5 +1,6 @@
-"""The child side of a tracker that runs in a process of its own (fedmoo.run.tracker_process):
-the message loop shared by ``fedmoo.run.mlflow_writer`` and ``fedmoo.run.wandb_writer``.
+"""The child side of a tracker that runs in a process of its own (fedmoo.run.loggers starts it
+as ``python -m fedmoo.run.tracker_child <writer module>``): the message loop shared by
+``fedmoo.run.mlflow_writer`` and ``fedmoo.run.wandb_writer``.
 
 The run sends JSON lines on the child's stdin:
 
@@ -11,13 +12,14 @@ The run sends JSON lines on the child's stdin:
 End of input without a final message ends the tracked run as failed (an interrupted, diverged
 or failed run). The child answers on stdout (and in its log) with one line ``ready <run id>``
 once the tracked run exists, ``error <message>`` when it cannot log (the run stops with that
-line), and ``done`` at the end; the run may have ended before (fedmoo.run.tracker_process). Input is read into memory from the start, so the run never waits on a full pipe
-while the child is still importing its tracker. The child runs at a lower priority (nice 10):
+line), and ``done`` at the end; the run may have ended before. Input is read into memory
+from the start, so the run never waits on a full pipe while the child is still importing its tracker. The child runs at a lower priority (nice 10):
 the training comes first; the tracker catches up when it can.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -26,13 +28,13 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 NICE = 10
 
 
 class Backend(Protocol):
-    """One tracked run, opened from the head message."""
+    """One tracked run, opened from the head message (a writer module's ``Writer``)."""
 
     run_id: str
 
@@ -110,11 +112,11 @@ def _nice_autogroup() -> None:
         f.write(str(NICE))
 
 
-def serve(warm: Callable[[], None], open_run: Callable[[dict[str, Any]], Backend],
-          refusal: Callable[[dict[str, Any], BaseException], str], name: str,
-          batch: int, flush_s: float) -> int:
-    """The child's life: ``warm()`` (imports, while the run starts), then the head opens the
-    run (``refusal``: the one line for an exception there), then rows until end of input."""
+def serve(writer) -> int:
+    """The child's life with the writer module ``writer``: ``warm()`` (imports, while the run
+    starts), then the head opens the run (``Writer``; ``refusal``: the one line for an exception
+    there), then rows until end of input, written ``BATCH`` metrics or ``FLUSH_S`` s at a
+    time."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the run's; it ends us by EOF
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a run that ended: ``say`` goes on
     for lower in (lambda: os.nice(NICE), _nice_autogroup):
@@ -133,7 +135,7 @@ def serve(warm: Callable[[], None], open_run: Callable[[dict[str, Any]], Backend
     threading.Thread(target=read, daemon=True).start()
     warm_error = None
     try:
-        warm()
+        writer.warm()
     except Exception as e:  # noqa: BLE001 - said when the head asks for the run
         warm_error = e
     head = inbox.get()
@@ -143,14 +145,14 @@ def serve(warm: Callable[[], None], open_run: Callable[[dict[str, Any]], Backend
     try:
         if warm_error is not None:
             raise warm_error
-        backend = open_run(head)
+        backend = writer.Writer(head)
     except Exception as e:  # noqa: BLE001 - every refusal becomes the run's one line
-        say("error " + refusal(head, e))
+        say("error " + writer.refusal(head, e))
         return 1
     say(f"ready {backend.run_id}")
     final = None
     try:
-        pending = Pending(backend, batch, flush_s)
+        pending = Pending(backend, writer.BATCH, writer.FLUSH_S)
         while (msg := pending.next(inbox)) is not None:
             if "final" in msg:
                 pending.write()
@@ -162,7 +164,11 @@ def serve(warm: Callable[[], None], open_run: Callable[[dict[str, Any]], Backend
         if final is None:
             backend.end(None, [])
     except Exception as e:  # noqa: BLE001
-        say(f"error logger={name}: writing failed: {first_line(e)}")
+        say(f"error logger={writer.NAME}: writing failed: {first_line(e)}")
         return 1
     say("done")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve(importlib.import_module(sys.argv[1])))

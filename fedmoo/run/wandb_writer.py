@@ -1,5 +1,5 @@
 """``logger=wandb``'s writer: a child process that owns the W&B run
-(fedmoo.run.tracker_process starts it, fedmoo.run.tracker_child is its message loop).
+(fedmoo.run.loggers starts it, fedmoo.run.tracker_child is its message loop).
 
 Importing ``wandb`` and ``wandb.init`` (which starts W&B's service) take about 2 s; in a
 process of its own, started before the run imports torch, that work runs beside the run's
@@ -10,11 +10,9 @@ start-up instead of inside it. The head message is ``{"project", "name", "group"
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from fedmoo.run import tracker_child
-
+NAME = "wandb"
 FLUSH_S = 1.0   # rows wait at most this long (W&B sends them on in its own service anyway)
 BATCH = 100     # rows' values written in one go at most (each row is its own run.log call)
 
@@ -49,11 +47,3 @@ class Writer:
 def refusal(head: dict[str, Any], e: BaseException) -> str:
     text = " ".join(str(e).split()) or type(e).__name__   # W&B's settings errors span lines
     return f"logger=wandb: W&B refused the run: {text[:300]}"
-
-
-def main() -> int:
-    return tracker_child.serve(warm, Writer, refusal, "wandb", BATCH, FLUSH_S)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
