@@ -15,33 +15,28 @@
   (fedmoo.run.wandb_writer).
 
 A tracked run is named after its overrides and tagged with its run directory and sweep
-(``run_label``). Non-finite values are skipped (trackers reject them). A run never waits on a
-tracker: MLflow's and W&B's runs are owned by child processes (``ChildTracker``), started before
-the run imports torch (``prestart``) and finishing in the background at nice 10 once the run's
-files are complete, with their log in ``<run dir>/tracker-<name>.log``. A tracker that cannot
-start stops the run (a UserError); one that fails after it started is one warning, and the run
-goes on without it (``Trackers``).
+(``run_label``). Non-finite values are skipped (trackers reject them). MLflow's and W&B's runs
+are owned by child processes, so that a run never waits on them (fedmoo.run.tracker_process). A
+tracker that cannot start stops the run (a UserError); one that fails after it started is one
+warning, and the run goes on without it (``Trackers``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import logging
-import math
-import multiprocessing
 import os
 import re
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from fedmoo.errors import UserError
+from fedmoo.run.launchers import plugin_available
+from fedmoo.run import tracker_process
 from fedmoo.run.tracker_child import first_line
+from fedmoo.run.tracker_process import ChildTracker, numbers
 from fedmoo.report.jobs import flatten
 from fedmoo.config.schema import LOGGERS
 
@@ -51,21 +46,9 @@ SWEPT_ENV = "FEDMOO_SWEPT_KEYS"  # with the keys the sweep varies (``seed,algo``
 log = logging.getLogger(__name__)
 
 
-def _numbers(row: dict[str, Any]) -> dict[str, float]:
-    return {k: float(v) for k, v in row.items() if k != "round" and not isinstance(v, bool)
-            and isinstance(v, (int, float)) and math.isfinite(v)}
-
-
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def _need(name: str) -> None:
     """A UserError naming the extra to install when tracker ``name``'s package is missing."""
-    if not _installed(name):
+    if not plugin_available(name):
         raise UserError(f"logger={name} needs the {name} package; pip install -e "
                         f"\".[{'tensorboard' if name == 'tensorboard' else 'trackers'}]\" "
                         "or drop it from logger")
@@ -86,10 +69,9 @@ class NullLogger:
 
 
 class TensorBoardLogger(NullLogger):
-    """Events in ``<run dir>/tensorboard``, written by TensorBoard's own event writer: one event
-    per rounds.csv row holding all its values (about a tenth of the time of one
-    ``SummaryWriter.add_scalar`` per value: ``scripts/bench_trackers.py``), and at the end the
-    config as hparams."""
+    """Events in ``<run dir>/tensorboard`` by TensorBoard's own event writer: one event per
+    rounds.csv row (a tenth of the time of ``add_scalar`` per value), at the end the config as
+    hparams."""
 
     def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
         _need("tensorboard")
@@ -110,19 +92,17 @@ class TensorBoardLogger(NullLogger):
         return [self.Summary.Value(tag=k, simple_value=v) for k, v in values.items()]
 
     def log(self, row: dict[str, Any]) -> None:
-        self._write(int(row["round"]), self._scalars(_numbers(row)))
+        self._write(int(row["round"]), self._scalars(numbers(row)))
 
     def finish(self, final: dict[str, Any], run_dir: Path) -> None:
-        """The config as hparams with the final metrics (``final/<name>``), in the run's own
-        event file: TensorBoard's HParams view then lists a sweep's runs side by side. No
-        experiment header: TensorBoard keeps the first it finds (a FedAvg run's would hide
-        FedFV's ``algo.alpha`` in an ``algo=fedavg,fedfv`` sweep); without one it takes the
-        union of the runs' hparams, and the metrics from their scalars."""
+        """The config as hparams with the final metrics (``final/<name>``). No experiment
+        header: TensorBoard keeps the first it finds (hiding FedFV's ``algo.alpha`` in an
+        ``algo=fedavg,fedfv`` sweep); without one it takes the union of the runs' hparams."""
         from torch.utils.tensorboard.summary import hparams
 
         params = {k: v if isinstance(v, (bool, int, float, str)) else json.dumps(v)
                   for k, v in flatten(self.cfg).items()}
-        metrics = {f"final/{k}": v for k, v in _numbers(final).items()}
+        metrics = {f"final/{k}": v for k, v in numbers(final).items()}
         step = int(final.get("round", 0) or 0)
         for summary in hparams(params, metrics)[1:]:     # session start and end, no header
             self._write(0, list(summary.value))
@@ -134,7 +114,6 @@ class TensorBoardLogger(NullLogger):
 
 
 WRITERS = {"mlflow": "fedmoo.run.mlflow_writer", "wandb": "fedmoo.run.wandb_writer"}
-_spare: dict[str, subprocess.Popen] = {}   # children started ahead of their run, by module
 
 
 def selected(names: str | list[str] | None) -> list[str]:
@@ -142,115 +121,13 @@ def selected(names: str | list[str] | None) -> list[str]:
     return ["none"] if names is None else [names] if isinstance(names, str) else list(names)
 
 
-def _spawn(module: str) -> subprocess.Popen:
-    """stderr goes nowhere until the head names the child's log: a child finishing in the
-    background must not write on the user's terminal, nor keep ``fedmoo run | tee`` waiting;
-    in a session of its own, closing the terminal (SIGHUP) does not end it."""
-    return subprocess.Popen([sys.executable, "-m", "fedmoo.run.tracker_child", module],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, bufsize=1,
-                            start_new_session=True)
-
-
 def prestart(names: str | list[str] | None) -> None:
-    """Start the writer processes of the selected trackers before the run imports torch:
-    importing MLflow or W&B (seconds: ``scripts/bench_trackers.py``) then overlaps the run's
-    own start-up. A child that is never taken reads end of input when this process ends, and
-    ends without touching any store."""
+    """Start the writer processes of the selected trackers before the run imports torch
+    (fedmoo.run.tracker_process): importing MLflow or W&B (seconds) then overlaps the run's own
+    start-up."""
     for n in dict.fromkeys(selected(names)):
-        if n in WRITERS and _installed(n) and WRITERS[n] not in _spare:
-            _spare[WRITERS[n]] = _spawn(WRITERS[n])
-
-
-class ChildTracker(NullLogger):
-    """A tracker whose run a child process owns (the protocol: fedmoo.run.tracker_child). A
-    child that could not start its tracked run raises a UserError (the run stops: a bad store
-    or setting); one that fails after, a RuntimeError (``Trackers`` warns and goes on without
-    it); after the run's completed result, its error line is a warning (``finish``).
-    ``where``: where its data goes, for the user; ``log_file``: the child's log; ``confirm``:
-    the user's own store or setting, which the tracker may refuse: the run waits for the
-    child's answer before its completed result (``check``)."""
-
-    FILES = ("summary.json", "rounds.csv", "clients.csv", ".hydra/config.yaml")
-
-    def __init__(self, module: str, name: str, head: dict[str, Any], where: str,
-                 log_file: Path, confirm: bool):
-        self.name, self.where, self.log_file, self.confirm = name, where, log_file, confirm
-        self.proc = _spare.pop(module, None) or _spawn(module)
-        self.error: str | None = None             # the child's error line
-        self.started = False                      # its ready line came: the tracked run exists
-        self.answered = threading.Event()         # its first line came: ready or error
-        self.ended = threading.Event()            # its last line came: done or error
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.done = False
-        self._send({**head, "log": str(log_file)})
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            word, _, rest = line.rstrip("\n").partition(" ")
-            self.started = self.started or word == "ready"
-            if word == "error":
-                self.error = rest
-            if word in ("ready", "error"):
-                self.answered.set()
-            if word in ("done", "error"):
-                self.ended.set()
-        self.answered.set()                       # the child ended
-        self.ended.set()
-
-    def _stopped(self) -> Exception:
-        """The child's failure: a UserError before its tracked run started, else a
-        RuntimeError."""
-        if self.error is None:                    # no line yet: its last one, or its status
-            self.proc.wait()
-            self.reader.join()
-        text = self.error or (f"logger={self.name}: the {self.name} writer stopped (exit status "
-                              f"{self.proc.returncode})")
-        return (RuntimeError(text.removeprefix(f"logger={self.name}: ")) if self.started
-                else UserError(text))
-
-    def _send(self, msg: dict[str, Any]) -> None:
-        if self.error:
-            raise self._stopped()
-        try:
-            self.proc.stdin.write(json.dumps(msg) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError):     # the child ended: its last line says why
-            raise self._stopped() from None
-
-    def log(self, row: dict[str, Any]) -> None:
-        self._send({"step": int(row["round"]), "metrics": _numbers(row)})
-
-    def check(self) -> None:
-        """A child that refused its run stops the run. Unless ``confirm``, one still starting
-        does not keep the run waiting (the default store, offline W&B: nothing to refuse)."""
-        if self.confirm:
-            self.answered.wait()
-        if self.answered.is_set() and (self.error or self.proc.poll() not in (None, 0)):
-            raise self._stopped()
-
-    def finish(self, final: dict[str, Any], run_dir: Path) -> None:
-        with contextlib.suppress(Exception):      # said below
-            self._send({"final": _numbers(final),
-                        "artifacts": [str(Path(run_dir) / f) for f in self.FILES]})
-        self.close()
-        if multiprocessing.parent_process() is not None:
-            self.ended.wait()     # a launcher's worker (joblib's): its end kills its children
-        if not self.ended.is_set():
-            log.info("logger=%s: the writer (pid %d) sends the last rows to %s in the "
-                     "background; %s says when it is done", self.name, self.proc.pid,
-                     self.where, self.log_file)
-        elif self.error:                          # the run's own result is complete: a warning
-            log.warning("%s", self.error)
-
-    def close(self) -> None:
-        """End of input: without a final message the child ends the tracked run as failed by
-        itself (a stopping run never waits on it)."""
-        if not self.done:
-            self.done = True
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
+        if n in WRITERS and plugin_available(n):
+            tracker_process.prestart(WRITERS[n])
 
 
 def _mlflow(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]) -> ChildTracker:
@@ -281,9 +158,8 @@ def _wandb(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]) 
 
 
 def sweep_name(sweep: str | None) -> str | None:
-    """A sweep's W&B group: its directory's name, not its path (machine-specific, W&B allows
-    128 characters); with its date folder when the name is Hydra's time of day (``2026-11-28/
-    08-37-37``), so that sweeps of different days stay apart."""
+    """A sweep's W&B group: its directory's name (at most 128 characters), with its date
+    folder when the name is Hydra's time of day (``2026-11-28/08-37-37``)."""
     if not sweep:
         return None
     path = Path(sweep)
@@ -292,9 +168,8 @@ def sweep_name(sweep: str | None) -> str | None:
 
 
 class Trackers(NullLogger):
-    """The run's trackers, by name. One that fails once it started (its writer stops, its disk
-    fills up) is one warning and is dropped: the run goes on, rounds.csv stays the record. A
-    UserError (a tracker that could not start: a bad store or setting) stops the run."""
+    """The run's trackers, by name. One that fails once it started is one warning and is
+    dropped; a UserError (a tracker that could not start) stops the run."""
 
     def __init__(self, members: dict[str, NullLogger]):
         self.members = members

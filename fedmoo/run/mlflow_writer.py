@@ -1,20 +1,15 @@
 """``logger=mlflow``'s writer: a child process that owns the MLflow run
 (fedmoo.run.loggers starts it, fedmoo.run.tracker_child is its message loop).
 
-Importing MLflow and opening a SQLite store take 3-6 s of CPU (creating a store's schema 10 s
-more on a 2-core machine), and every write to a SQLite store commits to disk; in a process of
-its own that work runs beside the training instead of inside its rounds. The head message is
-``{"uri", "experiment", "run_name", "tags", "params"}``. Each ``log_batch`` costs a SQLite
-transaction and MLflow's per-call work (about 24 ms for one row of 40 metrics on a 2-core
-machine, 9 ms a row in a call of 10 rows), so rows go in batches of up to 1000 metrics
-(MLflow's limit), at most ``FLUSH_S`` seconds after they came. An MLflow run that ends without
-its final message is KILLED.
+Importing MLflow and opening a SQLite store take seconds of CPU, and every write commits to
+disk: in a process of its own that work runs beside the training. The head message is
+``{"uri", "experiment", "run_name", "tags", "params"}``; rows go in batches of up to 1000
+metrics (each ``log_batch`` is a SQLite transaction), at most ``FLUSH_S`` seconds late. A run
+that ends without its final message is KILLED.
 
-Several jobs may share one SQLite store (``MLFLOW_TRACKING_URI=sqlite:///...``, jobs of a
-sweep in parallel): the schema and the experiment are created under a file lock beside the
-database (``<db>.lock``), and every write holds it too, so concurrent jobs never race SQLite.
-A new SQLite store starts as a copy of an empty one that this MLflow version made once
-(``_copy_empty_store``).
+Jobs may share one SQLite store: the schema and the experiment are created, and every write
+made, under a file lock beside the database (``<db>.lock``). A new store starts as a copy of
+an empty one that this MLflow version made once (``_copy_empty_store``).
 """
 
 from __future__ import annotations
@@ -110,9 +105,8 @@ class Writer:
 
 def _copy_empty_store(db: Path, mlflow) -> None:
     """A new SQLite store as a copy of an empty one made by this MLflow version once per
-    machine (``~/.cache/fedmoo/mlflow-<version>.db``): MLflow builds a new store's schema by
-    running its whole migration history, 5-15 s on a 2-core machine, once for every run
-    directory otherwise. Where the cache cannot be written, MLflow builds the store itself."""
+    machine (``~/.cache/fedmoo/mlflow-<version>.db``), not by MLflow's whole migration history
+    (5-15 s) for every run directory. Where the cache cannot be written, MLflow builds it."""
     import shutil
 
     from filelock import FileLock

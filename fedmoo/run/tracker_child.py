@@ -9,16 +9,15 @@ The run sends JSON lines on the child's stdin:
 - then ``{"step": t, "metrics": {...}}`` per rounds.csv row;
 - then ``{"final": {...}, "artifacts": [path, ...]}`` when the run completed.
 
-End of input without a final message ends the tracked run as failed (an interrupted, diverged
-or failed run). The child answers on stdout (and in its log) with one line ``ready <run id>``
-once the tracked run exists, ``error <message>`` when it cannot log (the run stops with that
-line), and ``done`` at the end; the run may have ended before. Input is read into memory
-from the start, so the run never waits on a full pipe while the child is still importing its tracker. The child runs at a lower priority (nice 10):
-the training comes first; the tracker catches up when it can.
+End of input without a final message ends the tracked run as failed. The child answers on
+stdout (and in its log) ``ready <run id>`` once the tracked run exists, ``error <message>`` when
+it cannot log, and ``done`` at the end. Input is read into memory from the start, so the run
+never waits on a full pipe; the child runs at nice 10: the training comes first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -28,22 +27,9 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Protocol
+from typing import Any
 
 NICE = 10
-
-
-class Backend(Protocol):
-    """One tracked run, opened from the head message (a writer module's ``Writer``)."""
-
-    run_id: str
-
-    def metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
-        """Rows of (metrics, step), in order."""
-
-    def end(self, final: dict[str, float] | None, artifacts: list[str]) -> None:
-        """The run completed (``final``: its final metrics; its files) or, with None, stopped
-        early."""
 
 
 def say(line: str) -> None:
@@ -72,11 +58,10 @@ def first_line(e: BaseException) -> str:
 
 
 class Pending:
-    """Rows received and not yet written, written together: when ``batch`` metrics are
-    waiting, when the oldest has waited ``flush_s`` seconds (the tracker lags the run by that
-    much at most), and at the run's end."""
+    """Rows not yet written, written together: when ``batch`` metrics wait, when the oldest
+    has waited ``flush_s`` seconds, and at the run's end."""
 
-    def __init__(self, backend: Backend, batch: int, flush_s: float):
+    def __init__(self, backend, batch: int, flush_s: float):
         self.backend, self.batch, self.flush_s = backend, batch, flush_s
         self.rows: list[tuple[dict[str, float], int]] = []
         self.since, self.size = 0.0, 0
@@ -104,26 +89,19 @@ class Pending:
         self.rows, self.size = [], 0
 
 
-def _nice_autogroup() -> None:
-    """The child's session (fedmoo.run.tracker_process) is its own autogroup where Linux has
-    them: without this, it shares the CPU with the run as an equal whatever its nice value
-    (a 30-round run beside a busy process: +52% wall time, not +5%)."""
-    with open("/proc/self/autogroup", "w") as f:
-        f.write(str(NICE))
-
-
 def serve(writer) -> int:
     """The child's life with the writer module ``writer``: ``warm()`` (imports, while the run
-    starts), then the head opens the run (``Writer``; ``refusal``: the one line for an exception
-    there), then rows until end of input, written ``BATCH`` metrics or ``FLUSH_S`` s at a
-    time."""
+    starts), then ``Writer(head)`` opens the run (its ``run_id``; ``refusal``: the one line for
+    an exception there), then rows until end of input: ``metrics([(values, step), ...])``,
+    ``BATCH`` metrics or ``FLUSH_S`` s at a time, and ``end(final or None, artifacts)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the run's; it ends us by EOF
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a run that ended: ``say`` goes on
-    for lower in (lambda: os.nice(NICE), _nice_autogroup):
-        try:
-            lower()
-        except OSError:
-            pass
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
+    # the child's session is its own autogroup where Linux has them: without this, it shares
+    # the CPU with the run as an equal whatever its nice value
+    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as f:
+        f.write(str(NICE))
     logging.basicConfig(level=logging.WARNING)
     inbox: queue.Queue = queue.Queue()
 

@@ -1,11 +1,9 @@
 """``logger=wandb``'s writer: a child process that owns the W&B run
 (fedmoo.run.loggers starts it, fedmoo.run.tracker_child is its message loop).
 
-Importing ``wandb`` and ``wandb.init`` (which starts W&B's service) take about 2 s; in a
-process of its own, started before the run imports torch, that work runs beside the run's
-start-up instead of inside it. The head message is ``{"project", "name", "group", "dir",
-"config"}``; W&B's own lines (the run's summary block) stay out of fedmoo's output
-(``silent``). A run that ends without its final message finishes with exit code 1.
+Importing ``wandb`` and starting W&B's service take about 2 s, which run beside the run's
+start-up. The head message is ``{"project", "name", "group", "dir", "config"}``; W&B's own lines
+stay out of fedmoo's output. A run that ends without its final message finishes with exit code 1.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fedmoo.errors import UserError
-from fedmoo.run import loggers
+from fedmoo.run import loggers, tracker_process
 from fedmoo.run.launchers import plugin_available
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
@@ -24,7 +24,7 @@ from tests.inprocess import cli_in, fresh_joblib_workers
 
 def _written(run_dir: Path, name: str, timeout: float = 180) -> str:
     """The writer's log once it says how it ended: it finishes after the run, in the
-    background (fedmoo.run.loggers)."""
+    background (fedmoo.run.tracker_process)."""
     log, end = Path(run_dir) / f"tracker-{name}.log", time.time() + timeout
     while time.time() < end:
         text = log.read_text() if log.exists() else ""
@@ -88,7 +88,7 @@ def test_a_writer_fails_the_run_only_before_its_run_started(tmp_path, monkeypatc
     pytest.importorskip("mlflow")
     code = (STARTED if started else WRITER).format("print('ready 7', flush=True); " if started else "",
                          "writing failed: database is locked" if started else "no store")
-    monkeypatch.setattr(loggers, "_spawn", lambda module: _answered(code))
+    monkeypatch.setattr(tracker_process, "_spawn", lambda module: _answered(code))
     if not started:
         with pytest.raises(UserError, match="^logger=mlflow: no store$"):
             run(small_cfg(rounds=3, logger="mlflow"), tmp_path)
@@ -144,11 +144,11 @@ def test_prestarted_mlflow_writer_is_the_runs_writer(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     loggers.prestart(["tensorboard", "mlflow"])
-    spare = loggers._spare[loggers.WRITERS["mlflow"]]
+    spare = tracker_process._spare[loggers.WRITERS["mlflow"]]
     loggers.prestart("mlflow")                      # one spare at most
-    assert list(loggers._spare.values()) == [spare]
+    assert list(tracker_process._spare.values()) == [spare]
     result = run(small_cfg(rounds=2, logger="mlflow"), tmp_path)
-    assert loggers._spare == {} and spare.wait(timeout=60) == 0
+    assert tracker_process._spare == {} and spare.wait(timeout=60) == 0
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (r,) = client.search_runs([client.get_experiment_by_name("fedmoo").experiment_id])
     assert r.info.status == "FINISHED"
@@ -162,7 +162,7 @@ def test_untaken_prestarted_writer_ends_without_a_store(tmp_path, monkeypatch):
     pytest.importorskip("mlflow")
     monkeypatch.chdir(tmp_path)                     # the writer starts here
     loggers.prestart("mlflow")
-    spare = loggers._spare.pop(loggers.WRITERS["mlflow"])
+    spare = tracker_process._spare.pop(loggers.WRITERS["mlflow"])
     spare.stdin.close()
     assert spare.wait(timeout=60) == 0 and spare.stdout.read() == ""
     assert list(tmp_path.iterdir()) == []
