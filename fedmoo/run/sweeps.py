@@ -1,9 +1,8 @@
 """A sweep's overall progress: ``job k of N`` lines with an ETA, whatever the launcher.
 
-fedmoo's sweeper notes the sweep in ``<sweep dir>/.fedmoo/sweep.json`` (its number of jobs, start
-time and swept keys) before the first job starts. A job, in whichever process or node, announces
-itself (``job 3 of 8: seed=2``) and at its end counts itself in ``.fedmoo/jobs-done`` under a file
-lock: ``sweep: 3 of 8 jobs done, 1m20s elapsed, about 2m40s left`` (fedmoo's logger).
+fedmoo's sweeper notes the sweep in ``<sweep dir>/.fedmoo/sweep.json`` before the first job
+starts; a job, in whichever process or node, announces itself and at its end counts itself in
+``.fedmoo/jobs-done`` under a file lock.
 """
 
 from __future__ import annotations
