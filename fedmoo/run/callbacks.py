@@ -1,13 +1,10 @@
 """Hydra callback that ends a sweep with the list of jobs that did not complete.
 
-Registered in conf/config.yaml under ``hydra.callbacks``; it reads each job's summary.json, so it
-works with any launcher as long as the sweep directory is shared. A job this sweep could not run
-although its directory holds an older result (another configuration, or another process holds
-it) leaves ``.fedmoo/sweep-failure.json``, one note per refused job naming its own overrides and
-stamped with the sweep's token (``FEDMOO_SWEEP_TOKEN``, set when the sweep starts, inherited by
-its jobs): it counts as failed without touching the older result. A sweep whose every job was
-refused puts back the ``multirun.yaml`` Hydra overwrote. ``fedmoo run -m`` exits with status 1
-when a job failed or left no result (``failed_jobs``); diverged jobs are listed but are results.
+It reads each job's summary.json, so it works with any launcher sharing the sweep directory. A
+job this sweep refused although its directory holds an older result leaves a note in
+``.fedmoo/sweep-failure.json`` stamped with the sweep's token (``FEDMOO_SWEEP_TOKEN``): it
+counts as failed without touching the older result. ``fedmoo run -m`` exits with status 1 when
+a job failed or left no result (``failed_jobs``); diverged jobs are listed but are results.
 """
 
 from __future__ import annotations
@@ -52,12 +49,10 @@ def _job_overrides() -> list[str] | None:
 
 
 def note_job_failure(job: Path, message: str, overrides: list[str] | None = None) -> None:
-    """Mark ``job`` as failed in the running sweep (best effort: the directory may be unusable),
-    naming its own ``overrides`` (else the running Hydra job's): the directory's ``.hydra``
-    record may be another job's. The notes of one sweep accumulate, one per refused job."""
-    token = os.environ.get(TOKEN, "")
-    notes = [n for n in _notes(Path(job)) if n.get("token") == token] if token else []
-    notes.append({"token": token, "message": message,
+    """Mark ``job`` as failed in the running sweep (best effort), naming its own ``overrides``
+    (else the running Hydra job's): the directory's ``.hydra`` record may be another job's."""
+    notes = _notes(Path(job))
+    notes.append({"token": os.environ.get(TOKEN, ""), "message": message,
                   "overrides": overrides if overrides is not None else _job_overrides()})
     try:
         (Path(job) / NOTE).parent.mkdir(parents=True, exist_ok=True)
@@ -67,34 +62,27 @@ def note_job_failure(job: Path, message: str, overrides: list[str] | None = None
 
 
 def _notes(job: Path) -> list[dict[str, Any]]:
-    """The failure notes in ``job`` (a list; an older single note counts as one)."""
+    """This sweep's failure notes in ``job`` (an older single note counts as one)."""
+    token = os.environ.get(TOKEN)
     try:
         notes = json.loads((job / NOTE).read_text())
     except (OSError, ValueError, RecursionError):
         return []
     notes = notes if isinstance(notes, list) else [notes]
-    return [n for n in notes if isinstance(n, dict)]
-
-
-def _failure_notes(job: Path) -> list[tuple[str, str | None]]:
-    """(message, overrides as text) of this sweep's failure notes in ``job``."""
-    token = os.environ.get(TOKEN)
-    return [(str(n.get("message") or ""),
-             " ".join(map(str, ov)) if isinstance(ov := n.get("overrides"), list) else None)
-            for n in _notes(job) if token and n.get("token") == token]
+    return [n for n in notes if isinstance(n, dict) and token and n.get("token") == token]
 
 
 def job_outcomes(sweep_dir: Path, since: float | None = None) -> list[tuple[Path, str, str, str]]:
-    """(job directory, status, message, overrides) of every job under ``sweep_dir`` (a job
-    directory is one that Hydra gave a ``.hydra`` folder); a job without summary.json has status
-    ``missing``, one this sweep refused has status ``refused`` and names its own overrides. A
-    directory where this sweep refused jobs lists its result too when the result was written by
-    this sweep (after ``since``; another job of the sweep wrote there) or failed."""
+    """(job directory, status, message, overrides) of every job under ``sweep_dir`` (with a
+    ``.hydra`` folder): ``missing`` without summary.json, ``refused`` for a job this sweep
+    refused; such a directory lists its result too when this sweep wrote it (after ``since``)
+    or it failed."""
     out = []
     for hydra_dir in sorted(Path(sweep_dir).rglob(".hydra")):
         job = hydra_dir.parent
         summary = read_summary(job / "summary.json")
-        refused = _failure_notes(job)
+        refused = [(str(n.get("message") or ""), " ".join(map(str, ov))
+                    if isinstance(ov := n.get("overrides"), list) else None) for n in _notes(job)]
         kept = _overrides(job)
         failed = summary is not None and summary.get("status") == "failed"
         for message, overrides in refused:     # a job that failed before it ran says so
@@ -137,11 +125,6 @@ def failed_jobs(sweep_dir: Path, since: float | None = None) -> list[Path]:
     """The jobs of the sweep in ``sweep_dir`` (started at ``since``) that failed or left no
     result, read from their files (job_outcomes): what makes ``fedmoo run -m`` exit with 1."""
     return failing(job_outcomes(sweep_dir, since))
-
-
-def shared_directories(outcomes: list[tuple[Path, str, str, str]]) -> list[Path]:
-    """Job directories that more than one job of the sweep used."""
-    return [job for job, n in Counter(job for job, *_ in outcomes).items() if n > 1]
 
 
 class SweepReport(Callback):
@@ -188,7 +171,7 @@ class SweepReport(Callback):
             label = job.relative_to(sweep_dir).as_posix()
             log.log(logging.WARNING if status == "diverged" else logging.ERROR,
                     "  %s job %s (%s): %s", status, label, overrides, message, extra=PLAIN)
-        for job in shared_directories(outcomes):
+        for job in [j for j, n in Counter(j for j, *_ in outcomes).items() if n > 1]:
             log.error("  several jobs of this sweep used the directory %s: give each job its "
                       "own hydra.sweep.subdir (e.g. ${hydra.job.num}, or one that names every "
                       "swept key)", job.relative_to(sweep_dir).as_posix(), extra=PLAIN)

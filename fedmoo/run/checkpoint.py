@@ -1,17 +1,19 @@
 """Checkpoints for exact resume: the algorithm state, every RNG state and the rows written so far.
 
-``checkpoint.pt`` holds only tensors, numbers, strings and dicts/lists/tuples of those, so it is
-loaded with ``torch.load(weights_only=True)`` (no pickled code runs). It is written to a
-temporary file and renamed, so a run killed while saving keeps the previous checkpoint.
-
-Per-round randomness (client sampling, local minibatches) is derived from ``(seed, round)``
-(``engine.common.round_seed``), so the RNG states saved here only matter for code that draws
-from the global generators between rounds; they are restored anyway so nothing depends on that.
+``checkpoint.pt`` holds only tensors, numbers, strings and containers of those, so it loads
+with ``torch.load(weights_only=True)``; it is written atomically, so a run killed while saving
+keeps the previous checkpoint. Before anything in it is used, a checkpoint is checked whole
+against the run's own live state (``algo.init``'s state, this process's RNG states): its fields,
+data digest, state fields with each tensor's dtype and shape, RNG states, round and rows (they
+go to rounds.csv as they are); the first thing that does not fit is named in one line (a
+UserError). The configuration itself is compared by RunDir (config_diff).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -24,8 +26,10 @@ from fedmoo.report.results import atomic_write
 from fedmoo.run.identity import run_config
 from fedmoo.state import ServerState, state_from_dict, state_to_dict
 
-FORMAT = 2   # 2: the data digest (``data``); every field is checked on resume (resume_check)
+FORMAT = 2   # 2: the data digest (``data``); every field is checked on resume (``check``)
 FILENAME = "checkpoint.pt"
+FIELDS = ("format", "round", "state", "rows", "rng", "config", "elapsed_s", "data")
+
 
 def rng_state() -> dict[str, Any]:
     """Torch CPU (and CUDA, if in use), numpy global and python ``random`` generator states."""
@@ -126,3 +130,148 @@ def restore_state(ckpt: dict[str, Any], template: ServerState) -> ServerState:
 def save_model(path: Path, model: torch.nn.Module) -> None:
     """The final model's ``state_dict`` (weights only), written atomically."""
     atomic_torch_save({k: v.detach().cpu() for k, v in model.state_dict().items()}, path)
+
+
+class Misfit(Exception):
+    """What in a checkpoint does not fit (the message names it)."""
+
+
+@contextlib.contextmanager
+def _refused(path: Path):
+    """A Misfit raised inside becomes the run's one-line UserError."""
+    try:
+        yield
+    except Misfit as e:
+        raise UserError(f"checkpoint {path} does not fit this run: {e}; delete it or run with "
+                        "resume=false to start over") from None
+
+
+def check_fields(ckpt: dict[str, Any], path: Path) -> None:
+    """The checkpoint has exactly the fields this version writes, its config a mapping (so the
+    configurations can be compared before the rest)."""
+    with _refused(path):
+        _same_keys(set(ckpt), set(FIELDS), "field", "")
+        if not isinstance(ckpt["config"], dict):
+            raise Misfit("its config is not a mapping")
+
+
+def check(ckpt: dict[str, Any], path: Path, template: ServerState, rng_template: dict[str, Any],
+          data_digest: str | None, rounds: int, eval_every: int) -> None:
+    """Raise a UserError naming the first part of ``ckpt`` (its fields checked by
+    ``check_fields``) that does not fit this run."""
+    with _refused(path):
+        _check(ckpt, template, rng_template, data_digest, rounds, eval_every)
+
+
+def _check(ckpt, template, rng_template, data_digest, rounds, eval_every) -> None:
+    if data_digest is not None and ckpt["data"] != data_digest:
+        raise Misfit("it was trained on other data (the samples, labels or partition differ: "
+                     "another data_dir or changed dataset files); resume it on the data it was "
+                     "trained on")
+    saved = ckpt["state"]
+    if not isinstance(saved, dict):
+        raise Misfit("its state is not a mapping of fields")
+    want = state_to_dict(template)
+    _same_keys(set(saved), set(want), "state field", f" of {type(template).__name__}")
+    for name, ref in want.items():
+        _fits(saved[name], ref, f"state.{name}", strict=False)
+    w = saved["w"]
+    if w.is_floating_point() and not bool(torch.isfinite(w).all()):
+        raise Misfit("its weights state.w are not finite")
+    rnd = ckpt["round"]
+    if isinstance(rnd, bool) or not isinstance(rnd, int) or not 0 <= rnd <= rounds:
+        raise Misfit(f"round {rnd!r} is not a round of this run (0..{rounds})")
+    if saved["round"] != rnd:
+        raise Misfit(f"round {rnd} differs from its state's round {saved['round']!r}")
+    _check_rows(ckpt["rows"], rnd, rounds, eval_every)
+    rng = ckpt["rng"]
+    if not isinstance(rng, dict):
+        raise Misfit("rng is not a mapping of generator states")
+    _same_keys(set(rng) - {"cuda"}, set(rng_template) - {"cuda"}, "RNG state", "")
+    for name, ref in rng_template.items():
+        if name != "cuda":
+            _fits(rng[name], ref, f"rng.{name}", strict=True)
+    if "cuda" in rng and not (isinstance(rng["cuda"], (list, tuple))
+                              and all(isinstance(t, torch.Tensor) for t in rng["cuda"])):
+        raise Misfit("rng.cuda is not a list of CUDA generator states")
+    t = ckpt["elapsed_s"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+        raise Misfit(f"elapsed_s={t!r} is not a non-negative number of seconds")
+
+
+def _same_keys(have: set, want: set, what: str, where: str) -> None:
+    missing, unknown = sorted(want - have, key=str), sorted(have - want, key=str)
+    if missing:
+        raise Misfit(f"it has no {what} {missing[0]!r}{where} (written by another fedmoo "
+                     "version, or damaged)")
+    if unknown:
+        raise Misfit(f"it has an unknown {what} {unknown[0]!r}{where}")
+
+
+def _kind(v: Any) -> str:
+    if isinstance(v, torch.Tensor):
+        return "tensor"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, (list, tuple)):
+        return "sequence"
+    return type(v).__name__
+
+
+def _fits(value: Any, ref: Any, where: str, strict: bool) -> None:
+    """``value`` has the kind of ``ref``; a tensor its dtype and shape. ``strict``: sequences
+    of the same length, element by element (RNG states); else a None ``ref`` (a field the
+    algorithm fills later) takes anything and sequences / mappings are not looked into."""
+    if ref is None:
+        if strict and value is not None and _kind(value) != "number":
+            raise Misfit(f"{where} is a {_kind(value)}, not a number or None")
+        return
+    if _kind(value) != _kind(ref):
+        raise Misfit(f"{where} is a {_kind(value)} where this run has a {_kind(ref)}")
+    if isinstance(ref, torch.Tensor):
+        if value.dtype != ref.dtype or value.shape != ref.shape:
+            raise Misfit(f"{where} is a {value.dtype} tensor of shape {list(value.shape)} where "
+                         f"this run has {ref.dtype} of shape {list(ref.shape)}")
+    elif isinstance(ref, (list, tuple)) and strict:
+        if len(value) != len(ref):
+            raise Misfit(f"{where} has {len(value)} entries where this run has {len(ref)}")
+        for i, (v, r) in enumerate(zip(value, ref)):
+            _fits(v, r, f"{where}[{i}]", strict)
+
+
+def _check_rows(rows: Any, rnd: int, rounds: int, eval_every: int) -> None:
+    """One row per round the run evaluates up to ``rnd``, in order, each fit for rounds.csv
+    (``_check_row``): the rows are written there as they are."""
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise Misfit("rows is not a list of rounds.csv rows")
+    for i, row in enumerate(rows):
+        _check_row(row, rows[i - 1] if i else {}, i + 1)
+    have = [r.get("round") for r in rows]
+    want = [t for t in range(1, rnd + 1) if t % eval_every == 0 or t == rounds]
+    if have != want:
+        raise Misfit(f"its rows are of rounds {_span(have)} where round {rnd} with "
+                     f"eval_every={eval_every} has rows of rounds {_span(want)}")
+
+
+def _check_row(row: dict, before: dict, n: int) -> None:
+    """Row ``n``: an integer round, every column an earlier row has, names that are one line of
+    text, and numbers that are finite or NaN (a metric without a value, written ``nan``)."""
+    where = f"its row {n}"
+    lost = [k for k in before if k not in row]
+    if lost:
+        raise Misfit(f"{where} has no column {lost[0]!r}, which row {n - 1} has")
+    for k, v in row.items():
+        if not isinstance(k, str) or not k.isprintable() or not k.strip():
+            raise Misfit(f"{where} has a column named {k!r:.60}")
+        number = isinstance(v, int) if k == "round" else isinstance(v, (int, float))
+        if isinstance(v, bool) or not number or math.isinf(v):
+            kind = "an integer" if k == "round" else "a finite number or NaN"
+            raise Misfit(f"{where} holds {v!r:.60} in column {k!r}, not {kind}")
+
+
+def _span(rounds: list) -> str:
+    if not rounds:
+        return "(none)"
+    return str(rounds) if len(rounds) <= 4 else f"[{rounds[0]}, {rounds[1]}, ..., {rounds[-1]}]"

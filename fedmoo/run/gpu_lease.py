@@ -1,11 +1,8 @@
 """Spread parallel local jobs over the GPUs: each job leases a free GPU through a lock file.
 
-With ``device=auto`` and more than one visible GPU, a job (a ``fedmoo run``, or a job of a
-``hydra/launcher=local_gpus`` sweep) takes the lock ``gpu<i>.lock`` (``fedmoo.run.locks``: it dies
-with its process) and trains on ``cuda:<i>``. With one GPU or none (Slurm and Ray show each job
-one), or a device named explicitly, nothing happens. Nothing here touches CUDA: GPUs are counted
-from ``CUDA_VISIBLE_DEVICES`` or the driver's ``/proc`` entries, so a sweep's parent process
-never creates a CUDA context.
+With ``device=auto`` and more than one visible GPU, a job takes the lock ``gpu<i>.lock`` (it
+dies with its process) and trains on ``cuda:<i>``; otherwise nothing happens. GPUs are counted
+without CUDA, so a sweep's parent process never creates a CUDA context.
 """
 
 from __future__ import annotations
@@ -29,11 +26,8 @@ POLL_S = 0.5
 
 
 def visible_gpu_count(environ: dict[str, str] | None = None, proc_dir: Path = PROC_GPUS) -> int:
-    """Number of GPUs this process may use, without initialising CUDA.
-
-    ``CUDA_VISIBLE_DEVICES`` wins when set (an empty value or ``-1`` hides every GPU); otherwise
-    the NVIDIA driver's ``/proc/driver/nvidia/gpus`` entries are counted (0 without a driver).
-    """
+    """GPUs this process may use: ``CUDA_VISIBLE_DEVICES`` when set, else the NVIDIA driver's
+    ``/proc/driver/nvidia/gpus`` entries."""
     env = os.environ if environ is None else environ
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
@@ -45,25 +39,13 @@ def visible_gpu_count(environ: dict[str, str] | None = None, proc_dir: Path = PR
         return 0
 
 
-def parallel_jobs() -> int:
-    """Jobs to run at once on this machine: one per visible GPU, one on a CPU-only machine."""
-    return max(1, visible_gpu_count())
-
-
 def register_resolvers() -> None:
-    """``${fedmoo.gpus:}`` in configs (hydra/launcher/local_gpus.yaml uses it for n_jobs)."""
+    """``${fedmoo.gpus:}`` in configs (hydra/launcher/local_gpus.yaml uses it for n_jobs): jobs
+    to run at once on this machine, one per visible GPU (one on a CPU-only machine)."""
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("fedmoo.gpus"):
-        OmegaConf.register_new_resolver("fedmoo.gpus", parallel_jobs)
-
-
-def default_lock_dir() -> Path:
-    env = os.environ.get("FEDMOO_GPU_LOCK_DIR")
-    if env:
-        return Path(env)
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(tempfile.gettempdir()) / f"fedmoo-gpu-locks-{uid}"
+        OmegaConf.register_new_resolver("fedmoo.gpus", lambda: max(1, visible_gpu_count()))
 
 
 def try_acquire(lock_dir: Path, num_gpus: int) -> tuple[int, HeldLock] | None:
@@ -76,17 +58,18 @@ def try_acquire(lock_dir: Path, num_gpus: int) -> tuple[int, HeldLock] | None:
 @contextlib.contextmanager
 def lease_device(device: str, num_gpus: int | None = None, lock_dir: Path | None = None,
                  timeout_s: float | None = None) -> Iterator[str]:
-    """Yield the device a job should use, holding a GPU lease for the duration of the block.
-
-    ``device`` other than ``auto``, or at most one visible GPU: yields ``device`` unchanged.
-    Otherwise waits (polling) until a GPU is free and yields ``cuda:<i>``. ``timeout_s``
-    (default: env ``FEDMOO_GPU_LEASE_TIMEOUT``, else wait forever) bounds the wait.
-    """
+    """Yield the device a job should use, holding a GPU lease for the block: ``device`` itself
+    unless it is ``auto`` with several GPUs, else ``cuda:<i>`` once one is free. ``timeout_s``
+    (default: ``FEDMOO_GPU_LEASE_TIMEOUT``, else none) bounds the wait."""
     count = visible_gpu_count() if num_gpus is None else num_gpus
     if str(device) != "auto" or count <= 1:
         yield str(device)
         return
-    lock_dir = default_lock_dir() if lock_dir is None else Path(lock_dir)
+    if lock_dir is None:
+        uid = os.getuid() if hasattr(os, "getuid") else 0
+        lock_dir = os.environ.get("FEDMOO_GPU_LOCK_DIR") or (
+            Path(tempfile.gettempdir()) / f"fedmoo-gpu-locks-{uid}")
+    lock_dir = Path(lock_dir)
     if timeout_s is None and os.environ.get("FEDMOO_GPU_LEASE_TIMEOUT"):
         timeout_s = float(os.environ["FEDMOO_GPU_LEASE_TIMEOUT"])
     start, announced = time.monotonic(), False

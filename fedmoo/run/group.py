@@ -1,25 +1,15 @@
 """A sweep's jobs trained together: the runs of a group advance round by round in one program.
 
-``run_jobs`` starts every job's session (its run directory, lock, checks, parts, resume: all as
-``fedmoo run`` alone), then groups the sessions that can share one program and drives each group
-with fedmoo.run.loop.drive: every round, each run samples its own cohort and its algorithm says
-what the clients do; the rows of all the group's cohorts (run x client) train in one call of the
-batched engine (fedmoo.engine.stacked); then each run's attack, server rule, evaluation,
-records, checkpoints and files go on exactly as alone. Each job's numbers are those of the job
-alone, bit for bit, whatever its group (docs/scaling.md): the group shares only the samples,
-the runs' minibatch plans and the large gathers of the same samples
-(``fedmoo.engine.common.sharing_gathers``).
+``run_jobs`` starts every job's session (as ``fedmoo run`` alone), groups the sessions that
+can share one program and drives each group with fedmoo.run.loop.drive: every round the rows of
+all the group's cohorts (run x client) train in one call of the batched engine; each run's
+attack, server rule, evaluation and files go on as alone, and its numbers are those of the job
+alone, bit for bit (docs/scaling.md).
 
-The grouping rule (docs/scaling.md): two runs share a group when
-- both train with the batched engine (``engine=batched``, or ``engine=auto`` choosing it:
-  on CUDA every batchable model, on a CPU linear models), uncompiled, with the same program;
-- their models have the same architecture (module types and parameter shapes), dtype and device;
-- their sample tensors are equal (same dataset and preprocessing; the partition, seed and client
-  settings may differ, so do learning rates, batch sizes, epochs, local steps, algorithms and
-  attacks): the group keeps one copy of the samples;
-and a group holds at most ``max_rows`` clients per round in all (Ditto adds a personal row per
-client); a larger set of compatible runs is split into several groups. A run that fits no group
-trains alone, in the same process.
+Two runs share a group (docs/scaling.md) when both train with the uncompiled batched engine and
+the same program, their models have the same architecture, dtype and device, and their sample
+tensors are equal (the group keeps one copy); a group holds at most ``max_rows`` clients per
+round. A run that fits no group trains alone, in the same process.
 """
 
 from __future__ import annotations
@@ -71,14 +61,8 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
              on_plan=None) -> list[RunResult | Exception]:
     """Run ``jobs``, grouping those that can train together; one outcome per job, in order:
     its RunResult, or the exception that ended it (as ``fedmoo.run.loop.run`` would raise it).
-    A RunInterrupted (SIGTERM / SIGINT) is raised after every running job has checkpointed.
-    ``on_plan(plan)`` is told the grouping before training starts.
-
-    Every job's numbers are those of the job run alone, bit for bit, whatever its group
-    (``fedmoo.engine.stacked.train_rows``; the group keeps the threads a job alone has, and
-    each run evaluates its own model)."""
-    if max_rows < 1:
-        raise ValueError("max_rows must be at least 1")
+    A RunInterrupted is raised after every running job has checkpointed. ``on_plan(plan)`` is
+    told the grouping before training starts."""
     outcomes: list[RunResult | Exception | None] = [None] * len(jobs)
     with contextlib.ExitStack() as held:   # every started run's directory, until the sweep ends
         held.enter_context(fdata.sharing_sources())   # each dataset is read once
@@ -87,17 +71,13 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
         for i, job in enumerate(jobs):
             session = Session(job.cfg, job.run_dir, job.record, progress=False)
             try:
-                session.__enter__()
+                with contextlib.ExitStack() as one:   # a refused run: its record put back
+                    one.enter_context(session)
+                    done = session.start()
+                    held.push(one.pop_all())
             except Exception as e:  # noqa: BLE001 - reported per job by the caller
                 outcomes[i] = e
                 continue
-            try:
-                done = session.start()
-            except Exception as e:  # noqa: BLE001
-                session.__exit__(type(e), e, e.__traceback__)   # a refused run: record put back
-                outcomes[i] = e
-                continue
-            held.push(session)
             if done is not None:
                 outcomes[i] = done
             else:
@@ -151,8 +131,10 @@ class Planner:
             return
         sig = _signature(s)
         for key, rep, members in self.classes:
-            if key == sig and _same_samples(rep, s):
-                _share_samples(rep, s)
+            mine, theirs = s.parts.federation, rep.parts.federation
+            if key == sig and ((mine.x is theirs.x and mine.y is theirs.y) or (
+                    torch.equal(mine.x, theirs.x) and torch.equal(mine.y, theirs.y))):
+                mine.x, mine.y = theirs.x, theirs.y   # one copy of the samples per class
                 members.append((i, s))
                 return
         self.classes.append((sig, s, [(i, s)]))
@@ -206,16 +188,3 @@ def _signature(s: Session) -> tuple:
     return (str(parts.device), s.cfg["tf32"], s.cfg["deterministic"],
             params, modules, repr(model), engine.name, data.task,
             tuple(data.x.shape), data.x.dtype, tuple(data.y.shape), data.y.dtype)
-
-
-def _same_samples(a: Session, b: Session) -> bool:
-    da, db = a.parts.federation, b.parts.federation
-    return (da.x is db.x and da.y is db.y) or (torch.equal(da.x, db.x) and torch.equal(da.y, db.y))
-
-
-def _share_samples(rep: Session, s: Session) -> None:
-    """Point ``s`` at the representative's sample tensors (one copy per group)."""
-    s.parts.federation.x = rep.parts.federation.x
-    s.parts.federation.y = rep.parts.federation.y
-
-

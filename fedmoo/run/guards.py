@@ -14,12 +14,9 @@ from fedmoo.errors import DivergenceError
 
 def check_diverged(w, losses, round_done: int,
                    cfg: dict[str, Any], updates: torch.Tensor | None = None) -> None:
-    """Raise DivergenceError if a model, the clients' losses (a tensor, or a list of the
-    reported ones) or their ``updates`` are not finite, or a model's norm exceeds
-    ``diverge_norm``. ``w``: the global model, or ``{name: model}`` of every model whose numbers
-    the run reports (``reported_models``, keys as a message names them; a ``[N, d]`` model is one model per client, each
-    checked). Norms are taken in float64, so a float32 model past 1.8e19 is not read as
-    infinite."""
+    """Raise DivergenceError if a model, the clients' losses or their ``updates`` are not
+    finite, or a model's norm (in float64) exceeds ``diverge_norm``. ``w``: the global model, or
+    ``{name: model}`` (``reported_models``; a ``[N, d]`` model is one model per client)."""
     limit = cfg["diverge_norm"]
     models = {"the global model": w} if isinstance(w, torch.Tensor) else w
     norms = {name: _norm(m) for name, m in models.items()}

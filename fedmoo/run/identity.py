@@ -1,8 +1,7 @@
 """What makes two runs one run: the configuration keys that decide a run's numbers.
 
-A run directory holds one configuration's result: a run (fedmoo.run.rundir), its resume
-(checkpoints) and a sweep about to start (``collisions``, before any job runs) compare the
-configuration asked for with the one recorded there. Torch-free: the sweeper checks here.
+A run, its resume and a sweep about to start (``collisions``) compare the configuration asked
+for with the one recorded in the run directory. Torch-free: the sweeper checks here.
 """
 
 from __future__ import annotations

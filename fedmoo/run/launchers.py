@@ -20,9 +20,10 @@ SUBMITS = {"slurm": ("sbatch", "srun")}
 
 
 def plugin_available(module: str) -> bool:
+    """Whether ``module`` is installed (without importing it)."""
     try:
         return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
+    except (ImportError, ValueError):
         return False
 
 

@@ -3,53 +3,40 @@
 ``logger`` is one name or a list (``logger=[tensorboard,mlflow]``):
 
 - ``none`` (default): nothing extra.
-- ``tensorboard``: every numeric column of every rounds.csv row as a scalar (tag = the column,
-  e.g. ``test/acc_mean``; step = the round; one event a row) in ``<run dir>/tensorboard``,
-  on disk within 2 s;
-  at the end the config as hparams with the final metrics (``final/<name>``), for the HParams
-  view.
-- ``mlflow``: an MLflow run in experiment ``fedmoo`` (or ``MLFLOW_EXPERIMENT_NAME``) with the
-  config as parameters (dotted keys), every row as metrics (rows in batches, at most 2 s late;
-  ``/`` in names kept, step = the round), the final metrics (``final/<name>``) and as
-  artifacts summary.json, rounds.csv, clients.csv and the config (``.hydra/config.yaml``). A
-  child process writes it (fedmoo.run.mlflow_writer). Tracking URI: ``MLFLOW_TRACKING_URI``,
-  else a local SQLite store ``<run dir>/mlflow.db`` (``mlflow ui --backend-store-uri
-  sqlite:///<run dir>/mlflow.db``); a SQLite store may be shared by jobs running at once, and
-  its artifacts go beside it (``mlartifacts/<run id>/artifacts/``).
-  Needs ``pip install -e ".[trackers]"``.
-- ``wandb``: a Weights & Biases run in project ``fedmoo`` (or ``WANDB_PROJECT``) with the config,
-  every row (step = the round) and the final metrics as its summary; files under
-  ``$WANDB_DIR/wandb``, else ``<run dir>/wandb``; W&B's own lines are silenced. A child process writes it
-  (fedmoo.run.wandb_writer). ``WANDB_MODE=offline`` keeps it on disk
-  (``wandb sync`` uploads later). Needs ``pip install -e ".[trackers]"``.
+- ``tensorboard``: every numeric column of every rounds.csv row as a scalar (step = the round)
+  in ``<run dir>/tensorboard``, on disk within 2 s; at the end the config as hparams with the
+  final metrics (``final/<name>``).
+- ``mlflow``: an MLflow run in experiment ``fedmoo`` (or ``MLFLOW_EXPERIMENT_NAME``): the
+  config as parameters (dotted keys), every row as metrics, the final metrics and, as
+  artifacts, summary.json, rounds.csv, clients.csv and ``.hydra/config.yaml``. Tracking URI:
+  ``MLFLOW_TRACKING_URI``, else ``<run dir>/mlflow.db`` (fedmoo.run.mlflow_writer).
+- ``wandb``: a W&B run in project ``fedmoo`` (or ``WANDB_PROJECT``): the config, every row and
+  the final metrics as its summary; files under ``$WANDB_DIR/wandb``, else ``<run dir>/wandb``
+  (fedmoo.run.wandb_writer).
 
-A tracked run is named after its overrides (``algo=fedfv seed=1``; the run directory's name
-when there are none) and tagged with its run directory and, in a sweep, the sweep's directory
-(MLflow tags ``fedmoo.run_dir``, ``fedmoo.overrides``, ``fedmoo.sweep``; the W&B group is the
-sweep's name, ``sweep_name``).
-Non-finite values are skipped (trackers reject them; rounds.csv keeps them). A tracker that
-cannot start stops the run (a UserError); one that fails after it started is one warning, and
-the run goes on without it (``Trackers``). The run does not wait for MLflow's and W&B's
-writers at its end (fedmoo.run.tracker_process): they finish in the background, each with its
-log in ``<run dir>/tracker-<name>.log``.
+A tracked run is named after its overrides and tagged with its run directory and sweep
+(``run_label``). Non-finite values are skipped (trackers reject them). MLflow's and W&B's runs
+are owned by child processes, so that a run never waits on them (fedmoo.run.tracker_process). A
+tracker that cannot start stops the run (a UserError); one that fails after it started is one
+warning, and the run goes on without it (``Trackers``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
 import json
 import logging
-import math
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 from fedmoo.errors import UserError
+from fedmoo.run.launchers import plugin_available
 from fedmoo.run import tracker_process
 from fedmoo.run.tracker_child import first_line
+from fedmoo.run.tracker_process import ChildTracker, numbers
 from fedmoo.report.jobs import flatten
 from fedmoo.config.schema import LOGGERS
 
@@ -59,22 +46,10 @@ SWEPT_ENV = "FEDMOO_SWEPT_KEYS"  # with the keys the sweep varies (``seed,algo``
 log = logging.getLogger(__name__)
 
 
-def _numbers(row: dict[str, Any]) -> dict[str, float]:
-    return {k: float(v) for k, v in row.items() if k != "round" and not isinstance(v, bool)
-            and isinstance(v, (int, float)) and math.isfinite(v)}
-
-
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def _need(module: str, name: str) -> None:
-    """A UserError naming the extra to install when ``module`` is not installed."""
-    if not _installed(module):
-        raise UserError(f"logger={name} needs the {module} package; pip install -e "
+def _need(name: str) -> None:
+    """A UserError naming the extra to install when tracker ``name``'s package is missing."""
+    if not plugin_available(name):
+        raise UserError(f"logger={name} needs the {name} package; pip install -e "
                         f"\".[{'tensorboard' if name == 'tensorboard' else 'trackers'}]\" "
                         "or drop it from logger")
 
@@ -94,48 +69,40 @@ class NullLogger:
 
 
 class TensorBoardLogger(NullLogger):
-    """Events in ``<run dir>/tensorboard``, written by TensorBoard's own event writer: one event
-    per rounds.csv row holding all its values (about a tenth of the time of one
-    ``SummaryWriter.add_scalar`` per value: ``scripts/bench_trackers.py``), and at the end the
-    config as hparams."""
+    """Events in ``<run dir>/tensorboard`` by TensorBoard's own event writer: one event per
+    rounds.csv row (a tenth of the time of ``add_scalar`` per value), at the end the config as
+    hparams."""
 
     def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
-        _need("tensorboard", "tensorboard")
+        _need("tensorboard")
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
         # its own thread writes the events, on disk within FLUSH_S seconds (and at the end)
         self.events = EventFileWriter(str(Path(run_dir) / "tensorboard"), flush_secs=FLUSH_S)
-        self.cfg = cfg
+        self.cfg, self.Event, self.Summary = cfg, Event, Summary
 
     def _write(self, step: int, values: list) -> None:
         """One event of ``Summary.Value``s."""
-        import time
-
-        from tensorboard.compat.proto.event_pb2 import Event
-        from tensorboard.compat.proto.summary_pb2 import Summary
-
-        self.events.add_event(Event(wall_time=time.time(), step=step,
-                                    summary=Summary(value=values)))
+        self.events.add_event(self.Event(wall_time=time.time(), step=step,
+                                         summary=self.Summary(value=values)))
 
     def _scalars(self, values: dict[str, float]) -> list:
-        from tensorboard.compat.proto.summary_pb2 import Summary
-
-        return [Summary.Value(tag=k, simple_value=v) for k, v in values.items()]
+        return [self.Summary.Value(tag=k, simple_value=v) for k, v in values.items()]
 
     def log(self, row: dict[str, Any]) -> None:
-        self._write(int(row["round"]), self._scalars(_numbers(row)))
+        self._write(int(row["round"]), self._scalars(numbers(row)))
 
     def finish(self, final: dict[str, Any], run_dir: Path) -> None:
-        """The config as hparams with the final metrics (``final/<name>``), in the run's own
-        event file: TensorBoard's HParams view then lists a sweep's runs side by side. No
-        experiment header: TensorBoard keeps the first it finds (a FedAvg run's would hide
-        FedFV's ``algo.alpha`` in an ``algo=fedavg,fedfv`` sweep); without one it takes the
-        union of the runs' hparams, and the metrics from their scalars."""
+        """The config as hparams with the final metrics (``final/<name>``). No experiment
+        header: TensorBoard keeps the first it finds (hiding FedFV's ``algo.alpha`` in an
+        ``algo=fedavg,fedfv`` sweep); without one it takes the union of the runs' hparams."""
         from torch.utils.tensorboard.summary import hparams
 
         params = {k: v if isinstance(v, (bool, int, float, str)) else json.dumps(v)
                   for k, v in flatten(self.cfg).items()}
-        metrics = {f"final/{k}": v for k, v in _numbers(final).items()}
+        metrics = {f"final/{k}": v for k, v in numbers(final).items()}
         step = int(final.get("round", 0) or 0)
         for summary in hparams(params, metrics)[1:]:     # session start and end, no header
             self._write(0, list(summary.value))
@@ -156,71 +123,43 @@ def selected(names: str | list[str] | None) -> list[str]:
 
 def prestart(names: str | list[str] | None) -> None:
     """Start the writer processes of the selected trackers before the run imports torch
-    (fedmoo.run.tracker_process): importing MLflow or W&B (seconds:
-    ``scripts/bench_trackers.py``) then overlaps the run's own start-up instead of adding to
-    it."""
+    (fedmoo.run.tracker_process): importing MLflow or W&B (seconds) then overlaps the run's own
+    start-up."""
     for n in dict.fromkeys(selected(names)):
-        if n in WRITERS and _installed(n):
+        if n in WRITERS and plugin_available(n):
             tracker_process.prestart(WRITERS[n])
 
 
-class ChildLogger(NullLogger):
-    """A tracker whose run a child process owns (fedmoo.run.tracker_process)."""
-
-    child: tracker_process.ChildTracker
-    FILES = ("summary.json", "rounds.csv", "clients.csv", ".hydra/config.yaml")
-
-    def log(self, row: dict[str, Any]) -> None:
-        self.child.log_numbers(int(row["round"]), _numbers(row))
-
-    def check(self) -> None:
-        self.child.check()
-
-    def finish(self, final: dict[str, Any], run_dir: Path) -> None:
-        self.child.finish_numbers(_numbers(final), [str(Path(run_dir) / f) for f in self.FILES])
-
-    def close(self) -> None:
-        self.child.close()
+def _mlflow(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]) -> ChildTracker:
+    """The MLflow run (fedmoo.run.mlflow_writer)."""
+    _need("mlflow")
+    uri = (os.environ.get("MLFLOW_TRACKING_URI")
+           or f"sqlite:///{(Path(run_dir) / 'mlflow.db').resolve()}")
+    return ChildTracker(WRITERS["mlflow"], "mlflow", {
+        "uri": uri, "experiment": os.environ.get("MLFLOW_EXPERIMENT_NAME", "fedmoo"),
+        "run_name": name, "tags": tags,
+        "params": {k: str(v)[:500] for k, v in flatten(cfg).items()}},
+        uri, Path(run_dir) / "tracker-mlflow.log",
+        confirm=bool(os.environ.get("MLFLOW_TRACKING_URI")))
 
 
-class MLflowLogger(ChildLogger):
-    """The MLflow run (fedmoo.run.mlflow_writer): tracking URI ``MLFLOW_TRACKING_URI``, else
-    ``<run dir>/mlflow.db``; experiment ``MLFLOW_EXPERIMENT_NAME``, else ``fedmoo``."""
-
-    def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
-        _need("mlflow", "mlflow")
-        self.uri = (os.environ.get("MLFLOW_TRACKING_URI")
-                    or f"sqlite:///{(Path(run_dir) / 'mlflow.db').resolve()}")
-        self.child = tracker_process.ChildTracker(WRITERS["mlflow"], "mlflow", {
-            "uri": self.uri, "experiment": os.environ.get("MLFLOW_EXPERIMENT_NAME", "fedmoo"),
-            "run_name": name, "tags": tags,
-            "params": {k: str(v)[:500] for k, v in flatten(cfg).items()}},
-            self.uri, Path(run_dir) / "tracker-mlflow.log",
-            confirm=bool(os.environ.get("MLFLOW_TRACKING_URI")))
-
-
-class WandbLogger(ChildLogger):
-    """The W&B run (fedmoo.run.wandb_writer): project ``WANDB_PROJECT``, else ``fedmoo``; a
-    sweep's runs are one group (``sweep_name``); files under ``$WANDB_DIR/wandb``, else
-    ``<run dir>/wandb``."""
-
-    def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
-        _need("wandb", "wandb")
-        where = Path(os.environ.get("WANDB_DIR") or run_dir)
-        (where / "wandb").mkdir(parents=True, exist_ok=True)
-        project = os.environ.get("WANDB_PROJECT", "fedmoo")
-        self.child = tracker_process.ChildTracker(WRITERS["wandb"], "wandb", {
-            "project": project, "name": name, "group": sweep_name(tags.get("fedmoo.sweep")),
-            "dir": str(where), "config": cfg},
-            f"W&B project {project} (files in {where / 'wandb'})",
-            Path(run_dir) / "tracker-wandb.log",
-            confirm=os.environ.get("WANDB_MODE") not in ("offline", "disabled"))
+def _wandb(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]) -> ChildTracker:
+    """The W&B run (fedmoo.run.wandb_writer); a sweep's runs are one group (``sweep_name``)."""
+    _need("wandb")
+    where = Path(os.environ.get("WANDB_DIR") or run_dir)
+    (where / "wandb").mkdir(parents=True, exist_ok=True)
+    project = os.environ.get("WANDB_PROJECT", "fedmoo")
+    return ChildTracker(WRITERS["wandb"], "wandb", {
+        "project": project, "name": name, "group": sweep_name(tags.get("fedmoo.sweep")),
+        "dir": str(where), "config": cfg},
+        f"W&B project {project} (files in {where / 'wandb'})",
+        Path(run_dir) / "tracker-wandb.log",
+        confirm=os.environ.get("WANDB_MODE") not in ("offline", "disabled"))
 
 
 def sweep_name(sweep: str | None) -> str | None:
-    """A sweep's W&B group: its directory's name, not its path (machine-specific, W&B allows
-    128 characters); with its date folder when the name is Hydra's time of day (``2026-11-28/
-    08-37-37``), so that sweeps of different days stay apart."""
+    """A sweep's W&B group: its directory's name (at most 128 characters), with its date
+    folder when the name is Hydra's time of day (``2026-11-28/08-37-37``)."""
     if not sweep:
         return None
     path = Path(sweep)
@@ -229,9 +168,8 @@ def sweep_name(sweep: str | None) -> str | None:
 
 
 class Trackers(NullLogger):
-    """The run's trackers, by name. One that fails once it started (its writer stops, its disk
-    fills up) is one warning and is dropped: the run goes on, rounds.csv stays the record. A
-    UserError (a tracker that could not start: a bad store or setting) stops the run."""
+    """The run's trackers, by name. One that fails once it started is one warning and is
+    dropped; a UserError (a tracker that could not start) stops the run."""
 
     def __init__(self, members: dict[str, NullLogger]):
         self.members = members
@@ -263,7 +201,7 @@ class Trackers(NullLogger):
             m.close()
 
 
-KINDS = {"tensorboard": TensorBoardLogger, "mlflow": MLflowLogger, "wandb": WandbLogger}
+KINDS = {"tensorboard": TensorBoardLogger, "mlflow": _mlflow, "wandb": _wandb}
 
 
 def build(names: str | list[str] | None, run_dir: Path, cfg: dict[str, Any] | None = None,

@@ -1,16 +1,12 @@
 """The round loop: sample -> train -> attack -> update -> evaluate -> record.
 
 It never branches on algorithm names: the algorithm, the attack and the engine are built from
-the config (``run.setup``) and meet only through the contracts in ``fedmoo.state``.
-Reliability (docs/troubleshooting.md): a run checkpoints every ``checkpoint_every`` rounds and
-on SIGTERM/SIGINT, continues from ``checkpoint.pt`` when started again in the same run
-directory, skips a run directory that already holds this run's finished result, and stops with
-``status: diverged`` when the model stops being finite or its norm explodes.
-
-A ``Session`` is one run's life in its directory, split at the engine: ``begin`` a round
-(sample, the algorithm's client spec), train, ``end`` it (attack, update, evaluate, record,
-checkpoint). ``run`` drives one session with its own engine; fedmoo.run.group drives the
-sessions of a sweep together, training all their rounds in one program.
+the config (``run.setup``) and meet only through the contracts in ``fedmoo.state``. A run
+checkpoints every ``checkpoint_every`` rounds and on SIGTERM/SIGINT, resumes from
+``checkpoint.pt``, skips a directory holding its finished result and stops with ``status:
+diverged`` (docs/troubleshooting.md). A ``Session`` is one run's life in its directory, split
+at the engine (``begin``, train, ``update``, ``record``): ``run`` drives one session,
+fedmoo.run.group the sessions of a sweep together.
 """
 
 from __future__ import annotations
@@ -53,9 +49,8 @@ class RunResult:
 
 
 def run(cfg: dict[str, Any], run_dir: str | Path, record: dict[str, str] | None = None) -> RunResult:
-    """Run one federated training job described by a resolved config mapping in ``run_dir``,
-    holding the directory's lock for the whole run. ``record``: the job's Hydra files (name ->
-    text), written to ``.hydra/`` once the run is accepted (see run.rundir)."""
+    """Run the job of a resolved config in ``run_dir``. ``record``: the job's Hydra files (name
+    -> text), written to ``.hydra/`` once the run is accepted (see run.rundir)."""
     with Session(cfg, run_dir, record) as session:
         done = session.start()
         if done is not None:
@@ -73,14 +68,11 @@ def train_each(members: list[Member]) -> list[Any]:
 
 def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
           progress: Any = None) -> dict[Session, Exception]:
-    """Run the started ``sessions`` round by round until each has done its rounds, training
-    every round's cohorts with one ``train`` call; a session joins at the round it resumes
-    from, and completes (its files final, ``Session.result``) as soon as its last round is
-    recorded, whatever the others still do. A session that fails (diverges, runs out of disk,
-    a bug) is written up and dropped, the others go on; returns the failures. SIGTERM / SIGINT
-    checkpoints every session still training and raises RunInterrupted. ``progress``: a bar
-    over the rounds (fedmoo.run.progress; else each session's own), which for several sessions
-    says how many have finished."""
+    """Run the started ``sessions`` round by round, every round's cohorts trained in one
+    ``train`` call; a session joins at the round it resumes from and completes as soon as its
+    last round is recorded. A session that fails is written up and dropped, the others go on;
+    returns the failures. SIGTERM / SIGINT checkpoints every session still training and raises
+    RunInterrupted. ``progress``: a bar over the rounds (else each session's own)."""
     failures: dict[Session, Exception] = {}
     live = _finish(list(sessions), failures)
     first = min(s.next_round for s in sessions)
@@ -90,9 +82,7 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
             if stop.signum is not None:
                 _interrupt_all(live, stop)
             active = [s for s in live if s.next_round <= t < s.rounds]
-            members = []
-            for s in active:
-                members.append(s.guard(failures, s.begin, t))
+            members = [s.guard(failures, s.begin, t) for s in active]
             started = [(s, m) for s, m in zip(active, members) if s not in failures]
             cohorts = train([m for _, m in started]) if started else []
             for (s, _), cohort in zip(started, cohorts):
@@ -157,17 +147,19 @@ class Session:
         return self._stack.__exit__(*exc)
 
     def guard(self, failures: dict, fn, *args):
-        """``fn(*args)``; an exception is recorded in ``failures`` under this session (a full
-        disk becomes a UserError saying what to do)."""
+        """``fn(*args)``; an exception is recorded in ``failures`` under this session."""
         try:
-            return self._disk(fn, *args)
+            with self._no_space():
+                return fn(*args)
         except Exception as e:  # noqa: BLE001 - the caller reports each session's failure
             failures[self] = e
             return None
 
-    def _disk(self, fn, *args):
+    @contextlib.contextmanager
+    def _no_space(self):
+        """A full disk becomes a UserError saying what to do."""
         try:
-            return fn(*args)
+            yield
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -175,15 +167,12 @@ class Session:
                             "while writing it; free some space and run the same command again "
                             "(it continues from the last checkpoint)") from None
 
-    @property
-    def path(self) -> Path:
-        return self.rundir.path
-
     # -- life --------------------------------------------------------------------------------
     def start(self) -> RunResult | None:
         """Check, build and resume the run; its completed result when the directory already
         holds it (nothing left to do), else None."""
-        return self._disk(self._start)
+        with self._no_space():
+            return self._start()
 
     def _start(self) -> RunResult | None:
         cfg, rundir = self.cfg, self.rundir
@@ -210,10 +199,9 @@ class Session:
                                      scheme=cfg["sampling"],
                                      sizes=parts.federation.train.sizes.cpu().numpy())
         self.writer = RoundsWriter(rundir.file("rounds.csv"), rows)
-        self.every = _Every(cfg, self.rounds)
         self.clients_log = (ClientsRoundsWriter(rundir.file("clients_rounds.csv"),
                                                 rundir.resumed_from)
-                            if self.every.log_clients else None)
+                            if cfg["log_clients_every"] else None)
         self.final = rows[-1] if rows else {}
         self.last_eval = (time.perf_counter(), rundir.resumed_from)
         self.bar = self._stack.enter_context(open_bar(
@@ -225,8 +213,7 @@ class Session:
         return None
 
     def clock(self) -> None:
-        """Training starts now: the next row's ``time/round_s`` counts from here (a group
-        starts after all its runs are built)."""
+        """Training starts now: the next row's ``time/round_s`` counts from here."""
         self.last_eval = (time.perf_counter(), self.next_round)
 
     def elapsed(self) -> float:
@@ -240,11 +227,12 @@ class Session:
         seed_torch(rs, parts.device)
         ids = self.sampler.sample(t)                                                # sample
         spec = parts.attack.client_spec(parts.algo.client_spec(state, ids), ids)
-        if not parts.algo.reads_before and not self.every.evaluate(t + 1):
+        if not parts.algo.reads_before and not self._due("eval_every", t + 1):
             spec = replace(spec, measure_before=False)   # nobody reads that pass
         # what follows training draws from the RNG state the round had before it, so a run
         # gives the same numbers alone and trained together with others (fedmoo.run.group)
-        self._round = (t, rs, ids, _rng_state(parts.device), spec)
+        cuda = torch.cuda.get_rng_state(parts.device) if parts.device.type == "cuda" else None
+        self._round = (t, rs, ids, (torch.get_rng_state(), cuda), spec)
         return Member(parts.engine, ids.to(parts.device), state.w, spec, rs)
 
     def update(self, t: int, trained) -> None:
@@ -252,12 +240,12 @@ class Session:
         t_begun, rs, ids, rng, spec = self._round
         assert t_begun == t, "end() must follow begin() of the same round"
         parts, state, cfg = self.parts, self.state, self.cfg
-        _set_rng_state(rng)
-        # the losses as the clients report them (spec.loss_report), then the attack
+        torch.set_rng_state(rng[0])
+        if rng[1] is not None:
+            torch.cuda.set_rng_state(rng[1], parts.device)
         cohort = parts.attack.apply(as_reported(trained, spec, parts.engine.sgd), rs)  # attack
         try:                                                                         # update
-            # the cohort's numbers before a rule reads them (the models were checked when the
-            # last round made them), then the models this round made; each read syncs a device
+            # the cohort's numbers before a rule reads them, then the models this round made
             reported = [cohort.loss_before, cohort.loss_after, cohort.loss_trained]
             check_diverged({}, reported, t + 1, cfg, cohort.deltas)
             new_state, diag = parts.algo.server_update(state, cohort, self.every.evaluate(t + 1))
@@ -273,7 +261,7 @@ class Session:
         """Round ``t``'s evaluation and records."""
         done, dev_ids, trained, cohort, diag, w_start = self._pending
         assert done == t + 1, "record() must follow update() of the same round"
-        if self.every.evaluate(done):                                                # evaluate
+        if self._due("eval_every", done):                                            # evaluate
             row = self.evaluator.row(done, self.state, dev_ids, trained, cohort, diag, w_start)
             now = time.perf_counter()
             row["time/round_s"] = (now - self.last_eval[0]) / (done - self.last_eval[1])
@@ -289,20 +277,24 @@ class Session:
             self.tracker.log(row)
             self.final = row
             self.bar.set_postfix_str(row_note(row))
-        if self.clients_log is not None and self.every.clients(done):
+        if self.clients_log is not None and self._due("log_clients_every", done):
             self.evaluator.log_clients(self.clients_log, done, self.state)
-        if self.every.checkpoint(done):
+        every = self.cfg["checkpoint_every"]
+        if every and done % every == 0 and done < self.rounds:
             self.rundir.save_checkpoint(self.state, self.writer.rows, self.elapsed())
         self.bar.update(1)
+
+    def _due(self, key: str, done: int) -> bool:
+        """Whether round ``done`` evaluates (``eval_every``) or logs per-client rows
+        (``log_clients_every``); the last round always does."""
+        return done % self.cfg[key] == 0 or done == self.rounds
 
     def interrupt(self, stop) -> None:
         """Checkpoint, record ``status: interrupted`` and raise RunInterrupted."""
         self.rundir.interrupted(stop, self.state, self.writer.rows, self.final, self.elapsed())
 
     def complete(self) -> RunResult:
-        return self._disk(self._complete)
-
-    def _complete(self) -> RunResult:
+        """The run's files final (``guard`` calls it)."""
         final = {**self.final, **self.evaluator.summary(self.writer.rows)}
         wall = self.elapsed()
         self.tracker.check()    # a tracker that could not start fails the run (not timed)
@@ -323,34 +315,3 @@ def _overrides(record: dict[str, str]) -> list[str] | None:
     text = record.get("overrides.yaml")
     listed = yaml.safe_load(text) if text else None
     return [str(o) for o in listed] if isinstance(listed, list) else None
-
-
-def _rng_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
-    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-    return torch.get_rng_state(), (device, cuda)
-
-
-def _set_rng_state(state) -> None:
-    cpu, (device, cuda) = state
-    torch.set_rng_state(cpu)
-    if cuda is not None:
-        torch.cuda.set_rng_state(cuda, device)
-
-
-class _Every:
-    """Which rounds evaluate, log per-client rows and checkpoint (the last always evaluates)."""
-
-    def __init__(self, cfg: dict[str, Any], rounds: int):
-        self.rounds = rounds
-        self.eval = int(cfg["eval_every"])
-        self.log_clients = int(cfg["log_clients_every"])
-        self.ckpt = int(cfg["checkpoint_every"])
-
-    def evaluate(self, done: int) -> bool:
-        return done % self.eval == 0 or done == self.rounds
-
-    def clients(self, done: int) -> bool:
-        return done % self.log_clients == 0 or done == self.rounds
-
-    def checkpoint(self, done: int) -> bool:
-        return bool(self.ckpt) and done % self.ckpt == 0 and done < self.rounds

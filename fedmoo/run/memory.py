@@ -1,13 +1,9 @@
 """Will the model fit? A lower bound of a run's memory, checked before the big allocations.
 
-First the parameters d, counted on a model built on PyTorch's ``meta`` device (no storage): a
-round needs at least the model, its gradients and the global model (3 d), the cohort's [K, d]
-update rows and the model-sized vectors the algorithm keeps (``Algorithm.kept_vectors``). Then
-the activations: one sample's forward values, counted on the probe forward
-``run.setup.build_model`` makes anyway, times ``client.batch_size`` (values and gradients). Only
-a lower bound is refused, so no false alarms; a model that passes can still run out of memory.
-(A forward pass on ``meta`` would count activations without the model, but it imports
-``torch._dynamo``, about 1.5 s of start-up on every run.)
+A round needs at least the model, its gradients and the global model (3 d, d counted on the
+``meta`` device), the cohort's [K, d] updates, the algorithm's kept vectors and a batch's
+activations (one sample's, counted on a probe forward). Only that lower bound is refused, so
+there are no false alarms.
 """
 
 from __future__ import annotations

@@ -1,27 +1,21 @@
 """``logger=mlflow``'s writer: a child process that owns the MLflow run
-(fedmoo.run.tracker_process starts it, fedmoo.run.tracker_child is its message loop).
+(fedmoo.run.loggers starts it, fedmoo.run.tracker_child is its message loop).
 
-Importing MLflow and opening a SQLite store take 3-6 s of CPU (creating a store's schema 10 s
-more on a 2-core machine), and every write to a SQLite store commits to disk; in a process of
-its own that work runs beside the training instead of inside its rounds. The head message is
-``{"uri", "experiment", "run_name", "tags", "params"}``. Each ``log_batch`` costs a SQLite
-transaction and MLflow's per-call work (about 24 ms for one row of 40 metrics on a 2-core
-machine, 9 ms a row in a call of 10 rows), so rows go in batches of up to 1000 metrics
-(MLflow's limit), at most ``FLUSH_S`` seconds after they came. An MLflow run that ends without
-its final message is KILLED.
+Importing MLflow and opening a SQLite store take seconds of CPU, and every write commits to
+disk: in a process of its own that work runs beside the training. The head message is
+``{"uri", "experiment", "run_name", "tags", "params"}``; rows go in batches of up to 1000
+metrics (each ``log_batch`` is a SQLite transaction), at most ``FLUSH_S`` seconds late. A run
+that ends without its final message is KILLED.
 
-Several jobs may share one SQLite store (``MLFLOW_TRACKING_URI=sqlite:///...``, jobs of a
-sweep in parallel): the schema and the experiment are created under a file lock beside the
-database (``<db>.lock``), and every write holds it too, so concurrent jobs never race SQLite.
-A new SQLite store starts as a copy of an empty one that this MLflow version made once
-(``_copy_empty_store``).
+Jobs may share one SQLite store: the schema and the experiment are created, and every write
+made, under a file lock beside the database (``<db>.lock``). A new store starts as a copy of
+an empty one that this MLflow version made once (``_copy_empty_store``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -29,8 +23,9 @@ from typing import Any
 
 from fedmoo.run import tracker_child
 
-BATCH = 100     # MLflow's limit of params (and tags) in one log_batch call
-BATCH_METRICS = 1000   # MLflow's limit of metrics in one log_batch call
+NAME = "mlflow"
+PARAMS = 100    # MLflow's limit of params (and tags) in one log_batch call
+BATCH = 1000    # MLflow's limit of metrics in one log_batch call
 FLUSH_S = 2.0   # rows wait at most this long before they are written
 
 
@@ -42,9 +37,9 @@ def sqlite_path(uri: str) -> Path | None:
     return Path("/" + path.lstrip("/")) if uri.startswith("sqlite:////") else Path(path)
 
 
-def explain(uri: str, e: BaseException) -> str:
+def refusal(head: dict[str, Any], e: BaseException) -> str:
     """The one line a user reads when MLflow refuses the tracking store."""
-    text = str(e)
+    uri, text = head["uri"], str(e)
     if isinstance(e, ModuleNotFoundError):
         return (f"logger=mlflow: the tracking store {uri} needs the {e.name} package; "
                 "pip install -e \".[trackers]\"")
@@ -84,17 +79,17 @@ class Writer:
                 exp_id, run_name=head["run_name"],
                 tags={k: str(v) for k, v in head["tags"].items()}).info.run_id
             params = [Param(k, v) for k, v in head["params"].items()]   # cut to 500 by the parent
-            for i in range(0, len(params), BATCH):
-                self.client.log_batch(self.run_id, params=params[i:i + BATCH])
+            for i in range(0, len(params), PARAMS):
+                self.client.log_batch(self.run_id, params=params[i:i + PARAMS])
 
     def metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
         """Rows of (metrics, step), in as few ``log_batch`` calls as MLflow allows."""
         now = int(time.time() * 1000)
         batch = [self.Metric(k, float(v), now, step) for values, step in rows
                  for k, v in values.items()]
-        for i in range(0, len(batch), BATCH_METRICS):
+        for i in range(0, len(batch), BATCH):
             with self.lock:
-                self.client.log_batch(self.run_id, metrics=batch[i:i + BATCH_METRICS])
+                self.client.log_batch(self.run_id, metrics=batch[i:i + BATCH])
 
     def end(self, final: dict[str, float] | None, artifacts: list[str]) -> None:
         """FINISHED with the final metrics (``final/<name>``) and the run's files as artifacts
@@ -110,9 +105,8 @@ class Writer:
 
 def _copy_empty_store(db: Path, mlflow) -> None:
     """A new SQLite store as a copy of an empty one made by this MLflow version once per
-    machine (``~/.cache/fedmoo/mlflow-<version>.db``): MLflow builds a new store's schema by
-    running its whole migration history, 5-15 s on a 2-core machine, once for every run
-    directory otherwise. Where the cache cannot be written, MLflow builds the store itself."""
+    machine (``~/.cache/fedmoo/mlflow-<version>.db``), not by MLflow's whole migration history
+    (5-15 s) for every run directory. Where the cache cannot be written, MLflow builds it."""
     import shutil
 
     from filelock import FileLock
@@ -138,12 +132,3 @@ def warm() -> None:
     import alembic.runtime.migration  # noqa: F401
     import mlflow  # noqa: F401
     import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
-
-
-def main() -> int:
-    return tracker_child.serve(warm, Writer, lambda head, e: explain(head["uri"], e), "mlflow",
-                               BATCH_METRICS, FLUSH_S)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,11 +1,8 @@
-"""A run's (or a lockstep group's) progress over its rounds, on stderr.
-
-- stderr is a terminal (or a notebook): a tqdm bar.
-- anything else (a batch job, ``fedmoo run > log 2>&1``): plain lines through fedmoo's logger,
-  ``fedmoo: <what>: round 40 of 100 (40%), 6 s elapsed, about 9 s left; acc 61.02 std 8.10``,
-  after the first round, then every ``FEDMOO_PROGRESS_EVERY`` seconds (30 by default) and
-  after the last. They land in ``fedmoo.log`` too.
-- ``progress=false``, or fedmoo's stderr level above info (``fedmoo -q``): nothing.
+"""A run's (or a lockstep group's) progress over its rounds, on stderr: a tqdm bar on a
+terminal or notebook; else plain lines through fedmoo's logger (``<what>: round 40 of 100 (40%),
+6 s elapsed, about 9 s left; acc 61.02 std 8.10``) after the first round, every
+``FEDMOO_PROGRESS_EVERY`` seconds (30) and after the last; nothing with ``progress=false`` or
+``fedmoo -q``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """The run directory's lifecycle: one class that knows every file a run keeps there.
 
-A run holds the directory's lock for its whole life (``with RunDir(...)``: one run per
-directory; a second process is refused with the holder's pid, host and start time). It opens
-the directory (write test; the finished result of an earlier identical run, or ``resume=false``
-discarding it), writes the federation's record (partition.npz, attack.json), resumes from and
-saves checkpoints (refusing a checkpoint of another configuration), and finishes with
-summary.json (always last, atomically) plus, on completion, clients.csv and model.pt.
+A run holds the directory's lock for its whole life (``with RunDir(...)``: a second process is
+refused, naming the holder), resumes from and saves checkpoints (of its own configuration only)
+and finishes with summary.json (always last, atomically).
 
-Hydra writes ``.hydra/`` (config.yaml, overrides.yaml) before fedmoo runs, even for a run fedmoo
-then refuses. So when a run is accepted (``accept``: every check passed) it writes its own
-Hydra files (``record``, from the job's config) to ``.hydra/`` and keeps a copy in
-``.fedmoo/hydra/``; a run that is refused or fails before acceptance puts that copy back
-(``restore_record``). The directory's config record always belongs to the result beside it.
-``record_failure`` marks a job that failed outside the loop.
+Hydra writes ``.hydra/`` before fedmoo runs, even for a run fedmoo then refuses. So an accepted
+run (``accept``: every check passed) writes its own Hydra files to ``.hydra/`` and keeps a copy
+in ``.fedmoo/hydra/``, which a run refused before acceptance puts back (``restore_record``): the
+directory's config record always belongs to the result beside it.
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ import torch
 from fedmoo.errors import DivergenceError, RunInterrupted, UserError
 from fedmoo.report.results import (atomic_write_text, read_summary, to_jsonable, write_csv,
                                    write_json)
-from fedmoo.run import checkpoint, identity, locks, resume_check
+from fedmoo.run import checkpoint, identity, locks
 from fedmoo.data.federated import tensors_digest
 
 # Files a run writes; ``resume=false`` deletes them before starting over.
@@ -135,14 +130,14 @@ class RunDir:
     def resume(self, state, device: torch.device) -> tuple[Any, list[dict[str, Any]], float]:
         """(state, rows so far, compute seconds so far) from this run's checkpoint, if any; the
         RNG states are restored too. ``state``: the run's initial state, the template the
-        checkpoint must fit (fedmoo.run.resume_check) before any of it is used."""
+        checkpoint must fit (``checkpoint.check``) before any of it is used."""
         ckpt = checkpoint.load(self.path, device)
         if ckpt is None:
             return state, [], 0.0
         path = self.file(checkpoint.FILENAME)
-        resume_check.check_fields(ckpt, path)
+        checkpoint.check_fields(ckpt, path)
         self.check_same_config(ckpt["config"], "checkpointed")
-        resume_check.check(ckpt, path, state, checkpoint.rng_state(), self.data_digest,
+        checkpoint.check(ckpt, path, state, checkpoint.rng_state(), self.data_digest,
                            int(self.cfg["rounds"]), int(self.cfg["eval_every"]))
         state = checkpoint.restore_state(ckpt, state)
         checkpoint.set_rng_state(ckpt["rng"])

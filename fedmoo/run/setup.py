@@ -10,6 +10,7 @@ import logging
 import os
 import platform
 import re
+import statistics
 import subprocess
 import time
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 SMALL_MODEL = 100_000  # below this many parameters, CPU threads cost more than they give
 LOADAVG = "/proc/loadavg"
 _TORCH_THREADS = torch.get_num_threads()   # torch's own default, before a run changes it
+PRECISIONS = {"float32": torch.float32, "float64": torch.float64}   # ``precision``'s choices
 
 
 @dataclass
@@ -71,16 +73,14 @@ class Parts:
             else platform.processor() or platform.machine(),
             "versions": {"fedmoo": fedmoo.__version__, "torch": torch.__version__,
                          "numpy": np.__version__, "python": platform.python_version(),
-                         **({"fedmoo_git": git_commit()} if git_commit() else {})},
+                         **({"fedmoo_git": commit} if (commit := git_commit()) else {})},
         }
 
 
 @functools.cache
 def git_commit(root: Path = Path(fedmoo.__file__).resolve().parent.parent) -> str | None:
-    """HEAD of the git checkout fedmoo is imported from; None for an installed copy, or when git
-    is missing or refuses. The version string stays the same between commits whose numerics
-    differ, so the reports tell builds apart by this. Only a checkout whose top is the package's
-    parent is asked: a repository that merely holds an installed copy is not fedmoo's."""
+    """HEAD of the git checkout fedmoo is imported from (the reports tell builds apart by it:
+    the version stays the same between commits); None for an installed copy or without git."""
     if not (root / ".git").exists():
         return None
     try:
@@ -94,8 +94,8 @@ def git_commit(root: Path = Path(fedmoo.__file__).resolve().parent.parent) -> st
 def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | None,
                 rundir) -> Parts:
     """Build everything in a fixed order (the model's initial weights come from ``seed``);
-    ``rundir`` records the federation (partition.npz, attack.json) as soon as it exists.
-    ``num_clients=None`` takes the federation's own number of clients (partition=natural)."""
+    ``rundir`` records the federation as soon as it exists. ``num_clients=None``: the
+    federation's own clients."""
     device = resolve_device(cfg["device"])
     set_tf32(cfg["tf32"], device)
     set_deterministic(cfg["deterministic"])
@@ -121,7 +121,7 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
     one = federation.x[federation.train.index[:1].cpu()].cpu()
     acts = memory.activations_per_sample(model, one)
     memory.check_fits(cfg, d, per_round, device, acts, kept)  # before the first batch
-    dtype = resolve_precision(cfg["precision"])
+    dtype = PRECISIONS[cfg["precision"]]
     model = model.to(device=device, dtype=dtype)
     set_threads(cfg["threads"], num_params(model))
     if federation.x.is_floating_point() and federation.x.dtype != dtype:
@@ -135,8 +135,7 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
 
 
 def check_eval_split(cfg: dict[str, Any], federation) -> None:
-    """Some client must have samples on the split the run evaluates (clients without any are
-    reported as missing, fedmoo.run.evaluation); a run that could report nothing is refused."""
+    """Refuse a run whose evaluated split has no samples on any client."""
     split = cfg["eval_split"]
     if int(federation.split(split).sizes.sum()) == 0:
         part = cfg["partition"]
@@ -149,8 +148,7 @@ def check_eval_split(cfg: dict[str, Any], federation) -> None:
 
 
 def resolve_device(name: str) -> torch.device:
-    """``device``: auto, cpu, cuda or cuda:N (fedmoo.config.schema refuses any other text, ``meta``
-    too), checked against the GPUs this process sees before anything is built on it."""
+    """``device`` (auto, cpu, cuda or cuda:N), checked against the GPUs this process sees."""
     name = str(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -165,25 +163,19 @@ def resolve_device(name: str) -> torch.device:
 
 
 def set_tf32(tf32: bool, device: torch.device) -> None:
-    """``tf32``: whether float32 matrix products and convolutions on CUDA may round their inputs
-    to TensorFloat-32 (10-bit mantissa). Off by default, for matrix products and cuDNN's
-    convolutions alike (torch leaves the latter on): the batched and sequential engines then
-    agree to float32 rounding and a run gives the same numbers on any GPU generation.
-    ``tf32=true`` trades that for speed on Ampere and later GPUs (docs/PERFORMANCE.md)."""
+    """``tf32``: whether float32 matrix products and cuDNN's convolutions on CUDA may round
+    to TensorFloat-32. Off by default (torch leaves cuDNN's on): the engines then agree to
+    float32 rounding on any GPU generation; on trades that for speed (docs/PERFORMANCE.md)."""
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
 
 
 def set_deterministic(flag: bool) -> None:
-    """``deterministic``: torch's deterministic kernels only. On a CPU fedmoo's runs repeat bit
-    for bit anyway; on CUDA some kernels sum with atomics (scatter/index additions, some cuBLAS
-    and cuDNN algorithms), so two runs of one config, or a run and its resume, agree only to
-    float32 rounding unless this is on. A kernel without a deterministic version warns and runs
-    as before (a model that uses one does not repeat bit for bit; the warning names it).
-    cuBLAS is given the fixed workspace it needs (CUBLAS_WORKSPACE_CONFIG) unless set; cuBLAS
-    reads it once per process, so a process that used it before (a sweep trained together whose
-    first run is not deterministic) needs the variable set in its environment."""
+    """``deterministic``: torch's deterministic kernels only (on CUDA some kernels sum with
+    atomics, so runs agree only to float32 rounding without it; a kernel without a
+    deterministic version warns). cuBLAS gets the workspace it needs (CUBLAS_WORKSPACE_CONFIG)
+    unless set; it reads it once per process."""
     if flag:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if flag or torch.are_deterministic_algorithms_enabled():
@@ -191,23 +183,11 @@ def set_deterministic(flag: bool) -> None:
         torch.use_deterministic_algorithms(flag, warn_only=True)
 
 
-PRECISIONS = {"float32": torch.float32, "float64": torch.float64}
-
-
-def resolve_precision(name: str) -> torch.dtype:
-    """``precision`` (one of the schema's choices) as a torch dtype."""
-    return PRECISIONS[name]
-
-
 def set_threads(threads: Any, model_params: int) -> None:
-    """``threads``: a count, or ``auto`` = one intra-op thread for small models (intra-op
-    threading only adds overhead there; measured 15x slower on a busy 2-core machine), else
-    torch's default count capped at the CPUs free now (``free_cpus``: on a shared machine two
-    OpenMP threads on one free core wait on each other every kernel). Independent rows that run
-    side by side, one thread each (FMGDA's per-task trainings over many samples,
-    ``fedmoo.engine.cpu_layout.each_row``), use that count under ``auto`` whatever the model's
-    size, else ``threads``. ``model_params`` is what one training step works on: a lockstep
-    group passes its model's size times its rows (fedmoo.run.group)."""
+    """``threads``: a count, or ``auto`` = one intra-op thread for models below SMALL_MODEL
+    parameters (threading only adds overhead there), else torch's default capped at the CPUs
+    free now (``free_cpus``). Rows trained side by side (``fedmoo.engine.cpu_layout``) use that
+    count under ``auto``, else ``threads``. ``model_params``: what one training step works on."""
     if threads in (None, "auto"):
         count = max(1, min(_TORCH_THREADS, free_cpus()))
         torch.set_num_threads(1 if model_params < SMALL_MODEL else count)
@@ -219,30 +199,27 @@ def set_threads(threads: Any, model_params: int) -> None:
     set_row_threads(threads)
 
 
-def free_cpus(samples: int = 3) -> int:
-    """The CPUs this process may run on (its affinity mask) less those other work keeps busy
-    now: the runnable tasks in /proc/loadavg other than this thread, the median of a few
-    readings 5 ms apart. All of them where /proc/loadavg cannot be read; at least 1."""
+def free_cpus() -> int:
+    """The CPUs this process may run on less the runnable tasks of /proc/loadavg other than
+    this thread (the median of three readings 5 ms apart); at least 1."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:
         cpus = os.cpu_count() or 1
     others = []
-    for i in range(samples):
+    for i in range(3):
+        if i:
+            time.sleep(0.005)
         try:
-            running = int(Path(LOADAVG).read_text().split()[3].split("/")[0])
+            others.append(int(Path(LOADAVG).read_text().split()[3].split("/")[0]) - 1)
         except (OSError, ValueError, IndexError):
             return cpus
-        others.append(max(0, running - 1))
-        if i + 1 < samples:
-            time.sleep(0.005)
-    return max(1, cpus - sorted(others)[len(others) // 2])
+    return max(1, cpus - max(0, statistics.median_low(others)))
 
 
 def build_model(cfg: dict[str, Any], federation) -> torch.nn.Module:
-    """Build the model for the federation's inputs and run it on one training sample (on the
-    CPU, before moving anything), so a model made for other data fails here, in one line that
-    names both, rather than with a shape error deep inside the first round."""
+    """Build the model and run it on one training sample, so that a model made for other data
+    fails here in one line naming both, not with a shape error inside the first round."""
     m, d = cfg["model"].get("name"), cfg["data"].get("name")
     shape, classes = tuple(federation.input_shape), federation.num_classes
 

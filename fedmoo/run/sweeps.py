@@ -1,9 +1,8 @@
 """A sweep's overall progress: ``job k of N`` lines with an ETA, whatever the launcher.
 
-fedmoo's sweeper notes the sweep in ``<sweep dir>/.fedmoo/sweep.json`` (its number of jobs, start
-time and swept keys) before the first job starts. A job, in whichever process or node, announces
-itself (``job 3 of 8: seed=2``) and at its end counts itself in ``.fedmoo/jobs-done`` under a file
-lock: ``sweep: 3 of 8 jobs done, 1m20s elapsed, about 2m40s left`` (fedmoo's logger).
+fedmoo's sweeper notes the sweep in ``<sweep dir>/.fedmoo/sweep.json`` before the first job
+starts; a job, in whichever process or node, announces itself and at its end counts itself in
+``.fedmoo/jobs-done`` under a file lock.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from fedmoo.report.results import atomic_write_text
 from fedmoo.run.progress import duration
 
 log = logging.getLogger(__name__)
@@ -25,13 +25,11 @@ DONE = Path(".fedmoo") / "jobs-done"
 
 def start(sweep_dir: Path, jobs: int, swept: list[str]) -> None:
     """A sweep of ``jobs`` jobs starts now in ``sweep_dir`` (its count of finished jobs is reset)."""
-    folder = (Path(sweep_dir) / NOTE).parent
-    folder.mkdir(parents=True, exist_ok=True)
+    (Path(sweep_dir) / NOTE).parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(Path(sweep_dir) / DONE) + ".lock", thread_local=False):
         (Path(sweep_dir) / DONE).write_text("0")
-        tmp = Path(sweep_dir) / NOTE.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"jobs": jobs, "start": time.time(), "swept": swept}))
-        tmp.replace(Path(sweep_dir) / NOTE)
+        atomic_write_text(Path(sweep_dir) / NOTE,
+                          json.dumps({"jobs": jobs, "start": time.time(), "swept": swept}))
 
 
 def info(sweep_dir: Path) -> dict[str, Any] | None:

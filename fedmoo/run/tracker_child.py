@@ -1,5 +1,6 @@
-"""The child side of a tracker that runs in a process of its own (fedmoo.run.tracker_process):
-the message loop shared by ``fedmoo.run.mlflow_writer`` and ``fedmoo.run.wandb_writer``.
+"""The child side of a tracker that runs in a process of its own (fedmoo.run.loggers starts it
+as ``python -m fedmoo.run.tracker_child <writer module>``): the message loop shared by
+``fedmoo.run.mlflow_writer`` and ``fedmoo.run.wandb_writer``.
 
 The run sends JSON lines on the child's stdin:
 
@@ -8,16 +9,16 @@ The run sends JSON lines on the child's stdin:
 - then ``{"step": t, "metrics": {...}}`` per rounds.csv row;
 - then ``{"final": {...}, "artifacts": [path, ...]}`` when the run completed.
 
-End of input without a final message ends the tracked run as failed (an interrupted, diverged
-or failed run). The child answers on stdout (and in its log) with one line ``ready <run id>``
-once the tracked run exists, ``error <message>`` when it cannot log (the run stops with that
-line), and ``done`` at the end; the run may have ended before (fedmoo.run.tracker_process). Input is read into memory from the start, so the run never waits on a full pipe
-while the child is still importing its tracker. The child runs at a lower priority (nice 10):
-the training comes first; the tracker catches up when it can.
+End of input without a final message ends the tracked run as failed. The child answers on
+stdout (and in its log) ``ready <run id>`` once the tracked run exists, ``error <message>`` when
+it cannot log, and ``done`` at the end. Input is read into memory from the start, so the run
+never waits on a full pipe; the child runs at nice 10: the training comes first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import logging
 import os
@@ -26,22 +27,9 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Protocol
+from typing import Any
 
 NICE = 10
-
-
-class Backend(Protocol):
-    """One tracked run, opened from the head message."""
-
-    run_id: str
-
-    def metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
-        """Rows of (metrics, step), in order."""
-
-    def end(self, final: dict[str, float] | None, artifacts: list[str]) -> None:
-        """The run completed (``final``: its final metrics; its files) or, with None, stopped
-        early."""
 
 
 def say(line: str) -> None:
@@ -70,11 +58,10 @@ def first_line(e: BaseException) -> str:
 
 
 class Pending:
-    """Rows received and not yet written, written together: when ``batch`` metrics are
-    waiting, when the oldest has waited ``flush_s`` seconds (the tracker lags the run by that
-    much at most), and at the run's end."""
+    """Rows not yet written, written together: when ``batch`` metrics wait, when the oldest
+    has waited ``flush_s`` seconds, and at the run's end."""
 
-    def __init__(self, backend: Backend, batch: int, flush_s: float):
+    def __init__(self, backend, batch: int, flush_s: float):
         self.backend, self.batch, self.flush_s = backend, batch, flush_s
         self.rows: list[tuple[dict[str, float], int]] = []
         self.since, self.size = 0.0, 0
@@ -102,26 +89,19 @@ class Pending:
         self.rows, self.size = [], 0
 
 
-def _nice_autogroup() -> None:
-    """The child's session (fedmoo.run.tracker_process) is its own autogroup where Linux has
-    them: without this, it shares the CPU with the run as an equal whatever its nice value
-    (a 30-round run beside a busy process: +52% wall time, not +5%)."""
-    with open("/proc/self/autogroup", "w") as f:
-        f.write(str(NICE))
-
-
-def serve(warm: Callable[[], None], open_run: Callable[[dict[str, Any]], Backend],
-          refusal: Callable[[dict[str, Any], BaseException], str], name: str,
-          batch: int, flush_s: float) -> int:
-    """The child's life: ``warm()`` (imports, while the run starts), then the head opens the
-    run (``refusal``: the one line for an exception there), then rows until end of input."""
+def serve(writer) -> int:
+    """The child's life with the writer module ``writer``: ``warm()`` (imports, while the run
+    starts), then ``Writer(head)`` opens the run (its ``run_id``; ``refusal``: the one line for
+    an exception there), then rows until end of input: ``metrics([(values, step), ...])``,
+    ``BATCH`` metrics or ``FLUSH_S`` s at a time, and ``end(final or None, artifacts)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the run's; it ends us by EOF
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a run that ended: ``say`` goes on
-    for lower in (lambda: os.nice(NICE), _nice_autogroup):
-        try:
-            lower()
-        except OSError:
-            pass
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
+    # the child's session is its own autogroup where Linux has them: without this, it shares
+    # the CPU with the run as an equal whatever its nice value
+    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as f:
+        f.write(str(NICE))
     logging.basicConfig(level=logging.WARNING)
     inbox: queue.Queue = queue.Queue()
 
@@ -133,7 +113,7 @@ def serve(warm: Callable[[], None], open_run: Callable[[dict[str, Any]], Backend
     threading.Thread(target=read, daemon=True).start()
     warm_error = None
     try:
-        warm()
+        writer.warm()
     except Exception as e:  # noqa: BLE001 - said when the head asks for the run
         warm_error = e
     head = inbox.get()
@@ -143,14 +123,14 @@ def serve(warm: Callable[[], None], open_run: Callable[[dict[str, Any]], Backend
     try:
         if warm_error is not None:
             raise warm_error
-        backend = open_run(head)
+        backend = writer.Writer(head)
     except Exception as e:  # noqa: BLE001 - every refusal becomes the run's one line
-        say("error " + refusal(head, e))
+        say("error " + writer.refusal(head, e))
         return 1
     say(f"ready {backend.run_id}")
     final = None
     try:
-        pending = Pending(backend, batch, flush_s)
+        pending = Pending(backend, writer.BATCH, writer.FLUSH_S)
         while (msg := pending.next(inbox)) is not None:
             if "final" in msg:
                 pending.write()
@@ -162,7 +142,11 @@ def serve(warm: Callable[[], None], open_run: Callable[[dict[str, Any]], Backend
         if final is None:
             backend.end(None, [])
     except Exception as e:  # noqa: BLE001
-        say(f"error logger={name}: writing failed: {first_line(e)}")
+        say(f"error logger={writer.NAME}: writing failed: {first_line(e)}")
         return 1
     say("done")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve(importlib.import_module(sys.argv[1])))

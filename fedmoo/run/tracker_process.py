@@ -1,22 +1,20 @@
 """A tracker whose run is owned by a child process (``logger=mlflow``: fedmoo.run.mlflow_writer,
-``logger=wandb``: fedmoo.run.wandb_writer; the protocol is in fedmoo.run.tracker_child).
+``logger=wandb``: fedmoo.run.wandb_writer; the child's loop and protocol: fedmoo.run.tracker_child).
 
-``fedmoo run`` starts the children it will need before it imports torch (``prestart``), so that
-importing a tracker (2-4 s of CPU) overlaps the run's own start-up; the run's logger then takes
-its child (``ChildTracker``). A child that is never taken reads end of input when this process
-ends, and ends without touching any store. The run does not wait for its child: a child still
-starting or writing when the run's files are complete finishes in the background, at nice 10
-(an MLflow child on a busy machine: 20-90 s of imports and SQLite work the run used to wait
-for, docs/PERFORMANCE.md); the run says where its data goes, and the child records how it went
-in ``<run dir>/tracker-<name>.log`` (its stderr: MLflow's and W&B's own lines, then ``ready``,
-``done`` or ``error ...``). A job in a launcher's worker process (joblib's) still waits: the
-worker's end kills its children.
+A run never waits on a tracker: its children start before it imports torch (``prestart``), so
+that importing a tracker overlaps the run's own start-up, and finish in the background at nice
+10 once the run's files are complete, with their log in ``<run dir>/tracker-<name>.log``. A
+child that is never taken reads end of input when this process ends, and ends without touching
+any store. A job in a launcher's worker process (joblib's) still waits: the worker's end kills
+its children.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import multiprocessing
 import subprocess
 import sys
@@ -30,13 +28,20 @@ log = logging.getLogger(__name__)
 _spare: dict[str, subprocess.Popen] = {}   # children started ahead of their run, by module
 
 
+def numbers(row: dict[str, Any]) -> dict[str, float]:
+    """The finite numbers of a rounds.csv row but its round (trackers reject the others)."""
+    return {k: float(v) for k, v in row.items() if k != "round" and not isinstance(v, bool)
+            and isinstance(v, (int, float)) and math.isfinite(v)}
+
+
 def _spawn(module: str) -> subprocess.Popen:
     """stderr goes nowhere until the head names the child's log: a child finishing in the
     background must not write on the user's terminal, nor keep ``fedmoo run | tee`` waiting;
     in a session of its own, closing the terminal (SIGHUP) does not end it."""
-    return subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            bufsize=1, start_new_session=True)
+    return subprocess.Popen([sys.executable, "-m", "fedmoo.run.tracker_child", module],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                            start_new_session=True)
 
 
 def prestart(module: str) -> None:
@@ -46,17 +51,17 @@ def prestart(module: str) -> None:
 
 
 class ChildTracker:
-    """The parent's side: sends the head, each row and the final metrics. A child that could not
-    start its tracked run raises a UserError (the run stops: a bad store or setting); one that
-    fails after, a RuntimeError (fedmoo.run.loggers warns and goes on without it); after the
-    run's completed result, its error line is a warning (``finish``). ``where``: where its data
-    goes, for the user; ``log``: the child's log file; ``confirm``: the user's own store or
-    setting, which the tracker may refuse: the run waits for the child's answer before its
-    completed result (``check``)."""
+    """A tracker whose run a child process owns (the protocol: fedmoo.run.tracker_child). A
+    child that could not start its tracked run raises a UserError; one that fails after, a
+    RuntimeError (``Trackers`` goes on without it). ``where``: where its data goes, for the
+    user; ``confirm``: a store or setting of the user's, which the tracker may refuse: the run
+    waits for the child's answer before its completed result (``check``)."""
 
-    def __init__(self, module: str, name: str, head: dict[str, Any], where: str, log: Path,
-                 confirm: bool):
-        self.name, self.where, self.log, self.confirm = name, where, log, confirm
+    FILES = ("summary.json", "rounds.csv", "clients.csv", ".hydra/config.yaml")
+
+    def __init__(self, module: str, name: str, head: dict[str, Any], where: str,
+                 log_file: Path, confirm: bool):
+        self.name, self.where, self.log_file, self.confirm = name, where, log_file, confirm
         self.proc = _spare.pop(module, None) or _spawn(module)
         self.error: str | None = None             # the child's error line
         self.started = False                      # its ready line came: the tracked run exists
@@ -65,7 +70,7 @@ class ChildTracker:
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         self.done = False
-        self._send({**head, "log": str(log)})
+        self._send({**head, "log": str(log_file)})
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -81,8 +86,8 @@ class ChildTracker:
         self.ended.set()
 
     def _stopped(self) -> Exception:
-        """The child's failure: a UserError before its tracked run started, else a RuntimeError
-        (see the class docstring)."""
+        """The child's failure: a UserError before its tracked run started, else a
+        RuntimeError."""
         if self.error is None:                    # no line yet: its last one, or its status
             self.proc.wait()
             self.reader.join()
@@ -100,8 +105,8 @@ class ChildTracker:
         except (BrokenPipeError, ValueError):     # the child ended: its last line says why
             raise self._stopped() from None
 
-    def log_numbers(self, step: int, metrics: dict[str, float]) -> None:
-        self._send({"step": step, "metrics": metrics})
+    def log(self, row: dict[str, Any]) -> None:
+        self._send({"step": int(row["round"]), "metrics": numbers(row)})
 
     def check(self) -> None:
         """A child that refused its run stops the run. Unless ``confirm``, one still starting
@@ -111,30 +116,24 @@ class ChildTracker:
         if self.answered.is_set() and (self.error or self.proc.poll() not in (None, 0)):
             raise self._stopped()
 
-    def finish_numbers(self, final: dict[str, float], artifacts: list[str]) -> None:
-        try:
-            self._send({"final": final, "artifacts": artifacts})
-        except Exception:  # noqa: BLE001 - said below
-            pass
-        self.done = True
-        self._end_input()
+    def finish(self, final: dict[str, Any], run_dir: Path) -> None:
+        with contextlib.suppress(Exception):      # said below
+            self._send({"final": numbers(final),
+                        "artifacts": [str(Path(run_dir) / f) for f in self.FILES]})
+        self.close()
         if multiprocessing.parent_process() is not None:
             self.ended.wait()     # a launcher's worker (joblib's): its end kills its children
         if not self.ended.is_set():
             log.info("logger=%s: the writer (pid %d) sends the last rows to %s in the "
                      "background; %s says when it is done", self.name, self.proc.pid,
-                     self.where, self.log)
+                     self.where, self.log_file)
         elif self.error:                          # the run's own result is complete: a warning
             log.warning("%s", self.error)
 
-    def _end_input(self) -> None:
-        try:
-            self.proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
-
     def close(self) -> None:
-        """Stopped early (interrupted, diverged, failed): end of input, and the child ends the
-        tracked run as failed by itself (without keeping a stopping run waiting on it)."""
+        """End of input: without a final message the child ends the tracked run as failed by
+        itself (a stopping run never waits on it)."""
         if not self.done:
-            self._end_input()
+            self.done = True
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()

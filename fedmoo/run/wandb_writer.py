@@ -1,20 +1,16 @@
 """``logger=wandb``'s writer: a child process that owns the W&B run
-(fedmoo.run.tracker_process starts it, fedmoo.run.tracker_child is its message loop).
+(fedmoo.run.loggers starts it, fedmoo.run.tracker_child is its message loop).
 
-Importing ``wandb`` and ``wandb.init`` (which starts W&B's service) take about 2 s; in a
-process of its own, started before the run imports torch, that work runs beside the run's
-start-up instead of inside it. The head message is ``{"project", "name", "group", "dir",
-"config"}``; W&B's own lines (the run's summary block) stay out of fedmoo's output
-(``silent``). A run that ends without its final message finishes with exit code 1.
+Importing ``wandb`` and starting W&B's service take about 2 s, which run beside the run's
+start-up. The head message is ``{"project", "name", "group", "dir", "config"}``; W&B's own lines
+stay out of fedmoo's output. A run that ends without its final message finishes with exit code 1.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from fedmoo.run import tracker_child
-
+NAME = "wandb"
 FLUSH_S = 1.0   # rows wait at most this long (W&B sends them on in its own service anyway)
 BATCH = 100     # rows' values written in one go at most (each row is its own run.log call)
 
@@ -49,11 +45,3 @@ class Writer:
 def refusal(head: dict[str, Any], e: BaseException) -> str:
     text = " ".join(str(e).split()) or type(e).__name__   # W&B's settings errors span lines
     return f"logger=wandb: W&B refused the run: {text[:300]}"
-
-
-def main() -> int:
-    return tracker_child.serve(warm, Writer, refusal, "wandb", BATCH, FLUSH_S)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
