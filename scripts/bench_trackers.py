@@ -62,7 +62,7 @@ def mlflow(tmp: Path, rows: int) -> None:
             step += size
         print(f"mlflow {size} row(s) a log_batch: "
               f"{(time.perf_counter() - t) / (rows // size * size) * 1e3:.1f} ms a row", flush=True)
-    writer.end(None, None)
+    writer.end(None, [])
 
 
 def imports(tmp: Path, rows: int) -> None:
