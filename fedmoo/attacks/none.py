@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from fedmoo.attacks.base import Attack
 from fedmoo.config.hparams import attack as declared
 
@@ -18,11 +16,3 @@ class NoAttack(Attack):
 
     name = "none"
     hp: declared.NoAttack
-
-    def bind(self, num_clients, client_names=None, num_classes=None):
-        if self.hp.malicious is not None:
-            return super().bind(num_clients, client_names, num_classes)
-        self.num_classes = num_classes
-        self.attackers = torch.zeros(0, dtype=torch.long)
-        self.mask = torch.zeros(num_clients, dtype=torch.bool)
-        return self
