@@ -123,15 +123,6 @@ def _source(x, y, is_test, normalize, num_classes, class_names, mean=None, std=N
     )
 
 
-def apt_hint(dirs: list[Path]) -> str:
-    """``; or apt-get install dataset-fashion-mnist ...`` when Debian's package is where the
-    loader looks and this system has apt-get; else ``""``."""
-    if Path(FMNIST_SYSTEM_DIR) not in dirs or shutil.which("apt-get") is None:
-        return ""
-    return (f"; or install Debian's copy into {FMNIST_SYSTEM_DIR}: "
-            "sudo apt-get install dataset-fashion-mnist")
-
-
 def idx_files(data_dir: Path, dataset: str, download: bool,
               system_dir: str | None = None) -> list[Path]:
     """The four IDX files of ``mnist`` or ``fmnist`` (also looked up in ``system_dir``, Debian's
@@ -144,11 +135,12 @@ def idx_files(data_dir: Path, dataset: str, download: bool,
     try:
         ensure(dataset, dirs[0], [Resource(url + f"{n}.gz", md5[f"{n}.gz"]) for n in IDX_NAMES],
                dirs[0], download, lambda: _complete(dirs, IDX_NAMES) is not None)
-    except UserError as e:
-        hint = apt_hint(dirs) if dataset == "fmnist" else ""
-        if not hint:
+    except UserError as e:      # name Debian's package where the loader looks for it
+        if dataset != "fmnist" or Path(FMNIST_SYSTEM_DIR) not in dirs \
+                or shutil.which("apt-get") is None:
             raise
-        raise UserError(f"{e}{hint}") from None
+        raise UserError(f"{e}; or install Debian's copy into {FMNIST_SYSTEM_DIR}: "
+                        "sudo apt-get install dataset-fashion-mnist") from None
     return _complete(dirs, IDX_NAMES)
 
 

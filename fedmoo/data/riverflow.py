@@ -22,25 +22,20 @@ URL = "http://mulan.sourceforge.net/datasets-mtr.html"
 NUM_INPUTS, NUM_TARGETS = 64, 8
 
 
-def read_arff(path: Path) -> tuple[np.ndarray, list[str]]:
-    """All numeric columns of an ARFF file as float64 ``[rows, cols]`` (``?`` -> NaN) and names."""
-    from scipy.io import arff
-
-    try:
-        data, meta = arff.loadarff(str(path))
-    except Exception as e:  # noqa: BLE001 - scipy raises several types for malformed files
-        raise UserError(f"{path} is not a readable ARFF file ({e}); re-download rf1.arff") from None
-    names = list(meta.names())
-    return np.stack([np.asarray(data[n], dtype=np.float64) for n in names], axis=1), names
-
-
 def load(data_dir: Path, *, missing: str, test_fraction: float, seed: int,
          standardize: bool) -> Source:
+    from scipy.io import arff
+
     path = data_dir / "riverflow" / "rf1.arff"
     if not path.is_file():
         raise UserError(f"data=riverflow: {path} not found; download rf1 from {URL} and put "
                         "rf1.arff there (see docs/fmol.md)")
-    values, names = read_arff(path)
+    try:
+        data, meta = arff.loadarff(str(path))
+    except Exception as e:  # noqa: BLE001 - scipy raises several types for malformed files
+        raise UserError(f"{path} is not a readable ARFF file ({e}); re-download rf1.arff") from None
+    names = list(meta.names())          # every column numeric, ``?`` read as NaN
+    values = np.stack([np.asarray(data[n], dtype=np.float64) for n in names], axis=1)
     if values.shape[1] != NUM_INPUTS + NUM_TARGETS:
         raise UserError(f"{path} has {values.shape[1]} attributes; rf1 has "
                         f"{NUM_INPUTS + NUM_TARGETS} (64 inputs, 8 targets)")
