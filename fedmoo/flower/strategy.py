@@ -1,14 +1,9 @@
-"""Every fedmoo server rule as a Flower strategy.
+"""Every fedmoo server rule as a Flower strategy: two adapters over one ``ServerRule``.
 
-Two adapters over the same ``ServerRule`` (fedmoo.flower.aggregation):
-
-- ``FedmooStrategy`` for Flower's Message API (``flwr.serverapp``; ``ServerApp`` +
-  ``strategy.start(grid, ...)``), the API new Flower apps use;
-- ``FedmooFitStrategy`` for the ``flwr.server.strategy.Strategy`` API (``aggregate_fit`` with
-  ``FitRes``), which Flower still runs through ``ServerAppComponents`` and ``flwr.server.Server``.
-
-Both sample ``clients_per_round`` of ``num_clients`` nodes per round, send the rule's client
-configuration (``prox_mu``, the round number) with the global model, and replace Flower's
+``FedmooStrategy`` serves Flower's Message API (``ServerApp`` + ``strategy.start(grid, ...)``),
+``FedmooFitStrategy`` the ``flwr.server.strategy.Strategy`` API (``aggregate_fit`` with
+``FitRes``). Both sample ``clients_per_round`` of ``num_clients`` nodes a round, send the rule's
+client configuration (``prox_mu``, the round) with the global model, and replace Flower's
 averaging by the algorithm's ``server_update`` on the cohort built from the replies.
 """
 
