@@ -23,10 +23,9 @@ HEADS = "heads."
 
 
 class MultiTaskNet(Model):
-    """Trunk ``x -> z`` (``trunk``, of the subclass) and heads ``z -> logits`` (one per task,
-    linear or with ``head_hidden`` ReLU units), stacked to ``[B, S, C]``. ``num_tasks`` comes
-    from the data; ``paper_tasks`` is the number of heads when the data is not known
-    (``fedmoo describe --model-only``): the tasks of the paper's data for this network."""
+    """Trunk ``x -> z`` (the subclass's ``make_trunk``) and one head per task ``z -> logits``
+    (linear, or with ``head_hidden`` ReLU units), stacked to ``[B, S, C]``. ``paper_tasks`` is the
+    number of heads when the data is not known (``fedmoo describe --model-only``)."""
 
     multitask = True
     paper_tasks: ClassVar[int]
