@@ -17,11 +17,8 @@ from torch import Tensor
 
 @dataclass
 class ServerState:
-    """Global model ``w`` (flat ``[d]``) and the number of completed rounds.
-
-    Algorithms with state that crosses rounds subclass this dataclass; every field must be a
-    tensor, a number, a string, or a dict/list of those, so checkpoints can be saved safely.
-    """
+    """Global model ``w`` (flat ``[d]``) and the number of completed rounds; an algorithm with more
+    state subclasses it with tensor, number, string or dict/list fields (saved in checkpoints)."""
 
     w: Tensor
     round: int = 0

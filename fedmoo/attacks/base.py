@@ -93,8 +93,7 @@ class Attack:
 
 def resolve_malicious(value: Any, num_clients: int, client_names: list[str] | None,
                       seed: int) -> list[int]:
-    """Sorted attacker ids from ``attack.malicious`` (see ``Attack``), a value its declaration
-    allows (``fedmoo.config.hparams.attack.malicious_problem``)."""
+    """Sorted attacker ids from ``attack.malicious`` (a value its declaration allows)."""
     if value is None:                  # attack=none's nobody
         return []
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):

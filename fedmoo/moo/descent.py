@@ -35,8 +35,8 @@ def _float64_blocks(x: Tensor, only: Tensor | None):
 
 
 def row_norms(x: Tensor, only: Tensor | None = None) -> Tensor:
-    """``||x_r||`` in float64 for every row of ``x [R, d]`` (or ``[K, S, d]``), ``[R]`` on
-    ``x``'s device; 0 for the rows ``only [R]`` (bool) leaves out."""
+    """``||x_r||`` in float64 for every row of ``x [R, d]`` (or ``[K, S, d]``), on ``x``'s device;
+    0 for the rows ``only [R]`` (bool) leaves out."""
     norms = torch.zeros(x.reshape(-1, x.shape[-1]).shape[0], dtype=torch.float64,
                         device=x.device)
     for b, r in _float64_blocks(x, only):
@@ -65,8 +65,7 @@ def descent_cosines(x: Tensor, d: Tensor, only: Tensor | None = None,
 
 def noise_level(x: Tensor, held: Tensor | None = None, norms: Tensor | None = None) -> float:
     """Length below which a combination of the rows of ``x [R, d]`` is rounding, not a move:
-    ``ZERO_REL[dtype] * max ||x_r||`` over the rows ``held [R]`` marks (all by default);
-    ``norms``: their ``row_norms`` when the caller has them."""
+    ``ZERO_REL[dtype] * max ||x_r||`` over the rows ``held [R]`` marks (all by default)."""
     if held is not None and not bool(held.any()):
         return 0.0
     if norms is None:
@@ -96,9 +95,8 @@ def _held(x: Tensor, mask: Tensor | None) -> Tensor:
 
 def move_norm(x: Tensor, d: Tensor, mask: Tensor | None = None,
               noise: float | None = None) -> float:
-    """``||d||`` in float64, exactly 0 when the move ``d`` is no longer than the rounding level
-    of the updates ``x`` (``noise``: that level when the caller has it, ``noise_level``):
-    rounding, not a move."""
+    """``||d||`` in float64, exactly 0 when no longer than the rounding level of the updates ``x``
+    (``noise``, when the caller has it): rounding, not a move."""
     d_norm = float(torch.linalg.vector_norm(d, dtype=torch.float64))
     return 0.0 if d_norm <= (noise_level(x, _held(x, mask)) if noise is None else noise) \
         else d_norm

@@ -1,13 +1,7 @@
-"""Min-norm point of the convex hull of K vectors, given only their Gram matrix.
-
-Solves the box-constrained simplex QP of FedMGDA+ (and, with no box, MGDA / FMGDA)::
-
-    min_lam 1/2 lam^T G lam   s.t.  sum lam = 1,  lo <= lam <= hi
-
-in float64 on the CPU through qpsolvers (DAQP by default, quadprog as an option). If the solver
-raises, returns None or an infeasible point, a bounded Frank-Wolfe solve of the same problem
-takes over, so a round never crashes.
-"""
+"""Min-norm point of the convex hull of K vectors from their Gram matrix: FedMGDA+'s
+box-constrained simplex QP ``min 1/2 lam^T G lam, sum lam = 1, lo <= lam <= hi`` (MGDA / FMGDA:
+no box), in float64 through qpsolvers; a bounded Frank-Wolfe solve takes over when the solver
+fails or answers an infeasible point, so a round never crashes."""
 
 from __future__ import annotations
 

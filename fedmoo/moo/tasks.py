@@ -10,13 +10,9 @@ from fedmoo.moo.minnorm import MinNormResult, min_norm_weights
 
 
 def task_average(deltas: Tensor, mask: Tensor, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Per-task average of the clients' task updates over the clients that hold the task.
-
-    ``deltas [K, S, d]``, ``mask [K, S]`` (client k trained task s), ``weights [K]`` (default
-    uniform: the paper's ``1 / |R_s|``). Returns ``means [S, d]`` with
-    ``means[s] = sum_{k: mask[k,s]} p_k deltas[k, s] / sum_{k: mask[k,s]} p_k`` and
-    ``present [S]`` bool; a task no client holds gets a zero row and ``present`` False.
-    """
+    """Per-task average ``means [S, d]`` of the clients' task updates ``deltas [K, S, d]`` over the
+    clients holding each task (``mask [K, S]``), weighted by ``weights [K]`` (default uniform: the
+    paper's ``1 / |R_s|``), and ``present [S]``; a task no client holds gets a zero row."""
     m = mask.to(deltas.dtype)
     if weights is not None:
         m = m * weights.to(device=deltas.device, dtype=deltas.dtype)[:, None]
