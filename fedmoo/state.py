@@ -1,9 +1,6 @@
-"""The data contracts between the engine, the algorithms and the runner.
-
-``Cohort`` is what local training of the K sampled clients produces; ``ServerState`` is what an
-algorithm carries across rounds (subclassed by algorithms with more state); ``ClientSpec`` is what
-an algorithm asks the engine to do on the clients. See docs/architecture.md, "Public Python contract".
-"""
+"""The data contracts between the engine, the algorithms and the runner: ``Cohort`` (what local
+training produces), ``ServerState`` (what an algorithm carries across rounds) and ``ClientSpec``
+(what it asks the engine to do); docs/architecture.md, "Public Python contract"."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""FMGDA and FSMGDA (Yang, Liu, Zhang, Ji, Wu & Li, "Federated Multi-Objective Learning",
-NeurIPS 2023), the federated multi-objective learning (FMOL) framework.
-
-S objectives (tasks), an objective indicator A (which client holds which task; the federation's
-``partition.tasks`` / ``partition.tasks_per_client``), a shared-trunk multi-head model. The
-clients train every task they hold separately (``ClientSpec.task_training``); the cohort's
-deltas are ``[K, S, d]``.
-"""
+"""FMGDA and FSMGDA (Yang et al., "Federated Multi-Objective Learning", NeurIPS 2023): S tasks,
+an objective indicator (which client holds which task), a shared-trunk multi-head model; the
+clients train every task they hold separately and report ``[K, S, d]`` deltas."""
 
 from __future__ import annotations
 

@@ -22,11 +22,9 @@ class TERMState(ServerState):
 
 
 def tilted_exp(f: Tensor, t: float) -> Tensor:
-    """``e_k = exp(t (F_k - M))`` with ``M = max F`` for ``t > 0`` and ``M = min F`` for ``t < 0``
-    (``e = 1`` at ``t = 0``): every exponent is <= 0 and the extreme client has ``e = 1``, so
-    ``e`` is finite, in [0, 1], and sums to at least 1 for every finite input. Shifting by
-    ``max F`` for a negative tilt (the reference code) overflows: t = -100 with losses 0.1 and
-    20 gives exp(1990) = inf and NaN weights."""
+    """``e_k = exp(t (F_k - M))`` with ``M = max F`` for ``t > 0``, ``min F`` for ``t < 0`` (``e = 1``
+    at ``t = 0``): finite, in [0, 1] and summing to at least 1. Shifting by ``max F`` for a negative
+    tilt (the reference code) overflows: t = -100 with losses 0.1 and 20 gives NaN weights."""
     if t == 0.0:
         return torch.ones_like(f)
     shift = f.max() if t > 0 else f.min()

@@ -36,10 +36,8 @@ class LabelFlip(Attack):
         rows = self.rows(client_ids).cpu()
         if not bool(rows.any()):
             return spec
-        c = self.pi.numel()
-        label_map = torch.arange(c).repeat(rows.numel(), 1)
-        if spec.label_map is not None:
-            label_map = spec.label_map.cpu().clone()
+        label_map = torch.arange(self.pi.numel()).repeat(rows.numel(), 1) \
+            if spec.label_map is None else spec.label_map.cpu().clone()
         label_map[rows] = self.pi[label_map[rows]]
         return dataclasses.replace(spec, label_map=label_map)
 

@@ -91,8 +91,6 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
     fn = hparams.component("partition", name)      # None for natural (the owners decide)
     hp = hparams.resolve("partition", name, {k: v for k, v in part_cfg.items() if k != "name"})
     own = {k: v for k, v in hp.items() if k not in COMMON}   # the partitioner's keywords
-    split, pool, tasks, tasks_per_client = (hp["split"], hp["pool"], hp["tasks"],
-                                            hp["tasks_per_client"])
     rng = np.random.default_rng(hp["seed"])
     y = source.y.numpy() if source.y.dim() == 1 else source.y[:, 0].numpy()
     is_test = source.is_test.numpy()
@@ -127,7 +125,7 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
                             "e.g. num_clients=100")
         assign = lambda idx: [idx[p] for p in fn(y[idx], num_clients, rng, **own)]  # noqa: E731
 
-    if split == "dataset":
+    if hp["split"] == "dataset":
         train_idx = np.flatnonzero(~is_test)
         test_idx = np.flatnonzero(is_test)
         if len(test_idx) == 0 and name != "natural":   # (its partitioner would say "0 samples")
@@ -139,7 +137,7 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
             _test_like_train(train, y, test_idx, rng, train_idx)
         val = None
     else:                                    # pooled (the declaration allows no other)
-        parts = assign(np.arange(len(y)) if pool == "all" else np.flatnonzero(~is_test))
+        parts = assign(np.arange(len(y)) if hp["pool"] == "all" else np.flatnonzero(~is_test))
         train, val, test = _partition.split_fractions(parts, tuple(hp["fractions"]), rng,
                                                       tuple(hp["order"]))
 
@@ -155,8 +153,8 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
     if source.task in MULTITASK:
         task_names = source.task_names or [f"task{s}" for s in range(source.y.shape[1])]
         task_mask = torch.from_numpy(_partition.objective_indicator(
-            tasks, tasks_per_client, num_clients, task_names, rng))
-    elif tasks not in ("all", None) or tasks_per_client is not None:
+            hp["tasks"], hp["tasks_per_client"], num_clients, task_names, rng))
+    elif hp["tasks"] not in ("all", None) or hp["tasks_per_client"] is not None:
         raise UserError(f"partition.tasks / partition.tasks_per_client need multi-task data; "
                         f"data={source.task} has one objective, so leave them at all / null")
     x, y_all, num_classes = source.x, source.y, source.num_classes

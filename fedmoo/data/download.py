@@ -85,11 +85,8 @@ def _download_limit(total: int) -> None:
 
 
 def download(res: Resource, folder: Path) -> Path:
-    """Download ``res`` into ``folder`` (kept if already there with the right md5).
-
-    The bytes go to ``<name>.part``, which is deleted unless the md5 matches; at most MAX_BYTES
-    are accepted.
-    """
+    """Download ``res`` into ``folder`` (kept if already there with the right md5) through
+    ``<name>.part``, deleted unless the md5 matches; at most MAX_BYTES are accepted."""
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / res.filename
     if dest.exists() and (res.md5 is None or md5sum(dest) == res.md5):
@@ -206,10 +203,8 @@ def extract(archive: Path, target: Path) -> None:
 
 def ensure(dataset: str, expected: Path, resources: list[Resource], folder: Path,
            allow_download: bool, present) -> None:
-    """Make ``present()`` true by downloading ``resources`` into ``folder``, or fail in one line.
-
-    ``expected`` is the path named in the message (what the user should create by hand).
-    """
+    """Make ``present()`` true by downloading ``resources`` into ``folder``, or fail in one line
+    naming ``expected`` (what the user should create by hand)."""
     if present():
         return
     urls = " ".join(r.url for r in resources)

@@ -1,11 +1,6 @@
-"""Client partitions of a dataset.
-
-A partitioner maps the labels of a sample pool to one index array per client. Partitions are
-seeded by ``partition.seed`` (separate from the training seed) and saved with the run. A
-partitioner's own keys are keyword-only, with no defaults: their defaults, types and ranges are
-declared once in fedmoo.config.hparams.partition (``fedmoo.data.federate`` resolves them), so the
-checks here are only those that need the labels or the number of clients.
-"""
+"""Client partitions: a partitioner maps the labels of a sample pool to one index array per client,
+seeded by ``partition.seed``. Its own keys are keyword-only without defaults: they are declared
+in fedmoo.config.hparams.partition, so the checks here only need the labels or the clients."""
 
 from __future__ import annotations
 

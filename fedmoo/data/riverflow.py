@@ -1,12 +1,8 @@
-"""River Flow 1 (Spyromitros-Xioufis et al. 2016, Mulan multi-target regression), 8 tasks.
-
-``<data_dir>/riverflow/rf1.arff``: 9,125 rows of 72 numeric attributes, the first 64 inputs (flow
-at 8 sites and 8 lags), the last 8 targets (each site's flow 48 hours ahead); missing values are
-``?``. ``missing``: ``drop`` rows with any missing value (as EPO's loader) or fill them with
-``zero``. There is no official test split: ``test_fraction`` of the rows, drawn with ``seed``,
-form it. ``standardize`` z-scores inputs and targets with the training rows' mean and std.
-Mulan hosts the file (``rf1.arff`` inside ``rf1.zip``); fetch it by hand.
-"""
+"""River Flow 1 (Mulan multi-target regression): ``<data_dir>/riverflow/rf1.arff``, 9,125 rows of
+64 inputs (flow at 8 sites, 8 lags) and 8 targets (each site's flow 48 h ahead), ``?`` missing
+(``missing``: ``drop`` the row, as EPO's loader, or ``zero``). ``test_fraction`` of the rows,
+drawn with ``seed``, form the test split; ``standardize`` z-scores with the training rows'
+statistics. Mulan hosts the file (inside ``rf1.zip``): fetch it by hand."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Multi-task networks: a shared trunk and one head per task (FMGDA / FSMGDA, multi-task data).
-
-``forward`` returns ``[B, S, C]``: the logits of every task (C = num_classes; C = 1 for
-regression). The parameters of task s's head are named ``heads.<s>.*``; everything else is the
-shared trunk. ``param_tasks`` turns that convention into the owner of every coordinate of the
-flat parameter vector, which the engines use to keep other heads' deltas exactly zero.
-"""
+"""Multi-task networks: a shared trunk and one head per task, ``forward`` -> ``[B, S, C]`` (C = 1
+for regression). Task s's head parameters are ``heads.<s>.*``; ``param_tasks`` turns that into
+the owner of every flat-vector coordinate (the engines keep other heads' deltas exactly zero)."""
 
 from __future__ import annotations
 
