@@ -24,12 +24,9 @@ def task_average(deltas: Tensor, mask: Tensor, weights: Tensor | None = None) ->
 
 def min_norm_tasks(means: Tensor, present: Tensor, coords: Tensor | None = None,
                    solver: str = "daqp") -> tuple[Tensor, MinNormResult | None]:
-    """Simplex weights ``lam [S]`` (float64, CPU) of the min-norm point of ``conv{means[s]}``
-    over the present tasks, measured on ``coords [d]`` (bool; default every coordinate).
-
-    Absent tasks get weight 0; with no present task ``lam = 0`` (and no QP is solved).
-    Solves ``min_lam ||sum_s lam_s means[s]||^2`` on the simplex with the FedMGDA QP solver.
-    """
+    """Simplex weights ``lam [S]`` (float64, CPU) of the min-norm point of ``conv{means[s]}`` over
+    the present tasks, measured on ``coords [d]`` (default every coordinate), with the FedMGDA QP
+    solver; absent tasks get weight 0, and no present task gives ``lam = 0`` without a QP."""
     s = means.shape[0]
     lam = torch.zeros(s, dtype=torch.float64)
     idx = present.nonzero().flatten().cpu()
