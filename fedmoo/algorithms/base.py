@@ -14,13 +14,9 @@ from fedmoo.state import ClientSpec, Cohort, GradientProbe, ServerState
 
 
 class Algorithm:
-    """A federated server rule, declared in ``fedmoo.config.hparams.algo`` (a plugin's:
-    ``<package>/hparams.py``) with its slug, description and hyperparameters.
-
-    The constructor checks the hyperparameters there and fills in the defaults; ``name`` is the
-    slug it was built under (a preset of the same class has its own: ``fedmgda_plus``), ``hp`` the
-    declared dataclass holding the values (``FedProx(mu=0.1).hp.mu``).
-    """
+    """A federated server rule, declared in ``fedmoo.config.hparams.algo`` (a plugin's in its
+    ``hparams.py``); ``name`` is the slug it was built under (a preset has its own:
+    ``fedmgda_plus``), ``hp`` the declared dataclass of its checked hyperparameters."""
 
     name: ClassVar[str] = ""
     state_cls: ClassVar[type[ServerState]] = ServerState

@@ -7,12 +7,8 @@ from fedmoo.config.hparams import attack as declared
 
 
 class NoAttack(Attack):
-    """Every client is honest: the cohort passes through unchanged.
-
-    ``malicious`` may still name would-be attackers that behave honestly,
-    so a clean run reports ``benign/...`` and ``attackers/...`` over the same clients as an
-    attacked one (the robustness matrix compares them column by column).
-    """
+    """Every client is honest. ``malicious`` may still name would-be attackers, so a clean run
+    reports ``benign/...`` and ``attackers/...`` over the same clients as an attacked one."""
 
     name = "none"
     hp: declared.NoAttack

@@ -43,14 +43,9 @@ def _sampling(rule: ServerRule, kwargs: dict[str, Any], fraction: str, nodes: st
 
 
 class FedmooStrategy(MessageFedAvg):
-    """A fedmoo algorithm as a Message-API Flower strategy.
-
-    ``algo`` is a slug (``"fedmgda_plus"``), an algo config mapping (``{"name": "fedfv",
-    "alpha": 0.1}``) or an ``Algorithm``; ``initial_arrays`` the model's trainable parameters
-    (``fedmoo.flower.client.trainable_arrays(model)``). Further keywords go to Flower's FedAvg
-    (evaluation sampling, record keys). Start it with
-    ``strategy.start(grid, strategy.initial_record(), num_rounds=...)``.
-    """
+    """A fedmoo algorithm as a Message-API Flower strategy: ``algo`` as ``ServerRule`` takes it,
+    ``initial_arrays`` the model's ``trainable_arrays``; further keywords go to Flower's FedAvg.
+    Start it with ``strategy.start(grid, strategy.initial_record(), num_rounds=...)``."""
 
     def __init__(self, algo: str | dict[str, Any] | Algorithm, initial_arrays: list[np.ndarray],
                  num_clients: int, clients_per_round: int | None = None,
