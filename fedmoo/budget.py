@@ -1,17 +1,12 @@
 """How much memory fedmoo may allocate, and the check every big allocation makes first.
 
-A config can ask for more memory than the machine has (``num_clients=100000`` on generated data,
-``model.hidden=[100000000]``). Linux then lets the allocation succeed and kills the process
-minutes later, without a message. So the code that makes such an allocation estimates its bytes
-first and calls :func:`check`, which refuses with one line that names the estimate and the limit.
-
-The limit on the CPU is the least of the memory the kernel reports available (``MemAvailable``
-in /proc/meminfo), what the process's cgroup still allows (v2 ``memory.max`` or v1
-``memory.limit_in_bytes``, minus what the group uses) and ``FEDMOO_MEMORY_LIMIT`` (bytes, or a
-number with K, M, G or T: ``FEDMOO_MEMORY_LIMIT=8G`` keeps fedmoo to 8 GiB on a shared machine).
-On a GPU it is the device's free memory. An unknown limit checks nothing.
-
-This module imports nothing of fedmoo but errors: every layer may ask it.
+A config can ask for more memory than the machine has; Linux then lets the allocation succeed
+and kills the process minutes later without a message. So code making such an allocation
+estimates its bytes first and calls :func:`check`, which refuses in one line. The CPU limit is
+the least of ``MemAvailable`` (/proc/meminfo), what the process's cgroup still allows (v2
+``memory.max`` or v1 ``memory.limit_in_bytes``, minus usage) and ``FEDMOO_MEMORY_LIMIT`` (bytes,
+or a number with K, M, G or T); on a GPU it is the device's free memory. An unknown limit checks
+nothing. This module imports nothing of fedmoo but errors: every layer may ask it.
 """
 
 from __future__ import annotations

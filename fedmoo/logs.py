@@ -1,17 +1,12 @@
 """fedmoo's own messages: the ``fedmoo`` logger, one line per message on stderr.
 
-Modules log with ``logging.getLogger(__name__)`` (every one is below ``fedmoo``). The CLI calls
-:func:`setup`; in a Hydra job ``conf/hydra/job_logging/fedmoo.yaml`` gives the ``fedmoo`` logger
-the same stderr handler (:func:`stderr_handler`) plus Hydra's file handler, so every message also
-lands in ``<run dir>/fedmoo.log``. The logger does not propagate to the root logger, so Hydra's
-console handler never repeats a line. From Python (``fedmoo.api``) nothing is set up: the
-records reach the user's own logging configuration.
-
-A line reads ``fedmoo: error: <message>`` (errors), ``fedmoo: debug: <message>`` (debug) or
-``fedmoo: <message>``; ``extra={"prefix": "fedmoo plot: "}`` replaces the part before the message.
-
-``FEDMOO_LOG_LEVEL`` (debug | info | warning | error; ``fedmoo -v`` / ``fedmoo -q`` set debug /
-error) is the least severe level printed on stderr. The run log gets every level.
+Modules log with ``logging.getLogger(__name__)``. The CLI calls :func:`setup`; in a Hydra job
+``conf/hydra/job_logging/fedmoo.yaml`` gives the logger the same stderr handler
+(:func:`stderr_handler`) plus Hydra's file handler (``<run dir>/fedmoo.log``, every level). The
+logger does not propagate, so Hydra's console never repeats a line; from Python nothing is set
+up. A line reads ``fedmoo: error: ...``, ``fedmoo: debug: ...`` or ``fedmoo: ...``
+(``extra={"prefix": ...}`` replaces the prefix); ``FEDMOO_LOG_LEVEL`` (debug | info | warning |
+error; ``fedmoo -v`` / ``-q``) is the least severe level printed on stderr.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Flat parameter vectors <-> module parameters.
-
-The global model travels as ONE flat float vector ``[d]`` of the trainable parameters in
-``named_parameters()`` order. Buffers (e.g. BatchNorm running statistics) are not part of it:
-they never enter norms, dot products or QPs, and they are not aggregated (the paper models have
-none; the batched engine refuses models with running statistics).
-"""
+"""Flat parameter vectors <-> module parameters: the global model travels as ONE flat vector
+``[d]`` of the trainable parameters in ``named_parameters()`` order (buffers are not part of it,
+never aggregated; the batched engine refuses models with running statistics)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The data contracts between the engine, the algorithms and the runner.
-
-``Cohort`` is what local training of the K sampled clients produces; ``ServerState`` is what an
-algorithm carries across rounds (subclassed by algorithms with more state); ``ClientSpec`` is what
-an algorithm asks the engine to do on the clients. See docs/architecture.md, "Public Python contract".
-"""
+"""The data contracts between the engine, the algorithms and the runner: ``Cohort`` (what local
+training produces), ``ServerState`` (what an algorithm carries across rounds) and ``ClientSpec``
+(what it asks the engine to do); docs/architecture.md, "Public Python contract"."""
 
 from __future__ import annotations
 
@@ -17,11 +14,8 @@ from torch import Tensor
 
 @dataclass
 class ServerState:
-    """Global model ``w`` (flat ``[d]``) and the number of completed rounds.
-
-    Algorithms with state that crosses rounds subclass this dataclass; every field must be a
-    tensor, a number, a string, or a dict/list of those, so checkpoints can be saved safely.
-    """
+    """Global model ``w`` (flat ``[d]``) and the number of completed rounds; an algorithm with more
+    state subclasses it with tensor, number, string or dict/list fields (saved in checkpoints)."""
 
     w: Tensor
     round: int = 0
@@ -31,18 +25,14 @@ class ServerState:
 class Cohort:
     """The result of local training of the K clients sampled in one round.
 
-    deltas are pseudo-gradients ``g_k = w_t - w_k`` (descent sign), ``[K, d]``. For per-task
-    training (``ClientSpec.task_training``, FMGDA / FSMGDA) they are ``[K, S, d]``: row ``[k, s]``
-    is ``(w_t - x_K) / eta_L`` of client k trained on task s alone, zero where
-    ``task_mask [K, S]`` is false; ``shared [d]`` marks the coordinates every task uses (the trunk
-    of a multi-head model; the rest are the heads). The per-client scalars are then means over
-    the client's tasks.
-
-    ``loss_before`` / ``acc_before``: loss and accuracy (%) of ``w_t`` on each client's whole
-    training set (None when ``ClientSpec.measure_before`` was false); ``loss_after``: mean loss
-    of the last local epoch (measured during training);
-    ``loss_trained`` / ``acc_trained``: loss and accuracy of each client's trained model ``w_k``
-    on its whole training set, only when ``ClientSpec.eval_trained`` asked for them (else None).
+    ``deltas``: pseudo-gradients ``g_k = w_t - w_k`` (descent sign), ``[K, d]``; with per-task
+    training (``ClientSpec.task_training``) ``[K, S, d]``, row ``[k, s]`` being
+    ``(w_t - x_K) / eta_L`` of client k trained on task s alone (zero where ``task_mask [K, S]`` is
+    false), ``shared [d]`` the coordinates every task uses (the trunk) and the per-client scalars
+    means over the client's tasks. ``loss_before`` / ``acc_before``: loss and accuracy (%) of
+    ``w_t`` on each client's training set (None unless ``ClientSpec.measure_before``);
+    ``loss_after``: mean loss of the last local epoch; ``loss_trained`` / ``acc_trained``: those of
+    the trained model, when ``ClientSpec.eval_trained`` asks.
     """
 
     client_ids: Tensor
@@ -91,31 +81,21 @@ class ClientSpec:
     """What the engine must do on the cohort's clients this round.
 
     - ``prox_mu``: proximal term ``(mu/2)||w - w_t||^2`` in the local objective (FedProx, MGDA-Prox).
-    - ``personal`` / ``personal_lam``: personal models ``[K, d]`` trained alongside the global copy
-      on the same minibatches, with ``lam (v - w_t)`` added to their gradient (Ditto). The engine
-      returns the updated ones in ``Cohort.personal``.
-    - ``loss_scale``: per-client factor ``[K]`` multiplying the training loss (loss-scaling attack).
-    - ``label_map``: per-client label relabelling ``[K, C]`` (int64): client i trains on, and
-      reports ``loss_before`` / ``acc_before`` against, ``label_map[i, y]`` instead of ``y``
-      (label-flipping attack); identity rows for honest clients.
-    - ``task_training``: train every (client, task) pair the client holds independently from
-      ``w_t`` (FMGDA / FSMGDA); the cohort then carries ``[K, S, d]`` deltas (see Cohort).
-    - ``eval_trained``: after local training, also evaluate each client's trained model on its
-      whole training set (eval mode, the labels ``loss_before`` uses) and report
-      ``Cohort.loss_trained`` / ``acc_trained``: the loss a client reports when it measures it
-      after training (q-FedAvg ``loss_at: after``, FedFA ``acc_at: after``, AdaFed ``loss:
-      trained``). Not available together with ``task_training``.
-    - ``loss_report``: how the clients report the losses they measure over their training set
-      (``Cohort.loss_before``, ``loss_trained``): ``mean`` (the mean loss) or ``batch_sum``
-      (the sum of the per-minibatch mean losses, taken as the mean times the number of local
-      minibatches ``ceil(n_k / batch_size)``, as the FedMGDA+ authors' Adult code sums them;
-      ``fedmoo.engine.base.as_reported``). ``loss_after`` stays a mean. The attack sees (and
-      changes) the reported values.
-    - ``measure_before``: measure ``Cohort.loss_before`` / ``acc_before`` (a forward pass of
-      ``w_t`` over each client's training set before training). The runner turns it off on
-      rounds that write no rounds.csv row when the algorithm does not read them
-      (``Algorithm.reads_before``); the cohort then carries None for both. Per-task training
-      (``task_training``) measures them always.
+    - ``personal`` / ``personal_lam``: personal models ``[K, d]`` trained on the same minibatches,
+      with ``lam (v - w_t)`` added to their gradient (Ditto); returned in ``Cohort.personal``.
+    - ``loss_scale``: per-client factor ``[K]`` on the training loss (loss-scaling attack).
+    - ``label_map``: per-client relabelling ``[K, C]`` (int64) of the labels a client trains on and
+      reports ``loss_before`` / ``acc_before`` against (label flipping); identity rows if honest.
+    - ``task_training``: train every (client, task) pair independently from ``w_t`` (FMGDA /
+      FSMGDA); the cohort then carries ``[K, S, d]`` deltas.
+    - ``eval_trained``: also report ``Cohort.loss_trained`` / ``acc_trained`` of each trained model
+      on its training set (not with ``task_training``).
+    - ``loss_report``: ``mean`` or ``batch_sum`` (the mean times ``ceil(n_k / batch_size)``, the
+      FedMGDA+ authors' Adult code; ``fedmoo.engine.base.as_reported``) for the losses measured over
+      the training set; ``loss_after`` stays a mean, and an attack sees the reported values.
+    - ``measure_before``: measure ``loss_before`` / ``acc_before`` (a forward pass of ``w_t``); the
+      runner turns it off on rounds that write no rounds.csv row when the algorithm does not read
+      them (``Algorithm.reads_before``). Per-task training measures them always.
     """
 
     prox_mu: float = 0.0
@@ -133,13 +113,9 @@ class ClientSpec:
 class GradientProbe:
     """A full-gradient measurement an algorithm asks the run to make on evaluated rounds.
 
-    At ``w_t``, the model the round started from, the run computes the gradient of
-    ``sum_s task_weights[s] f_s(w_t)`` over the whole federation, where ``f_s`` is objective s's
-    training loss averaged over every client that holds it (each client's mean loss weighted
-    uniformly, ``weighting: uniform``, or by its number of training samples, ``samples``), and
-    logs its squared norm as ``name``. Single-task data has one objective (``task_weights [1]``).
-    FMGDA / FSMGDA use it for the FMOL paper's Pareto-stationarity measure
-    ``||lambda_t^T grad F(x_t)||^2``.
+    At ``w_t`` the run takes the gradient of ``sum_s task_weights[s] f_s(w_t)`` over the whole
+    federation, ``f_s`` objective s's training loss averaged over the clients holding it
+    (``weighting``: uniform or by training samples), and logs its squared norm as ``name``.
     """
 
     name: str
@@ -149,13 +125,9 @@ class GradientProbe:
 
 @dataclass
 class TaskTraining:
-    """Per-task local training of multi-objective algorithms.
-
-    Client k, for each task s it holds (``tasks [K, S]``, default the federation's objective
-    indicator), starts from ``w_t`` and takes ``local_steps`` SGD steps on task s's loss alone:
-    full local batch if ``full_batch`` (FMGDA), else minibatches of ``client.batch_size``
-    (FSMGDA). The engine reports ``(w_t - x_K) / lr``, the sum of the gradients it used.
-    """
+    """Per-task local training: client k, for each task s it holds (``tasks [K, S]``, default the
+    objective indicator), takes ``local_steps`` SGD steps from ``w_t`` on task s's loss alone, full
+    batch or minibatches of ``client.batch_size``, and reports ``(w_t - x_K) / lr``."""
 
     local_steps: int
     full_batch: bool

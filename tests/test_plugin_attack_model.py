@@ -40,7 +40,7 @@ import math
 from torch import nn
 
 from fedmoo.attacks.base import Attack
-from fedmoo.attacks.rows import scale_rows
+from fedmoo.attacks.base import scale_rows
 
 
 class Shrink(Attack):

@@ -21,22 +21,14 @@ class AdaFed(Algorithm):
     Loss-scaled Gram-Schmidt of the cohort's updates in cohort order (``g~_1 = g_1 / f_1^gamma``,
     ``g~_k = (g_k - sum_{i<k} c_ki g~_i) / (f_k^gamma - sum_{i<k} c_ki)``), then the min-norm point
     of their hull ``d = sum lam_k g~_k`` with ``lam_k`` proportional to ``1 / ||g~_k||^2``, and
-    ``w <- w - eta d``. Then ``<g_k, d> = ||d||^2 f_k^gamma``: clients with a larger loss descend
-    faster. d does not depend on the cohort order when the updates are linearly independent; a
-    client whose update is (numerically) spanned by earlier ones is left out of the basis.
-    Computed from the K x K Gram matrix and one weighted sum of the updates.
+    ``w <- w - eta d``: then ``<g_k, d> = ||d||^2 f_k^gamma``. A client whose update is
+    (numerically) spanned by earlier ones is left out of the basis. Computed from the K x K Gram
+    matrix and one weighted sum of the updates.
 
-    Hyperparameters:
-      gamma: fairness exponent >= 0 (grid {0, 0.01, 0.1, 1, 5, 10}).
-      eta: server step > 0.
-      loss: which f_k: ``local_last`` (the mean minibatch loss of the last local
-        epoch, measured during training: Remark 5.2's "loss from the last iteration" as the
-        third-party implementations compute it), ``trained`` (the loss of the trained local
-        model on the client's whole training set: Algorithm 1 line 9's ``f_k(theta)`` read
-        literally; the engine measures it through ``ClientSpec.eval_trained``) or ``global``
-        (loss of w_t before local training).
-      normalize: divide every update by its norm first (the paper divides only by f^gamma:
-        false).
+    ``loss`` picks f_k: ``local_last`` (mean minibatch loss of the last local epoch: Remark 5.2 as
+    third-party implementations compute it), ``trained`` (the trained local model's loss on the
+    client's training set: Algorithm 1 line 9 read literally) or ``global`` (loss of w_t).
+    ``normalize`` divides every update by its norm first (the paper divides only by f^gamma).
 
     Never exactly FedAvg: at gamma = 0 with orthogonal, equal-norm updates d is the uniform mean.
     """

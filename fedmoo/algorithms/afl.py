@@ -26,23 +26,15 @@ class AFLState(ServerState):
 class AFL(Algorithm):
     """Stochastic-AFL: gradient descent on w, projected gradient ascent on the mixture lambda.
 
-    Every round (full participation): ``d = sum_k lam_k g_k / sum lam``, ``w <- w - eta d``
-    (the clients' local step size plays the paper's gamma_w; one full-batch local step is
-    exactly the authors' update), then ``lam <- Proj_simplex(lam + gamma_lambda * loss)``
-    with the correct Euclidean projection, ``loss`` each client's ``loss_before`` (the loss of
-    w_t, the paper) or with ``loss: local_last`` its ``loss_after`` (the mean loss of its last
-    local epoch, measured during training: ``local_losses`` in the FedMGDA+ authors' Adult
-    code). The reported model is the running average of the iterates w_1..w_t (as in the paper
-    and fair_flearn) unless ``average_iterates`` is false.
+    Every round (full participation): ``d = sum_k lam_k g_k / sum lam``, ``w <- w - eta d`` (the
+    clients' local step plays the paper's gamma_w), then
+    ``lam <- Proj_simplex(lam + gamma_lambda * loss)``, ``loss`` each client's ``loss_before``
+    (the paper) or with ``loss: local_last`` its ``loss_after`` (the FedMGDA+ authors' Adult code).
+    The reported model is the running average of the iterates (the paper, fair_flearn) unless
+    ``average_iterates`` is false.
 
-    Hyperparameters:
-      gamma_lambda: step of the ascent on lambda >= 0 (grid {0.01, 0.1, 0.2, 0.5, 1}).
-      eta: server step > 0.
-      average_iterates: evaluate the averaged iterate or the last one.
-      loss: ``before`` or ``local_last``, the loss of the lambda step (above).
-
-    Needs ``clients_per_round = num_clients``. Reduces to uniform FedAvg (evaluated at the last
-    iterate) at ``gamma_lambda = 0`` with ``average_iterates = false``.
+    Reduces to uniform FedAvg (evaluated at the last iterate) at ``gamma_lambda = 0`` with
+    ``average_iterates = false``.
     """
 
     name = "afl"

@@ -14,14 +14,9 @@ from fedmoo.state import ClientSpec, Cohort, GradientProbe, ServerState
 
 
 class Algorithm:
-    """A federated server rule.
-
-    Each rule is declared in ``fedmoo.config.hparams.algo`` (a plugin's: ``<package>/hparams.py``):
-    its slug (used in the CLI, YAML and CSV), description and hyperparameters. The constructor
-    takes them as keywords, checks them there and fills in the declared defaults; ``name`` is
-    the slug it was built under (a preset of the same class has its own: ``fedmgda_plus``),
-    and ``hp`` the declared dataclass holding the values (``FedProx(mu=0.1).hp.mu``).
-    """
+    """A federated server rule, declared in ``fedmoo.config.hparams.algo`` (a plugin's in its
+    ``hparams.py``); ``name`` is the slug it was built under (a preset has its own:
+    ``fedmgda_plus``), ``hp`` the declared dataclass of its checked hyperparameters."""
 
     name: ClassVar[str] = ""
     state_cls: ClassVar[type[ServerState]] = ServerState
@@ -58,25 +53,17 @@ class Algorithm:
 
     @property
     def reads_before(self) -> bool:
-        """Whether ``server_update`` reads ``cohort.loss_before`` or ``acc_before`` (``w_t``'s
-        loss and accuracy on each client's training set: a forward pass over it before local
-        training). A rule that does not says False, and the runner skips that pass on rounds
-        that write no rounds.csv row. Rules read them with ``cohort.require``, so a rule that
-        says False and reads them anyway fails with a message instead of using a stale value."""
+        """Whether ``step`` reads ``cohort.loss_before`` / ``acc_before`` (a forward pass of w_t over
+        each client's training set). False lets the runner skip that pass on rounds that write no
+        rounds.csv row; ``cohort.require`` then fails loudly instead of using a stale value."""
         return True
 
     def server_update(self, state: ServerState, cohort: Cohort,
                       diagnose: bool = True) -> tuple[ServerState, dict[str, float]]:
-        """Apply one round: returns the new state (round + 1) and diagnostics.
-
-        Every rule logs ``server/d_norm`` (``||d||`` before the step size, in float64; exactly 0
-        when d is no longer than the updates' rounding level, fedmoo.moo.descent) and the
-        common-descent diagnostic of the move ``w_t - w_{t+1} = eta d`` against the cohort's
-        updates: ``server/min_cos`` (the smallest cosine) and ``server/harmed`` (how many
-        clients it moves against their own update, cosine < 0; fedmoo.moo.descent).
-        ``diagnose=False`` leaves those three out (a round that writes no row: they change no
-        number of the run).
-        """
+        """Apply one round: the new state (round + 1) and diagnostics, among them every rule's
+        ``server/d_norm`` (``||d||``, 0 below the updates' rounding level), ``server/min_cos`` and
+        ``server/harmed`` (the move against the cohort's updates, fedmoo.moo.descent);
+        ``diagnose=False`` leaves those three out (a round that writes no row)."""
         direction, step, changes, diag = self.step(state, cohort)
         w = state.w - step * direction
         if not diagnose:
@@ -106,9 +93,8 @@ class Algorithm:
         return {}
 
     def gradient_probe(self, state: ServerState) -> GradientProbe | None:
-        """A full-gradient measurement for the run to log on evaluated rounds, at the model the
-        last round started from (``state`` is the state after that round); None = none.
-        FMGDA / FSMGDA ask for the FMOL paper's ``||lambda_t^T grad F(x_t)||^2``."""
+        """A full-gradient measurement to log on evaluated rounds, at the model the last round started
+        from; None = none (FMGDA / FSMGDA: ``||lambda_t^T grad F(x_t)||^2``)."""
         return None
 
 

@@ -24,15 +24,10 @@ class DittoState(ServerState):
 class Ditto(Algorithm):
     """Global FedAvg model plus one personal model per client, regularised toward it.
 
-    On every local minibatch the engine first steps the personal model on
-    ``F_k(v) + (lam/2) ||v - w_t||^2`` (w_t frozen), then the copy of the global model on
-    ``F_k(w)``, with the same batch. The server averages the global updates uniformly and stores
-    the cohort's new personal models. The reported ``test/...`` metrics evaluate each client's
-    personal model on its own split; the global model is logged under ``global/...``.
-
-    Hyperparameters:
-      lam: personalisation strength >= 0 (grid {0.05, 0.1, 0.2, 0.5, 1, 2, 5}). lam = 0 is
-        pure local training; large lam ties v to w.
+    On every local minibatch the engine steps the personal model on
+    ``F_k(v) + (lam/2) ||v - w_t||^2``, then the global copy on ``F_k(w)``. The server averages the
+    global updates uniformly and stores the cohort's new personal models; ``test/...`` evaluates
+    each client's personal model, ``global/...`` the global one.
 
     The global model is exactly uniform FedAvg for every lam (only the evaluated models differ).
     """

@@ -7,14 +7,7 @@ from fedmoo.config.hparams import algo as declared
 
 
 class FedAvg(Algorithm):
-    """Federated averaging.
-
-    ``d = sum_k p_k g_k`` and ``w <- w - eta d``.
-
-    Hyperparameters:
-      weighting: ``samples`` (p_k = n_k / sum n) or ``uniform`` (p_k = 1/K).
-      eta: server learning rate.
-    """
+    """Federated averaging: ``d = sum_k p_k g_k`` (``weighting``: samples or uniform), ``w <- w - eta d``."""
 
     name = "fedavg"
     hp: declared.FedAvg

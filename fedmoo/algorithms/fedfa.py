@@ -34,26 +34,15 @@ class FedFA(Algorithm):
     With acc_k = training accuracy (%) and f_k = times selected (this round included):
     ``A_k = -log2(acc_k / sum acc + 1e-6)``, ``Q_k = -log2(1 - f_k / sum f + 1e-5)``,
     ``p = (1 - beta) A / sum A + beta Q / sum Q``; ``w_avg = w_t - sum p_k g_k``;
-    ``m <- gamma m + (1 - gamma)(w_avg - w_t)``; ``w_{t+1} = w_avg - client.lr * m``.
-    The "double momentum" of the method also needs client SGD momentum 0.9: set
-    ``client.momentum=0.9`` (the engine owns local training; the FedFV experiments used it).
+    ``m <- gamma m + (1 - gamma)(w_avg - w_t)``; ``w_{t+1} = w_avg - client.lr * m``. The method's
+    "double momentum" also needs ``client.momentum=0.9`` (as in the FedFV experiments).
 
-    ``aggregate: uniform`` with ``acc_at: after`` is FedFA as the FedFV authors' code release
-    (easyFL v1.0) ran it: p is computed (from the accuracy of the trained local models) but the
-    server's default uniform aggregation ignores it, so ``w_avg`` is the plain mean of the local
-    models; the server momentum is unchanged. ``server/p_max`` still reports the computed p.
+    ``aggregate: uniform`` with ``acc_at: after`` is FedFA as easyFL v1.0 ran it: p is computed (from
+    the trained local models' accuracy) but the server averages uniformly; ``server/p_max`` still
+    reports p. ``acc_at: before`` takes the accuracy of w_t (later easyFL / FLGo).
 
-    Hyperparameters:
-      beta: weight of the frequency term in [0, 1].
-      gamma: server momentum in [0, 1).
-      aggregate: ``weighted`` (``w_avg`` with the weights p) or ``uniform`` (the plain
-        mean, p unused: the easyFL v1.0 release).
-      acc_at: which accuracy p uses: ``before`` (of w_t, as later easyFL / FLGo) or
-        ``after`` (of each client's trained model, easyFL v1.0; the engine measures it through
-        ``ClientSpec.eval_trained``).
-
-    Not reducible to FedAvg (the accuracy/frequency weights are never n_k-proportional, and the
-    server term always moves ``w_{t+1}`` off ``w_avg``).
+    Not reducible to FedAvg (the weights are never n_k-proportional, and the server term always
+    moves ``w_{t+1}`` off ``w_avg``).
     """
 
     name = "fedfa"

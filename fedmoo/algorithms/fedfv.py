@@ -35,20 +35,9 @@ class FedFV(Algorithm):
        in that order, off each ORIGINAL update g_j it conflicts with (``<g_j, g_i'> < 0``).
        4. ``g = mean_k g_k'``. 5. If ``t >= tau``: for each of the last tau rounds, oldest first,
        g is projected off the sum of the history updates of that round's clients that conflict
-       with it. 6. g is rescaled to the norm of the plain mean of the original updates.
-       7. ``w <- w - eta g``.
-
-    Hyperparameters:
-      alpha: fraction of clients kept unprojected, in [0, 1] (grid {0, 0.1, 0.2, 1/3, 0.5, 2/3};
-        default 0.1).
-      tau: rounds of history for external conflicts, integer >= 0 (grid {0, 1, 3, 10}).
-      order: ``loss``, ``random`` (shuffled, seeded by ``seed`` and the round) or
-        ``reverse`` (descending loss).
-      history: ``paper`` (rounds t-tau..t-1, the paper's code, from round tau on) or ``flgo``
-        (rounds t-tau+1..t, i.e. including this round's clients, as later FLGo code does; FLGo
-        numbers rounds from 1, so its ``current_round >= tau`` starts at fedmoo's round tau-1).
-      eta: server step > 0.
-      seed: seed of the ``random`` order.
+       with it (``history: paper``: rounds t-tau..t-1; ``flgo``: t-tau+1..t, from round tau-1 on,
+       as FLGo, which numbers rounds from 1). 6. g is rescaled to the norm of the plain mean of the
+       original updates. 7. ``w <- w - eta g``.
 
     Reduces to uniform FedAvg at ``alpha = 1, tau = 0``.
     """

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from fedmoo.algorithms.base import (
-    Algorithm,
-    mixing_weights,
-)
+from fedmoo.algorithms.base import Algorithm, mixing_weights
 from fedmoo.config.hparams import algo as declared
 from fedmoo.moo.gram import combine, gram, normalizer
 from fedmoo.moo.minnorm import min_norm_weights
@@ -28,23 +25,10 @@ class FedMGDA(Algorithm):
     ``lam = argmin 1/2 lam^T G lam`` with ``G_ij = <g_i, g_j>`` (normalised updates if
     ``normalize``), ``sum lam = 1``, ``max(0, lam0_k - eps) <= lam_k <= min(1, lam0_k + eps)``;
     ``d = sum lam_k g_k``; ``w <- w - eta_t d`` with ``eta_t = eta * beta^floor(t / 100)`` and
-    ``beta = eta_decay^(100 / T)`` (decayed by ``eta_decay`` at the run's last round T).
-    The K x K QP is solved in float64 on the CPU (qpsolvers; a bounded Frank-Wolfe solve takes
-    over if the solver fails). With eps = 1 d is a common descent direction:
-    ``<g_k, d> >= ||d||^2`` for every k.
-
-    Hyperparameters:
-      epsilon: box half-width in [0, 1]; 0 = lam0 (FedAvg / FedAvg-n), 1 = unconstrained MGDA.
-        Paper grid {0, 0.05, 0.1, 0.5, 1}; FedFV/AdaFed used {0.01, 0.05, 0.1, 0.5, 1}.
-      normalize: divide every update by its norm (a zero update stays zero).
-      lambda0: ``uniform`` (authors' code) or ``samples`` (n_k-weighted, as FLGo).
-      eta: global step > 0 (grid {0.5, 1, 1.5, 2}).
-      eta_decay: total decay factor of the step over the run, in (0, 1], or null for none
-        (grid {none, 1/40, 1/30, 1/20, 1/10, 1/3, 1/2}); over the paper's T = 2000 rounds,
-        1/10 gives the authors' per-100-round factor 0.89. T is the run's ``rounds`` (the
-        runner builds the rule with it; 2000 for a rule built without).
-      mu: client proximal term (mu/2)||w - w_t||^2 >= 0; > 0 gives MGDA-Prox.
-      solver: QP backend, ``daqp`` or ``quadprog``.
+    ``beta = eta_decay^(100 / T)`` (decayed by ``eta_decay`` at the run's last round T, 2000 for a
+    rule built without ``rounds``: over the paper's T, 1/10 gives the authors' per-100-round 0.89).
+    With eps = 1 d is a common descent direction: ``<g_k, d> >= ||d||^2`` for every k. ``mu > 0``
+    adds the clients' proximal term (MGDA-Prox).
 
     Reduces to FedAvg at ``epsilon = 0``, ``normalize = false``, ``eta = 1``, no decay, mu = 0
     (uniform weights with lambda0 = uniform, sample weights with lambda0 = samples).

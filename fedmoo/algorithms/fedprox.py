@@ -10,15 +10,8 @@ from fedmoo.state import ClientSpec
 class FedProx(FedAvg):
     """FedAvg whose clients minimise ``F_k(w) + (mu/2) ||w - w_t||^2`` (w_t frozen at round start).
 
-    The engine adds ``mu (w - w_t)`` to every local gradient of the trainable parameters; the
-    server averages like FedAvg.
-
-    Hyperparameters:
-      mu: proximal weight >= 0 (paper grid {0.001, 0.01, 0.1, 0.5, 1, 10}). The
-        FedMGDA+ code's ``prox_weight`` has no 1/2, i.e. prox_weight = mu/2.
-      weighting, eta: as FedAvg.
-
-    Reduces to FedAvg (same weighting and eta) at ``mu = 0``.
+    The FedMGDA+ code's ``prox_weight`` has no 1/2, i.e. prox_weight = mu/2. Reduces to FedAvg (same
+    weighting and eta) at ``mu = 0``.
     """
 
     name = "fedprox"

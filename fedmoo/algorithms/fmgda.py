@@ -1,11 +1,6 @@
-"""FMGDA and FSMGDA (Yang, Liu, Zhang, Ji, Wu & Li, "Federated Multi-Objective Learning",
-NeurIPS 2023), the federated multi-objective learning (FMOL) framework.
-
-S objectives (tasks), an objective indicator A (which client holds which task; the federation's
-``partition.tasks`` / ``partition.tasks_per_client``), a shared-trunk multi-head model. The
-clients train every task they hold separately (``ClientSpec.task_training``); the cohort's
-deltas are ``[K, S, d]``.
-"""
+"""FMGDA and FSMGDA (Yang et al., "Federated Multi-Objective Learning", NeurIPS 2023): S tasks,
+an objective indicator (which client holds which task), a shared-trunk multi-head model; the
+clients train every task they hold separately and report ``[K, S, d]`` deltas."""
 
 from __future__ import annotations
 
@@ -14,10 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from fedmoo.algorithms.base import (
-    Algorithm,
-    mixing_weights,
-)
+from fedmoo.algorithms.base import Algorithm, mixing_weights
 from fedmoo.config.hparams import algo as declared
 from fedmoo.moo.tasks import min_norm_tasks, task_average
 from fedmoo.state import ClientSpec, GradientProbe, ServerState, TaskTraining
@@ -41,31 +33,16 @@ class FMGDA(Algorithm):
     ``Delta_is = (x_t - x_K) / eta_L`` on the trunk and head s. Server:
     ``Delta_s = mean of Delta_is over the participating clients holding s`` (a task no
     participating client holds is left out of the round), ``lam = argmin ||sum lam_s Delta_s||^2``
-    on the simplex (S-dimensional QP on the trunk coordinates, or on all with ``qp_on: all``),
-    ``x_{t+1} = x_t - eta sum_s lam_s Delta_s`` (each head moves with its own task's weighted
-    delta). Logs ``server/lambda_task{s}`` and ``server/d_norm_sq`` = ``||sum_s lam_s Delta_s||^2``
-    (Delta_s sums the K local gradients along the local trajectories, so this is about K^2 times
-    the paper's measure for small eta_L); on evaluated rounds the run also logs the paper's
+    on the simplex (on the trunk coordinates, or on all with ``qp_on: all``),
+    ``x_{t+1} = x_t - eta sum_s lam_s Delta_s``. Logs ``server/lambda_task{s}`` and
+    ``server/d_norm_sq`` (about K^2 times the paper's measure for small eta_L); on the evaluated
+    rounds that are multiples of ``stationarity_every`` the run also logs the paper's
     Pareto-stationarity measure ``train/lambda_grad_norm_sq`` = ``||lam_t^T grad F(x_t)||^2``
-    (its Appendix A: full gradients of the S objectives at x_t, over every client holding each
-    task; ``gradient_probe``), on the evaluated rounds that are multiples of
-    ``stationarity_every``.
-
-    Hyperparameters:
-      local_steps: K local steps per task (paper 10).
-      eta: global learning rate eta_t (paper 0.1; 2 in the FedCMOO code).
-      qp_on: ``trunk`` (FedCMOO's reference code) or ``all`` parameters in the QP.
-      weighting: per-task average ``uniform`` over the clients holding it (the paper's 1/|R_s|)
-        or by ``samples`` (the paper's imbalanced-data variant).
-      solver: QP backend, ``daqp`` or ``quadprog`` (a bounded Frank-Wolfe solve backs both up).
-      stationarity_every: measure ``train/lambda_grad_norm_sq`` on the evaluated rounds that are
-        multiples of this (1: every evaluated round; 0: never). The measure is a full
-        gradient pass over every client's training data, about 5% of a full-batch MultiFashion
-        round; the paper's figures plot training losses, not this measure.
+    (``gradient_probe``).
 
     Single-task data is one objective held by every client: then, with ``eta = eta_L``, it is
-    FedAvg with K local steps (``weighting`` as FedAvg's). With one client (num_clients = 1) it
-    is centralised MGD (FSMGDA: SMGD) run for K x T steps.
+    FedAvg with K local steps (``weighting`` as FedAvg's). With one client it is centralised MGD
+    (FSMGDA: SMGD) run for K x T steps.
     """
 
     name = "fmgda"
@@ -100,10 +77,8 @@ class FMGDA(Algorithm):
 
 
 class FSMGDA(FMGDA):
-    """Federated stochastic multiple gradient descent averaging: FMGDA with minibatch local
-    steps (``client.batch_size`` samples per step). Same server rule and hyperparameters as
-    ``fmgda``; on single-task data with ``eta = eta_L`` it is FedAvg with K local minibatch
-    steps (tests/algorithms/test_fmgda.py proves it)."""
+    """FMGDA with minibatch local steps (``client.batch_size`` samples per step); on single-task
+    data with ``eta = eta_L`` it is FedAvg with K local minibatch steps."""
 
     name = "fsmgda"
     hp: declared.FMGDA

@@ -13,10 +13,7 @@ from fedmoo.moo.gram import combine, gram
 
 
 class Median(Algorithm):
-    """Coordinate-wise median of the updates (mean of the two middle values for even K).
-
-    No hyperparameters. Equals FedAvg only for K <= 2 (uniform weights).
-    """
+    """Coordinate-wise median (mean of the two middle values for even K); FedAvg only for K <= 2."""
 
     name = "median"
     hp: declared.NoKnobs
@@ -30,13 +27,7 @@ class Median(Algorithm):
 
 class TrimmedMean(Algorithm):
     """Coordinate-wise trimmed mean: drop the ``floor(beta K)`` largest and smallest values of every
-    coordinate and average the rest.
-
-    Hyperparameters:
-      beta: fraction trimmed on each side, in [0, 0.5).
-
-    Reduces to uniform FedAvg at ``beta = 0`` (or whenever ``beta K < 1``).
-    """
+    coordinate and average the rest. Reduces to uniform FedAvg whenever ``beta K < 1``."""
 
     name = "trimmed_mean"
     hp: declared.TrimmedMean
@@ -62,7 +53,7 @@ def krum_scores(g: torch.Tensor, f: int) -> torch.Tensor:
 class _KrumBase(Algorithm):
     reads_before = False           # its rule reads no loss_before / acc_before
 
-    def _check_f(self, clients_per_round: int) -> None:
+    def check_run(self, num_clients, clients_per_round):
         if clients_per_round < 2 * self.hp.f + 3:
             raise UserError(
                 f"algo={self.name} with algo.f={self.hp.f} needs clients_per_round >= 2f+3 = "
@@ -76,19 +67,11 @@ class _KrumBase(Algorithm):
 
 
 class Krum(_KrumBase):
-    """Krum: apply the single update with the smallest Krum score.
-
-    Hyperparameters:
-      f: number of Byzantine clients assumed per cohort, integer >= 0 with K >= 2f + 3.
-
-    Never FedAvg: it applies a single client's update (Multi-Krum with m = K is FedAvg).
-    """
+    """Krum: apply the single update with the smallest Krum score, assuming ``f`` Byzantine clients
+    per cohort (K >= 2f + 3). Never FedAvg (Multi-Krum with m = K is)."""
 
     name = "krum"
     hp: declared.Krum
-
-    def check_run(self, num_clients, clients_per_round):
-        self._check_f(clients_per_round)
 
     def step(self, state, cohort):
         i = int(self.selection(cohort, 1)[0])
@@ -96,20 +79,14 @@ class Krum(_KrumBase):
 
 
 class MultiKrum(_KrumBase):
-    """Multi-Krum: uniform mean of the ``m`` updates with the smallest Krum scores.
-
-    Hyperparameters:
-      f: number of Byzantine clients assumed per cohort, integer >= 0 with K >= 2f + 3.
-      m: number of updates averaged, integer >= 1, or null for ``K - f``.
-
-    Reduces to uniform FedAvg when ``m = K``.
-    """
+    """Multi-Krum: uniform mean of the ``m`` (null: ``K - f``) updates with the smallest Krum scores.
+    Reduces to uniform FedAvg when ``m = K``."""
 
     name = "multikrum"
     hp: declared.MultiKrum
 
     def check_run(self, num_clients, clients_per_round):
-        self._check_f(clients_per_round)
+        super().check_run(num_clients, clients_per_round)
         if self.hp.m is not None and self.hp.m > clients_per_round:
             raise UserError(f"algo.m={self.hp.m} for multikrum is larger than clients_per_round="
                             f"{clients_per_round}; set algo.m<={clients_per_round} or null")

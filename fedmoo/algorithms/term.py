@@ -22,11 +22,9 @@ class TERMState(ServerState):
 
 
 def tilted_exp(f: Tensor, t: float) -> Tensor:
-    """``e_k = exp(t (F_k - M))`` with ``M = max F`` for ``t > 0`` and ``M = min F`` for ``t < 0``
-    (``e = 1`` at ``t = 0``): every exponent is <= 0 and the extreme client has ``e = 1``, so
-    ``e`` is finite, in [0, 1], and sums to at least 1 for every finite input. Shifting by
-    ``max F`` for a negative tilt (the reference code) overflows: t = -100 with losses 0.1 and
-    20 gives exp(1990) = inf and NaN weights."""
+    """``e_k = exp(t (F_k - M))`` with ``M = max F`` for ``t > 0``, ``min F`` for ``t < 0`` (``e = 1``
+    at ``t = 0``): finite, in [0, 1] and summing to at least 1. Shifting by ``max F`` for a negative
+    tilt (the reference code) overflows: t = -100 with losses 0.1 and 20 gives NaN weights."""
     if t == 0.0:
         return torch.ones_like(f)
     shift = f.max() if t > 0 else f.min()
@@ -34,20 +32,13 @@ def tilted_exp(f: Tensor, t: float) -> Tensor:
 
 
 class TERM(Algorithm):
-    """Tilted averaging: client weights grow like ``exp(t * loss)``.
+    """Tilted averaging: client weights grow like ``exp(t * loss)``, F = loss_before.
 
-    ``normalization: reference`` (the authors' code): ``M = max F_k`` (``min F_k`` for t < 0,
-    where the code's max overflows), ``e_k = exp(t (F_k - M))``,
+    ``normalization: reference`` (the authors' code): ``e_k = exp(t (F_k - M))`` (``tilted_exp``),
     ``est <- 0.5 est + 0.5 mean(e)``, ``omega_k = e_k / (est K)`` and
     ``w <- w - (1/K) sum omega_k g_k`` (the code's final plain average adds the 1/K, and est
-    starts at 0 so round 0 weights are doubled). ``normalization: softmax``:
-    ``omega = softmax(t F)`` (computed as ``e / sum e``) and ``w <- w - sum omega_k g_k``.
-    F = loss_before. The weights are finite for every finite tilt and loss.
-
-    Hyperparameters:
-      t: tilt, any real number (t > 0 favours high-loss clients, t < 0 suppresses outliers;
-        grid {0.1, 0.5, 1, 2, 5}).
-      normalization: ``reference`` or ``softmax``.
+    starts at 0 so round 0 weights are doubled). ``softmax``: ``omega = e / sum e`` and
+    ``w <- w - sum omega_k g_k``.
 
     Reduces to uniform FedAvg at ``t = 0`` with ``normalization = softmax``.
     """

@@ -1,10 +1,6 @@
-"""Attacks on chosen clients. ``build(attack_cfg, federation)`` -> a bound ``Attack``.
-
-Attacks act on the Cohort (or on the attacker's data/objective), never inside algorithm code:
-``forced_clients`` (the sampler), ``client_spec(spec, ids)`` (before local training) and
-``apply(cohort, seed)`` (after it). One module per attack, each declared in
-``fedmoo.config.hparams.attack`` (a plugin's in its ``hparams.py``); docs/attacks.md.
-"""
+"""Attacks on chosen clients, one module each: ``build(attack_cfg, federation)`` -> a bound
+``Attack``. Attacks act through the runner's hooks (the sampler, before and after local
+training), never inside algorithm code; docs/attacks.md."""
 
 from __future__ import annotations
 

@@ -21,14 +21,10 @@ from fedmoo.state import ClientSpec, Cohort
 class Attack:
     """Malicious clients chosen by ``malicious`` act on their own updates, losses or data.
 
-    Every attack takes the common keys ``malicious`` (who attacks: client ids, one id, a
-    fraction of the clients drawn with ``seed``, or client names), ``always_participate`` (the
-    attackers join every round) and ``seed``, besides its own. They are declared, with their
-    defaults and help, in ``fedmoo.config.hparams.attack`` (a plugin's: ``<package>/hparams.py``)
-    with the attack's slug, description and class: the constructor takes them as keywords, checks
-    them there, fills in the declared defaults, and ``hp`` holds them as the declared dataclass
-    (``SignFlip(scale=2.0).hp.scale``).
-    """
+    Every attack takes the common keys ``malicious`` (client ids, one id, a fraction of the clients
+    drawn with ``seed``, or client names), ``always_participate`` and ``seed``, besides its own,
+    declared in ``fedmoo.config.hparams.attack`` (a plugin's: ``<package>/hparams.py``); ``hp``
+    holds them as the declared dataclass (``SignFlip(scale=2.0).hp.scale``)."""
 
     name: ClassVar[str] = ""
     hp: Any          # the declared dataclass (extending hparams.attack.Common), filled
@@ -97,8 +93,9 @@ class Attack:
 
 def resolve_malicious(value: Any, num_clients: int, client_names: list[str] | None,
                       seed: int) -> list[int]:
-    """Sorted attacker ids from ``attack.malicious`` (see ``Attack``), a value its declaration
-    allows (``fedmoo.config.hparams.attack.malicious_problem``)."""
+    """Sorted attacker ids from ``attack.malicious`` (a value its declaration allows)."""
+    if value is None:                  # attack=none's nobody
+        return []
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
         return _by_name(list(value), client_names)
     if isinstance(value, str):
@@ -127,3 +124,18 @@ def _by_name(names: list[str], client_names: list[str] | None) -> list[int]:
                             f"choose among: {shown}")
         ids.append(client_names.index(n))
     return sorted(set(ids))
+
+
+LOSSES = ("loss_before", "loss_after", "loss_trained")   # the losses a cohort may report
+
+
+def replace_losses(cohort: Cohort, change) -> Cohort:
+    """The cohort with ``change(v)`` in place of every reported loss ``v`` it carries."""
+    return cohort.replace(**{n: change(v) for n in LOSSES if (v := getattr(cohort, n)) is not None})
+
+
+def scale_rows(deltas: Tensor, rows: Tensor, factor: float) -> Tensor:
+    """A copy of ``deltas [K, ...]`` with the rows where ``rows`` is true multiplied by ``factor``."""
+    out = deltas.clone()
+    out[rows] = deltas[rows] * factor
+    return out

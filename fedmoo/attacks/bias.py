@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-from fedmoo.attacks.base import Attack
+from fedmoo.attacks.base import Attack, replace_losses
 from fedmoo.config.hparams import attack as declared
 
 
 class Bias(Attack):
-    """Additive loss inflation: every reported loss (``loss_before``, ``loss_after`` and, when
-    asked for, ``loss_trained``) becomes ``loss + b``.
-
-    The update is the honest one, so rules that never read losses (FedAvg, FedMGDA+, the robust
-    aggregators) are unaffected; loss-weighted rules (AFL, q-FedAvg, FedFV's order, AdaFed) are.
-
-    Hyperparameters: b (the bias, any finite number; 0 = honest).
-    """
+    """Additive loss inflation: every reported loss becomes ``loss + b``; the update is honest, so
+    only loss-weighted rules (AFL, q-FedAvg, FedFV's order, AdaFed) are affected."""
 
     name = "bias"
     hp: declared.Bias
 
     def corrupt(self, cohort, rows, seed):
-        changes = {}
-        for name in ("loss_before", "loss_after", "loss_trained"):
-            v = getattr(cohort, name)
-            if v is not None:
-                changes[name] = v + rows.to(v.dtype) * self.hp.b
-        return cohort.replace(**changes)
+        return replace_losses(cohort, lambda v: v + rows.to(v.dtype) * self.hp.b)

@@ -10,14 +10,9 @@ from fedmoo.config.hparams import attack as declared
 
 
 class Gaussian(Attack):
-    """The attacker sends ``norm * z / ||z||`` with ``z ~ N(0, I)`` (losses honest).
-
-    The noise is drawn from a generator seeded by the round's seed and ``attack.seed``, so a run
-    is reproducible and every round gets fresh noise.
-
-    Hyperparameters: norm (> 0; null = the norm of the attacker's honest update, which defeats
-    norm-based filtering).
-    """
+    """The attacker sends ``norm * z / ||z||`` with ``z ~ N(0, I)`` drawn from the round's seed and
+    ``attack.seed`` (losses honest); ``norm: null`` = the norm of its honest update, which defeats
+    norm-based filtering."""
 
     name = "gaussian"
     hp: declared.Gaussian

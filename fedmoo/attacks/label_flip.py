@@ -17,13 +17,9 @@ from fedmoo.config.hparams import attack as declared
 class LabelFlip(Attack):
     """The attacker's labels go through a permutation pi of the C classes before training.
 
-    The engine applies ``ClientSpec.label_map`` when it gathers the attacker's minibatches and when
-    it measures ``loss_before`` / ``acc_before`` (and ``loss_trained`` / ``acc_trained``), so the
-    attacker's reported loss is the one on its poisoned data. Test metrics use the true labels.
-
-    Hyperparameters: permutation: ``reverse`` (y -> C-1-y), ``shift`` (y -> y+1 mod C),
-    ``random`` (a permutation drawn with ``attack.seed``) or an explicit list of C class ids.
-    """
+    The engine applies ``ClientSpec.label_map`` to the attacker's minibatches and to the losses it
+    reports (``loss_before``, ``loss_trained``), so they are those on its poisoned data; test
+    metrics use the true labels."""
 
     name = "label_flip"
     hp: declared.LabelFlip
@@ -40,10 +36,8 @@ class LabelFlip(Attack):
         rows = self.rows(client_ids).cpu()
         if not bool(rows.any()):
             return spec
-        c = self.pi.numel()
-        label_map = torch.arange(c).repeat(rows.numel(), 1)
-        if spec.label_map is not None:
-            label_map = spec.label_map.cpu().clone()
+        label_map = torch.arange(self.pi.numel()).repeat(rows.numel(), 1) \
+            if spec.label_map is None else spec.label_map.cpu().clone()
         label_map[rows] = self.pi[label_map[rows]]
         return dataclasses.replace(spec, label_map=label_map)
 

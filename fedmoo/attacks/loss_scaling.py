@@ -6,21 +6,14 @@ import dataclasses
 
 import torch
 
-from fedmoo.attacks.base import Attack
+from fedmoo.attacks.base import Attack, replace_losses
 from fedmoo.config.hparams import attack as declared
 
 
 class LossScaling(Attack):
-    """Multiplicative loss inflation: the attacker's local objective is ``c * f_k``.
-
-    Before training it sets the engine's ``ClientSpec.loss_scale`` to c on its rows (so its
-    gradients, hence its update, scale by c: exactly c for one full-batch step, about c for small
-    steps), and it reports ``c * loss_before``, ``c * loss_after`` (and ``c * loss_trained`` when
-    asked for). Gradient normalisation
-    (FedMGDA+, FedAvg-n) removes the effect on the update direction.
-
-    Hyperparameters: c (> 0, the factor; 1 = honest).
-    """
+    """Multiplicative loss inflation: the attacker trains on ``c * f_k`` (``ClientSpec.loss_scale``,
+    so its update scales by about c) and reports ``c`` times its losses. Gradient normalisation
+    (FedMGDA+, FedAvg-n) removes the effect on the update direction."""
 
     name = "loss_scaling"
     hp: declared.LossScaling
@@ -35,9 +28,4 @@ class LossScaling(Attack):
         return dataclasses.replace(spec, loss_scale=factor)
 
     def corrupt(self, cohort, rows, seed):
-        changes = {}
-        for name in ("loss_before", "loss_after", "loss_trained"):
-            v = getattr(cohort, name)
-            if v is not None:
-                changes[name] = torch.where(rows, v * self.hp.c, v)
-        return cohort.replace(**changes)
+        return replace_losses(cohort, lambda v: torch.where(rows, v * self.hp.c, v))

@@ -5,8 +5,7 @@ The attacker submits ``w_adv = w_t + m (w_k - w_t)``: its pseudo-gradient booste
 
 from __future__ import annotations
 
-from fedmoo.attacks.base import Attack
-from fedmoo.attacks.rows import scale_rows
+from fedmoo.attacks.base import Attack, scale_rows
 from fedmoo.config.hparams import attack as declared
 
 
@@ -14,12 +13,8 @@ class ModelReplacement(Attack):
     """The attacker sends ``m * g_k`` with ``g_k = w_t - w_k`` (losses honest).
 
     ``boost = null`` picks ``m = sum_j n_j / sum_a n_a`` over the cohort (a = attackers), the
-    inverse of the attackers' share of FedAvg's sample weights: under FedAvg (eta 1) with
-    near-zero honest updates the new global model is the attackers' mean local model, the
-    replacement of Bagdasaryan et al. (their gamma = n / eta).
-
-    Hyperparameters: boost (m > 0, or null for the replacement factor above).
-    """
+    inverse of the attackers' share of FedAvg's sample weights: under FedAvg with near-zero honest
+    updates the new global model is the attackers' mean local model (Bagdasaryan et al.'s gamma)."""
 
     name = "model_replacement"
     hp: declared.ModelReplacement

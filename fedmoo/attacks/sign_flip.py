@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from fedmoo.attacks.base import Attack
-from fedmoo.attacks.rows import scale_rows
+from fedmoo.attacks.base import Attack, scale_rows
 from fedmoo.config.hparams import attack as declared
 
 
 class SignFlip(Attack):
-    """The attacker sends ``-scale * g_k``: an ascent step on its own loss (losses honest).
-
-    Hyperparameters: scale (>= 0; 1 is the plain reversed update).
-    """
+    """The attacker sends ``-scale * g_k``: an ascent step on its own loss (losses honest)."""
 
     name = "sign_flip"
     hp: declared.SignFlip

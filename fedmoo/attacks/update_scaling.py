@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from fedmoo.attacks.base import Attack
-from fedmoo.attacks.rows import scale_rows
+from fedmoo.attacks.base import Attack, scale_rows
 from fedmoo.config.hparams import attack as declared
 
 
 class UpdateScaling(Attack):
-    """The attacker sends ``factor * g_k`` (losses honest).
-
-    Hyperparameters: factor (any finite number; 1 = honest, negative = scaled sign flip).
-    """
+    """The attacker sends ``factor * g_k`` (losses honest)."""
 
     name = "update_scaling"
     hp: declared.UpdateScaling

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fedmoo.attacks.base import Attack
-from fedmoo.attacks.rows import row_view
 from fedmoo.config.hparams import attack as declared
 
 
@@ -15,4 +14,4 @@ class ZeroUpdate(Attack):
 
     def corrupt(self, cohort, rows, seed):
         d = cohort.deltas
-        return cohort.replace(deltas=d.masked_fill(row_view(rows, d), 0.0))
+        return cohort.replace(deltas=d.masked_fill(rows.view(-1, *(1,) * (d.dim() - 1)), 0.0))

@@ -84,16 +84,13 @@ def check_described(name: str, data_cfg: dict[str, Any], src: Source) -> None:
 def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) -> FederatedData:
     """Partition a source into ``num_clients`` clients with train / val / test index sets.
 
-    ``num_clients=None`` (``num_clients: null``) means the dataset's own clients: with
-    ``partition=natural`` as many as the source has owners; other partitions need a number.
-    ``part_cfg``'s keys are those the partition declares (fedmoo.config.hparams.partition), a
-    missing one at its declared default."""
+    ``num_clients=None`` means the dataset's own clients (``partition=natural``; other partitions
+    need a number). ``part_cfg``'s keys are those the partition declares
+    (fedmoo.config.hparams.partition), a missing one at its declared default."""
     name = part_cfg.get("name")
     fn = hparams.component("partition", name)      # None for natural (the owners decide)
     hp = hparams.resolve("partition", name, {k: v for k, v in part_cfg.items() if k != "name"})
     own = {k: v for k, v in hp.items() if k not in COMMON}   # the partitioner's keywords
-    split, pool, tasks, tasks_per_client = (hp["split"], hp["pool"], hp["tasks"],
-                                            hp["tasks_per_client"])
     rng = np.random.default_rng(hp["seed"])
     y = source.y.numpy() if source.y.dim() == 1 else source.y[:, 0].numpy()
     is_test = source.is_test.numpy()
@@ -128,7 +125,7 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
                             "e.g. num_clients=100")
         assign = lambda idx: [idx[p] for p in fn(y[idx], num_clients, rng, **own)]  # noqa: E731
 
-    if split == "dataset":
+    if hp["split"] == "dataset":
         train_idx = np.flatnonzero(~is_test)
         test_idx = np.flatnonzero(is_test)
         if len(test_idx) == 0 and name != "natural":   # (its partitioner would say "0 samples")
@@ -140,7 +137,7 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
             _test_like_train(train, y, test_idx, rng, train_idx)
         val = None
     else:                                    # pooled (the declaration allows no other)
-        parts = assign(np.arange(len(y)) if pool == "all" else np.flatnonzero(~is_test))
+        parts = assign(np.arange(len(y)) if hp["pool"] == "all" else np.flatnonzero(~is_test))
         train, val, test = _partition.split_fractions(parts, tuple(hp["fractions"]), rng,
                                                       tuple(hp["order"]))
 
@@ -156,8 +153,8 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
     if source.task in MULTITASK:
         task_names = source.task_names or [f"task{s}" for s in range(source.y.shape[1])]
         task_mask = torch.from_numpy(_partition.objective_indicator(
-            tasks, tasks_per_client, num_clients, task_names, rng))
-    elif tasks not in ("all", None) or tasks_per_client is not None:
+            hp["tasks"], hp["tasks_per_client"], num_clients, task_names, rng))
+    elif hp["tasks"] not in ("all", None) or hp["tasks_per_client"] is not None:
         raise UserError(f"partition.tasks / partition.tasks_per_client need multi-task data; "
                         f"data={source.task} has one objective, so leave them at all / null")
     x, y_all, num_classes = source.x, source.y, source.num_classes
@@ -196,30 +193,26 @@ def _compact(x, y, splits):
 
 def _test_like_train(train: list[np.ndarray], y: np.ndarray, test_idx: np.ndarray,
                      rng: np.random.Generator, train_pool: np.ndarray) -> list[np.ndarray]:
-    """Give each client test samples with its training label distribution.
-
-    Each test sample of label c goes to a client drawn with probability proportional to the
-    client's number of training samples of label c. Classes of the training pool that the
-    partition gave to nobody (e.g. one_class_per_client's unused classes) are left out; classes
-    absent from the training pool are spread evenly.
-    """
+    """Give each client test samples with its training label distribution: a test sample of label c
+    goes to a client drawn with probability proportional to its training samples of label c.
+    Classes of the training pool given to nobody (one_class_per_client's unused classes) are left
+    out; classes absent from the training pool are spread evenly."""
     if not np.issubdtype(y.dtype, np.integer):      # regression targets: spread uniformly
-        owners = rng.choice(len(train), size=len(test_idx))
-        return [np.sort(test_idx[owners == k]) for k in range(len(train))]
-    n_cls = int(y.max()) + 1
-    counts = np.stack([np.bincount(y[p], minlength=n_cls) for p in train]).astype(float)  # [N, C]
-    in_pool = np.bincount(y[train_pool], minlength=n_cls) > 0
-    out: list[list[int]] = [[] for _ in train]
-    for c in range(n_cls):
-        idx = test_idx[y[test_idx] == c]
-        if len(idx) == 0 or (in_pool[c] and counts[:, c].sum() == 0):
-            continue
-        w = counts[:, c]
-        w = np.full(len(train), 1.0) if w.sum() == 0 else w
-        owners = rng.choice(len(train), size=len(idx), p=w / w.sum())
-        for i, k in zip(idx, owners):
-            out[k].append(i)
-    return [np.sort(np.array(o, dtype=np.int64)) for o in out]
+        idx, owners = test_idx, rng.choice(len(train), size=len(test_idx))
+    else:
+        n_cls = int(y.max()) + 1
+        counts = np.stack([np.bincount(y[p], minlength=n_cls) for p in train]).astype(float)
+        in_pool = np.bincount(y[train_pool], minlength=n_cls) > 0
+        idx, owners = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        for c in range(n_cls):
+            of_c = test_idx[y[test_idx] == c]
+            if len(of_c) == 0 or (in_pool[c] and counts[:, c].sum() == 0):
+                continue
+            w = counts[:, c] if counts[:, c].sum() > 0 else np.full(len(train), 1.0)
+            idx.append(of_c)
+            owners.append(rng.choice(len(train), size=len(of_c), p=w / w.sum()))
+        idx, owners = np.concatenate(idx), np.concatenate(owners)
+    return [np.sort(idx[owners == k]) for k in range(len(train))]
 
 
 def load_federated(data_cfg: dict[str, Any], part_cfg: dict[str, Any], num_clients: int | None,

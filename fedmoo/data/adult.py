@@ -1,19 +1,14 @@
 """UCI Adult as in AFL / q-FFL: 99 one-hot categorical features, two domains (phd, non-phd).
 
-Files ``data_dir/adult/adult.data`` (training) and ``adult.test``: comma + space separated
-records of 15 fields, ``?`` for a missing value. ``adult.test`` starts with a
-``|1x3 Cross validator`` line and its labels end with a dot (``>50K.``). Blank lines are skipped.
-Continuous columns are dropped; each categorical column is one-hot over its fixed vocabulary (a
-missing value gives an all-zero block). Label 1 = income ``>50K``. Client 0 ``phd`` holds the
-records whose education is Doctorate, client 1 ``non-phd`` the rest: 413 / 32,148 training
-records (adult.data) and 181 / 16,100 test records (adult.test), the FedMGDA+ paper's counts.
+``data_dir/adult/adult.data`` (training) and ``adult.test`` (its first line ``|1x3 Cross
+validator``, labels ending in a dot): comma + space separated records of 15 fields, ``?`` for a
+missing value (an all-zero one-hot block). Continuous columns are dropped; label 1 = ``>50K``.
+Client 0 ``phd`` holds the Doctorate records, client 1 ``non-phd`` the rest: 413 / 32,148
+training and 181 / 16,100 test records, the FedMGDA+ paper's counts.
 
-``train_rows="authors_code"`` picks the training rows the way the FedMGDA+ authors' Adult code
-does (their ``noniid_adult`` and ``LocalUpdate``): a domain's 1-based record numbers are used as
-0-based indices, so each client trains on the records that FOLLOW its domain's records, taken in
-Python ``set`` order, of which the first 80% train (the rest were their unused val/test cut). The
-test records are unchanged. It exists to show why the paper's Table B.2 differs from a run on
-the real domains (docs/results/fedmgda_plus_adult_bias.md), not for new experiments.
+``train_rows="authors_code"`` picks the training rows as the FedMGDA+ authors' Adult code does
+(``authors_code_rows``); the test records are unchanged. It shows why the paper's Table B.2
+differs from a run on the real domains (docs/results/fedmgda_plus_adult_bias.md).
 """
 
 from __future__ import annotations
@@ -102,11 +97,10 @@ def parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def authors_code_rows(domain: np.ndarray) -> np.ndarray:
-    """Owner of each adult.data record as the FedMGDA+ authors' code trains it (-1 = unused).
-
-    For each domain c the code builds ``set(i + 1 for records i of c)`` and uses those numbers as
-    0-based indices into the training records, then trains on the first 80% of them in the
-    set's iteration order (CPython iterates a set of ints by hash slot, not by value)."""
+    """Owner of each adult.data record as the FedMGDA+ authors' code trains it (-1 = unused): for
+    each domain c, ``set(i + 1 for records i of c)`` used as 0-based indices into the training
+    records, the first 80% in the set's iteration order (CPython iterates a set of ints by hash
+    slot): each client trains on the records that FOLLOW its domain's records."""
     n = len(domain)
     owner = np.full(n, -1, np.int64)
     for c in (0, 1):

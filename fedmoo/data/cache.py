@@ -1,12 +1,11 @@
 """Cache of preprocessed sources (LEAF JSON, CelebA, image folders, MNIST, Fashion-MNIST).
 
-An entry is keyed on the dataset name, the loader options and the path and SHA-256 of every raw
-file read, so a file rewritten with its old size and time (``cp -p``, ``rsync -a``) rebuilds it
-(hashing MNIST's 55 MB takes 29 ms; the cached tensors 0.13 s; parsing 1.3 s). Folders, in
-order: ``FEDMOO_CACHE`` when set, else ``data_dir/.fedmoo_cache`` and the per-user
-``$XDG_CACHE_HOME/fedmoo`` (``~/.cache/fedmoo``); read from the first holding the entry, written
-to the first that takes it, else the run goes on uncached after a warning. Writes go to a
-temporary file and are renamed; an unreadable entry is rebuilt after a warning.
+An entry is keyed on the dataset, the loader options and the path and SHA-256 of every raw file
+read (a file rewritten with its old size and time rebuilds it; hashing MNIST's 55 MB takes
+29 ms, parsing it 1.3 s). Folders, in order: ``FEDMOO_CACHE`` when set, else
+``data_dir/.fedmoo_cache`` and ``$XDG_CACHE_HOME/fedmoo`` (``~/.cache/fedmoo``): read from the
+first holding the entry, written (atomically) to the first that takes it, else the run goes on
+uncached after a warning; an unreadable entry is rebuilt after a warning.
 """
 
 from __future__ import annotations

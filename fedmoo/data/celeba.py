@@ -1,15 +1,11 @@
 """CelebA aligned faces with their 40 binary attributes (torchvision's ``celeba/`` layout).
 
-Files: ``list_attr_celeba.txt`` (line 1: image count, line 2: the 40 attribute names, then
-``000001.jpg -1 1 ...``), ``list_eval_partition.txt`` (``000001.jpg 0``; 0 train, 1 valid,
-2 test) and the JPEGs in ``img_align_celeba/``. Optional ``identity_CelebA.txt``
-(``000001.jpg 2880``) gives the natural clients (one per celebrity).
-
-``target`` is one attribute name (binary classification, 2 classes) or ``all`` (a [M, 40] 0/1
-target matrix, task ``multitask``, for multi-objective learning). Images are resized to
-``size`` x ``size`` and scaled to [0, 1]; the validation split is dropped (``keep_valid`` keeps it
-as training data). The parsed tensors are cached under ``data_dir``. CelebA is distributed via
-Google Drive, which blocks scripted downloads: fetch it by hand.
+``list_attr_celeba.txt`` (image count, the 40 attribute names, then ``000001.jpg -1 1 ...``),
+``list_eval_partition.txt`` (``000001.jpg 0``: 0 train, 1 valid, 2 test), the JPEGs in
+``img_align_celeba/`` and, optional, ``identity_CelebA.txt`` (the natural clients, one per
+celebrity). ``target``: one attribute (2 classes) or ``all`` (a [M, 40] 0/1 matrix, task
+``multitask``). Images are resized to ``size`` x ``size`` in [0, 1]; the validation split is
+dropped unless ``keep_valid``. Google Drive blocks scripted downloads: fetch it by hand.
 """
 
 from __future__ import annotations
@@ -85,15 +81,14 @@ def _build(root: Path, target: str, size: int, keep_valid: bool) -> Source:
         img = img.resize((size, size), Image.BILINEAR)
         x[j] = np.asarray(img, np.float32).transpose(2, 0, 1) / 255.0
     is_test = np.array([split.get(files[i], 0) == 2 for i in keep])
-    if target == "all":
-        y, n_cls, task = attrs[keep], 2, "multitask"
-    else:
-        y, n_cls, task = attrs[keep, names_attr.index(target)], 2, "classification"
+    multi = target == "all"
+    y = attrs[keep] if multi else attrs[keep, names_attr.index(target)]
     return Source(x=torch.from_numpy(x), y=torch.from_numpy(np.ascontiguousarray(y)),
-                  is_test=torch.from_numpy(is_test), num_classes=n_cls,
+                  is_test=torch.from_numpy(is_test), num_classes=2,
                   input_shape=(3, size, size), owner=owner, client_names=names,
-                  class_names=["no", "yes"] if target == "all" else [f"not {target}", target],
-                  task=task, task_names=names_attr if target == "all" else None)
+                  class_names=["no", "yes"] if multi else [f"not {target}", target],
+                  task="multitask" if multi else "classification",
+                  task_names=names_attr if multi else None)
 
 
 def load(data_dir: Path, *, target: str, size: int, keep_valid: bool) -> Source:

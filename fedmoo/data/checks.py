@@ -1,7 +1,5 @@
-"""Checks shared by the loaders: damaged data files end in one ``UserError`` line.
-
-Each message names the file (and the line, row or user where it helps) and the fix.
-"""
+"""Checks shared by the loaders: a damaged data file ends in one ``UserError`` line naming the
+file (and the line, row or user where it helps) and the fix."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """CIFAR-10 and CIFAR-100, python pickle version (torchvision's folder layout).
 
-Each batch file is one pickled dict written by Python 2 (read with ``encoding="latin1"``):
-``data`` uint8 [n, 3072] (1024 red, 1024 green, 1024 blue values, each 32x32 row-major) and
-``labels`` (CIFAR-10) or ``fine_labels`` (CIFAR-100). The archive's md5 is checked on download;
-per-file md5s of local files are checked when ``data.verify: true``.
-
-The files are read by ``BatchUnpickler``, which admits no global but numpy's array
-reconstruction: a crafted file cannot run code. A file that does not unpickle to a batch dict is
-a UserError naming it (with its md5 when that differs from the published one).
+Each batch file is a dict pickled by Python 2 (read with ``encoding="latin1"``): ``data`` uint8
+[n, 3072] (red, green, blue planes of 32x32) and ``labels`` / ``fine_labels``. The archive's md5
+is checked on download, each file's when ``data.verify: true``. ``BatchUnpickler`` admits no
+global but numpy's array reconstruction, so a crafted file cannot run code; a file that is not a
+batch dict is a UserError naming it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""scikit-learn's bundled 8x8 handwritten digits: a real, tiny image set that needs no download.
-
-1,797 images with values 0..16 (scaled to [0, 1]), 10 classes. The data has no official test
-split; a stratified ``test_fraction`` of each class, drawn with ``split_seed``, plays that role.
-"""
+"""scikit-learn's bundled 8x8 handwritten digits (1,797 images, 0..16 scaled to [0, 1], 10
+classes): no download. A stratified ``test_fraction`` of each class, drawn with ``split_seed``,
+is the test split."""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
 """Fetching dataset files: md5-checked download and bounded extraction that stays inside its folder.
 
-``ensure(...)`` downloads the missing files a loader needs (md5-checked, archives extracted) or
-fails in one ``UserError`` line naming the dataset, the expected path and the URL; a download
-that fails its check is deleted. Archives are checked before anything is written: plain files
-and folders only, every path inside the target (no absolute paths, ``..`` or links), at most
-``MAX_MEMBERS`` members and ``MAX_BYTES`` bytes, and at most ``MAX_RATIO`` times the archive's
-size above ``RATIO_FLOOR`` (a decompression bomb). Members are written by this module (no
-tarfile ``filter="data"``, so every Python >= 3.10 behaves alike).
+``ensure(...)`` downloads the missing files a loader needs or fails in one ``UserError`` line
+naming the dataset, the expected path and the URL. Archives are checked before anything is
+written: plain files and folders only, every path inside the target, at most ``MAX_MEMBERS``
+members and ``MAX_BYTES`` bytes, at most ``MAX_RATIO`` times the archive's size above
+``RATIO_FLOOR`` (a decompression bomb). Members are written here (no tarfile ``filter="data"``,
+so every Python >= 3.10 behaves alike).
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import gzip
 import hashlib
 import os
 import shutil
+import stat
 import tarfile
 import urllib.request
 import zipfile
@@ -85,11 +85,8 @@ def _download_limit(total: int) -> None:
 
 
 def download(res: Resource, folder: Path) -> Path:
-    """Download ``res`` into ``folder`` (kept if already there with the right md5).
-
-    The bytes go to ``<name>.part``, which is deleted unless the md5 matches; at most MAX_BYTES
-    are accepted.
-    """
+    """Download ``res`` into ``folder`` (kept if already there with the right md5) through
+    ``<name>.part``, deleted unless the md5 matches; at most MAX_BYTES are accepted."""
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / res.filename
     if dest.exists() and (res.md5 is None or md5sum(dest) == res.md5):
@@ -157,10 +154,6 @@ def _extract_tar(archive: Path, root: Path) -> None:
         _write(plan, tf.extractfile)
 
 
-def _zip_link(info: zipfile.ZipInfo) -> bool:
-    return ((info.external_attr >> 16) & 0o170000) == 0o120000     # S_IFLNK in the Unix mode
-
-
 def _extract_zip(archive: Path, root: Path) -> None:
     with zipfile.ZipFile(archive) as zf:
         infos = zf.infolist()
@@ -169,8 +162,9 @@ def _extract_zip(archive: Path, root: Path) -> None:
                 raise ValueError(f"archive member {i.filename!r} uses compression method "
                                  f"{i.compress_type} (only stored and deflated are read)")
         # zipfile stops at each member's declared size (and fails its CRC if data runs on).
-        plan = _plan(archive, root, ((i, i.filename, i.is_dir(),
-                                      not i.is_dir() and not _zip_link(i), i.file_size)
+        # a link has S_IFLNK in the Unix mode
+        plan = _plan(archive, root, ((i, i.filename, i.is_dir(), not i.is_dir() and not
+                                      stat.S_ISLNK(i.external_attr >> 16), i.file_size)
                                      for i in infos))
         _write(plan, zf.open)
 
@@ -209,10 +203,8 @@ def extract(archive: Path, target: Path) -> None:
 
 def ensure(dataset: str, expected: Path, resources: list[Resource], folder: Path,
            allow_download: bool, present) -> None:
-    """Make ``present()`` true by downloading ``resources`` into ``folder``, or fail in one line.
-
-    ``expected`` is the path named in the message (what the user should create by hand).
-    """
+    """Make ``present()`` true by downloading ``resources`` into ``folder``, or fail in one line
+    naming ``expected`` (what the user should create by hand)."""
     if present():
         return
     urls = " ".join(r.url for r in resources)

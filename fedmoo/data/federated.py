@@ -1,10 +1,7 @@
-"""The federated dataset: all samples as a few device tensors, clients as index tensors.
-
-A ``Source`` is what a dataset loader returns (every sample of the dataset, its official
-train/test flag and, for naturally federated data, the owner of each sample). ``FederatedData``
-is the result of partitioning: per-client train / val / test index sets stored in CSR form
-(one concatenated index tensor + offsets), so evaluation of all clients is a few big passes.
-"""
+"""The federated dataset: a ``Source`` is what a loader returns (every sample, its official
+train/test flag and, for naturally federated data, its owner); ``FederatedData`` holds the
+partition's per-client train / val / test index sets in CSR form (one index tensor + offsets),
+so evaluating all clients is a few big passes."""
 
 from __future__ import annotations
 

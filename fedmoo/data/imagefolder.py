@@ -1,14 +1,10 @@
-"""Image-folder datasets of the AdaFed appendix: CINIC-10 and Tiny-ImageNet.
+"""Image-folder datasets of the AdaFed appendix, decoded once and cached as tensors.
 
-- CINIC-10: ``data_dir/cinic10/{train,valid,test}/<class>/*.png`` (32x32 RGB, 10 classes);
-  ``valid`` joins training when ``use_valid`` is true.
-- Tiny-ImageNet: ``data_dir/tiny-imagenet-200/`` with ``wnids.txt``,
-  ``train/<wnid>/images/*.JPEG`` and ``val/images/*.JPEG`` labelled by ``val/val_annotations.txt``
-  (tab separated: file, wnid, box); ``val`` is the test split (``test/`` is unlabelled).
-
-Images are decoded once and cached as tensors (fedmoo/data/cache.py). An image that does not
-decode or has another size, a bad annotation line or a missing folder is a UserError naming it.
-"""
+- CINIC-10: ``data_dir/cinic10/{train,valid,test}/<class>/*.png`` (32x32 RGB); ``valid`` joins
+  training when ``use_valid`` is true.
+- Tiny-ImageNet: ``data_dir/tiny-imagenet-200/`` with ``wnids.txt``, ``train/<wnid>/images/`` and
+  ``val/images/`` labelled by ``val/val_annotations.txt`` (file, wnid, box; tab separated), the
+  test split. A bad image, annotation line or missing folder is a UserError naming it."""
 
 from __future__ import annotations
 
@@ -41,14 +37,10 @@ def _images(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXT)
 
 
-def _decode(paths: list[Path], size: tuple[int, int]) -> np.ndarray:
-    arrs = [np.asarray(open_image(p, FIX, size), np.uint8).transpose(2, 0, 1) for p in paths]
-    return np.stack(arrs) if arrs else np.zeros((0, 3, 1, 1), np.uint8)
-
-
 def _source(items: list[tuple[Path, int, bool]], classes: list[str], normalize: str,
             size: tuple[int, int]) -> Source:
-    x = _decode([p for p, _, _ in items], size)
+    arrs = [np.asarray(open_image(p, FIX, size), np.uint8).transpose(2, 0, 1) for p, _, _ in items]
+    x = np.stack(arrs) if arrs else np.zeros((0, 3, 1, 1), np.uint8)
     y = np.array([c for _, c, _ in items], np.int64)
     is_test = np.array([t for _, _, t in items], bool)
     return Source(x=pixels.normalize(x, is_test, normalize), y=torch.from_numpy(y),

@@ -1,17 +1,11 @@
 """LEAF's FEMNIST and Shakespeare (JSON files made by LEAF's preprocess.sh), natural clients.
 
-Layout: ``data_dir/<root>/{train,test}/*.json``, each ``{"users": [...], "num_samples": [...],
-"user_data": {user: {"x": [...], "y": [...]}}}``. Files of a folder are merged; clients are the
-sorted user ids; sizes come from the lists (LEAF's Shakespeare test files over-count
-``num_samples``). LEAF data must be generated with LEAF's scripts: nothing to download here.
-
-- FEMNIST: ``x`` = 784 floats in [0, 1] (28x28), ``y`` = 0..61 (digits, upper, lower case).
-- Shakespeare: ``x`` = 80 characters, ``y`` = the next one, encoded with LEAF's 80-character
-  vocabulary as float32 indices (the model embeds ``x.long()``); samples with a character
-  outside it are dropped.
-
-A damaged file (not UTF-8 JSON, no ``user_data``, a user without ``x``/``y`` lists or training
-samples, wrong types or labels) is a UserError naming the file and the user.
+``data_dir/<root>/{train,test}/*.json``, each ``{"users": [...], "num_samples": [...],
+"user_data": {user: {"x": [...], "y": [...]}}}``; the files of a folder are merged, clients are
+the sorted user ids and sizes come from the lists (LEAF's Shakespeare test files over-count
+``num_samples``). FEMNIST: ``x`` = 784 floats in [0, 1], ``y`` = 0..61. Shakespeare: 80
+characters and the next one, as float32 indices into LEAF's 80-character vocabulary (samples
+with another character are dropped). A damaged file is a UserError naming the file and user.
 """
 
 from __future__ import annotations

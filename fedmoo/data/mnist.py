@@ -48,10 +48,9 @@ EMNIST_BYCLASS = [*"0123456789", *"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *"abcdefghijklmn
 
 
 def read_idx(path: Path) -> np.ndarray:
-    """One IDX file (plain or gzip; two zero bytes, a dtype code, ndim, one big-endian uint32 per
-    dimension, row-major data) as a numpy array of its shape. Only the bytes the header
-    declares (at most ``MAX_IDX_BYTES``) are read, so a gzip bomb cannot fill the memory; a
-    damaged file is a UserError naming it."""
+    """One IDX file (plain or gzip: two zero bytes, a dtype code, ndim, big-endian uint32 dimensions,
+    row-major data) as a numpy array. Only the bytes the header declares (at most
+    ``MAX_IDX_BYTES``) are read, so a gzip bomb cannot fill the memory."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -98,10 +97,8 @@ def _complete(dirs: list[Path], names: list[str]) -> list[Path] | None:
 
 def _load_idx_pair(paths: list[Path], num_classes: int | None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(train images, train labels, test images, test labels) -> x [M,H,W], y [M], is_test [M].
-
-    Labels outside ``0..num_classes-1`` (when known) are refused here, naming the label file.
-    """
+    """(train images, train labels, test images, test labels) -> x [M,H,W], y [M], is_test [M];
+    labels outside ``0..num_classes-1`` are refused, naming the label file."""
     xtr, ytr, xte, yte = (read_idx(p) for p in paths)
     for x, y, p, q in ((xtr, ytr, paths[0], paths[1]), (xte, yte, paths[2], paths[3])):
         if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
@@ -123,15 +120,6 @@ def _source(x, y, is_test, normalize, num_classes, class_names, mean=None, std=N
     )
 
 
-def apt_hint(dirs: list[Path]) -> str:
-    """``; or apt-get install dataset-fashion-mnist ...`` when Debian's package is where the
-    loader looks and this system has apt-get; else ``""``."""
-    if Path(FMNIST_SYSTEM_DIR) not in dirs or shutil.which("apt-get") is None:
-        return ""
-    return (f"; or install Debian's copy into {FMNIST_SYSTEM_DIR}: "
-            "sudo apt-get install dataset-fashion-mnist")
-
-
 def idx_files(data_dir: Path, dataset: str, download: bool,
               system_dir: str | None = None) -> list[Path]:
     """The four IDX files of ``mnist`` or ``fmnist`` (also looked up in ``system_dir``, Debian's
@@ -144,11 +132,12 @@ def idx_files(data_dir: Path, dataset: str, download: bool,
     try:
         ensure(dataset, dirs[0], [Resource(url + f"{n}.gz", md5[f"{n}.gz"]) for n in IDX_NAMES],
                dirs[0], download, lambda: _complete(dirs, IDX_NAMES) is not None)
-    except UserError as e:
-        hint = apt_hint(dirs) if dataset == "fmnist" else ""
-        if not hint:
+    except UserError as e:      # name Debian's package where the loader looks for it
+        if dataset != "fmnist" or Path(FMNIST_SYSTEM_DIR) not in dirs \
+                or shutil.which("apt-get") is None:
             raise
-        raise UserError(f"{e}{hint}") from None
+        raise UserError(f"{e}; or install Debian's copy into {FMNIST_SYSTEM_DIR}: "
+                        "sudo apt-get install dataset-fashion-mnist") from None
     return _complete(dirs, IDX_NAMES)
 
 

@@ -1,13 +1,11 @@
 """MultiMNIST-style two-task image sets (Sener & Koltun, NeurIPS 2018), built from IDX files.
 
-Each sample overlays two 28x28 images on a 36x36 canvas, the "left" at rows/cols 0:28, the
-"right" at 6:34, pixel-wise max where they overlap, resized to 28x28 by PIL's nearest-neighbour
-rule (``nearest_index``). Task L is the left image's label, task R the right one's. Every image
-of a split is a left image once; its partner is drawn uniformly from the same split (maybe
-itself) with ``data.seed``. ``multimnist``: two MNIST digits; ``multifashion``: two
-Fashion-MNIST images (offline from Debian's dataset-fashion-mnist); ``multifashion_mnist``: an
-MNIST digit left, a Fashion-MNIST image right. Pixels: ``(x / 255 - 0.1307) / 0.3081``
-(``data.normalize``); ``train_samples`` / ``test_samples`` keep a seeded subset of left images.
+Each sample overlays two 28x28 images on a 36x36 canvas, the "left" at 0:28, the "right" at 6:34
+(pixel-wise max), resized to 28x28 by PIL's nearest-neighbour rule; tasks L and R are their
+labels. Every image of a split is a left image once, its partner drawn uniformly from the same
+split with ``data.seed``. ``multimnist``: two MNIST digits; ``multifashion``: two Fashion-MNIST
+images; ``multifashion_mnist``: an MNIST digit and a Fashion-MNIST image. ``train_samples`` /
+``test_samples`` keep a seeded subset of left images.
 """
 
 from __future__ import annotations

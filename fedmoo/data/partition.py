@@ -1,11 +1,6 @@
-"""Client partitions of a dataset.
-
-A partitioner maps the labels of a sample pool to one index array per client. Partitions are
-seeded by ``partition.seed`` (separate from the training seed) and saved with the run. A
-partitioner's own keys are keyword-only, with no defaults: their defaults, types and ranges are
-declared once in fedmoo.config.hparams.partition (``fedmoo.data.federate`` resolves them), so the
-checks here are only those that need the labels or the number of clients.
-"""
+"""Client partitions: a partitioner maps the labels of a sample pool to one index array per client,
+seeded by ``partition.seed``. Its own keys are keyword-only without defaults: they are declared
+in fedmoo.config.hparams.partition, so the checks here only need the labels or the clients."""
 
 from __future__ import annotations
 
@@ -27,10 +22,9 @@ def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[
 
 def shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
            shards_per_client: int, num_shards: int | None) -> list[np.ndarray]:
-    """McMahan et al.'s pathological split: sort by label, cut ``num_shards`` equal contiguous
-    shards (default ``num_clients * shards_per_client``), give each client ``shards_per_client``
-    distinct random shards. Samples beyond ``num_shards * shard_size`` are left out. A shard
-    holds one label when class sizes are multiples of the shard size (CIFAR-10, FMNIST)."""
+    """McMahan et al.'s pathological split: sort by label, cut ``num_shards`` equal contiguous shards
+    (default ``num_clients * shards_per_client``; samples beyond them are left out) and give each
+    client ``shards_per_client`` distinct random shards."""
     spc = shards_per_client
     need = num_clients * spc
     total = need if num_shards is None else num_shards
@@ -53,11 +47,9 @@ def dirichlet(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
               min_size: int, max_tries: int) -> list[np.ndarray]:
     """Label skew by Dirichlet(beta) proportions per class (NIID-Bench's ``noniid-labeldir``).
 
-    For each class, its shuffled samples are cut among the clients with proportions drawn from
-    Dirichlet(beta, ..., beta), giving nothing more to clients that already hold N / num_clients
-    samples; the draw is repeated until every client has at least ``min_size`` samples.
-    Smaller ``beta`` = stronger label skew.
-    """
+    Each class's shuffled samples are cut among the clients with Dirichlet(beta, ..., beta)
+    proportions, giving nothing more to clients that already hold N / num_clients samples; the draw
+    is repeated until every client has at least ``min_size`` samples. Smaller beta = more skew."""
     n = len(labels)
     if min_size * num_clients > n:
         raise UserError(f"partition.min_size={min_size} x num_clients={num_clients} exceeds the "
@@ -96,7 +88,7 @@ def one_class_per_client(labels: np.ndarray, num_clients: int, rng: np.random.Ge
 def femnist_skewed(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
                    classes: list[int] | None, classes_per_client: int) -> list[np.ndarray]:
     """FedProx-style skew: client k holds classes ``classes[(k + j) % C]`` for
-    ``j < classes_per_client``; each class's shuffled samples are split evenly among its clients.
+    ``j < classes_per_client``, each class's shuffled samples split evenly among its clients.
     Default classes 36..45 = lower-case a..j of the 62 FEMNIST / EMNIST-byclass classes."""
     cls = list(FEMNIST_LETTERS if classes is None else classes)
     per = classes_per_client             # 1..len(cls): fedmoo.config.hparams.partition checks it
@@ -115,12 +107,9 @@ def femnist_skewed(labels: np.ndarray, num_clients: int, rng: np.random.Generato
 def split_fractions(parts: list[np.ndarray], fractions: tuple[float, float, float],
                     rng: np.random.Generator,
                     order: tuple[str, ...]) -> tuple[list[np.ndarray], ...]:
-    """Shuffle each client's samples and cut them into train / val / test by fractions.
-
-    ``fractions`` are the (train, val, test) shares; ``order`` is the order in which the pieces
-    are cut from the shuffled list (the FedFV code cuts train, test, val). Boundaries are
-    ``int(f_1 n)`` and ``int((f_1 + f_2) n)`` as in the reference codes.
-    """
+    """Shuffle each client's samples and cut them into train / val / test by ``fractions``, the
+    pieces cut in ``order`` (the FedFV code cuts train, test, val) at ``int(f_1 n)`` and
+    ``int((f_1 + f_2) n)`` as in the reference codes."""
     share = dict(zip(SPLITS, fractions))
     out: dict[str, list[np.ndarray]] = {s: [] for s in SPLITS}
     for p in parts:
@@ -135,14 +124,11 @@ def split_fractions(parts: list[np.ndarray], fractions: tuple[float, float, floa
 
 def objective_indicator(tasks, tasks_per_client, num_clients: int, task_names: list[str],
                         rng: np.random.Generator) -> np.ndarray:
-    """The objective indicator ``A [N, S]`` (bool) of a multi-task federation (FMGDA's matrix,
-    transposed: one row per client).
+    """The objective indicator ``A [N, S]`` (bool) of a multi-task federation, one row per client.
 
-    ``tasks``: ``all`` (every client holds every task) or one list per client of task indices or
-    task names. ``tasks_per_client``: n draws n distinct tasks per client uniformly with the
-    partition generator (after the samples are assigned, so it does not change the partition).
-    The declaration (fedmoo.config.hparams.partition) refuses both set, and a count below 1.
-    """
+    ``tasks``: ``all`` or one list per client of task indices or names. ``tasks_per_client``: n
+    draws n distinct tasks per client with the partition generator (after the samples are
+    assigned, so the partition does not change). The declaration refuses both set."""
     s = len(task_names)
     if tasks_per_client is not None:
         n = tasks_per_client

@@ -7,15 +7,10 @@ import torch
 
 
 def normalize(x: np.ndarray, is_test: np.ndarray, mode: str, mean=None, std=None) -> torch.Tensor:
-    """uint8 images ``[M, C, H, W]`` -> float32 tensor; ``mode`` one of the declared choices
-    of ``data.normalize`` (fedmoo.config.hparams.data.NORMALIZE), checked before loading.
-
-    - ``unit``: ``x / 255``.
-    - ``standard``: ``(x / 255 - mean[c]) / std[c]`` with the given per-channel constants, or the
-      training split's mean and std over all pixels of each channel when none are given.
-    - ``pixel_zscore``: every pixel position z-scored with the training split's mean and std of
-      the raw values, ``(x - mu) / (sigma + 0.001)`` (q-FFL / FedFV FMNIST recipe).
-    """
+    """uint8 images ``[M, C, H, W]`` -> float32 tensor by ``mode`` (``data.normalize``): ``unit``
+    ``x / 255``; ``standard`` ``(x / 255 - mean[c]) / std[c]`` (default: the training split's
+    per-channel statistics); ``pixel_zscore`` every pixel position z-scored with the training
+    split's raw mean and std, ``(x - mu) / (sigma + 0.001)`` (the q-FFL / FedFV FMNIST recipe)."""
     train = x[~is_test] if (~is_test).any() else x
     if mode == "unit":
         out = x.astype(np.float32) / 255.0

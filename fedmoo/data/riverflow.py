@@ -1,12 +1,8 @@
-"""River Flow 1 (Spyromitros-Xioufis et al. 2016, Mulan multi-target regression), 8 tasks.
-
-``<data_dir>/riverflow/rf1.arff``: 9,125 rows of 72 numeric attributes, the first 64 inputs (flow
-at 8 sites and 8 lags), the last 8 targets (each site's flow 48 hours ahead); missing values are
-``?``. ``missing``: ``drop`` rows with any missing value (as EPO's loader) or fill them with
-``zero``. There is no official test split: ``test_fraction`` of the rows, drawn with ``seed``,
-form it. ``standardize`` z-scores inputs and targets with the training rows' mean and std.
-Mulan hosts the file (``rf1.arff`` inside ``rf1.zip``); fetch it by hand.
-"""
+"""River Flow 1 (Mulan multi-target regression): ``<data_dir>/riverflow/rf1.arff``, 9,125 rows of
+64 inputs (flow at 8 sites, 8 lags) and 8 targets (each site's flow 48 h ahead), ``?`` missing
+(``missing``: ``drop`` the row, as EPO's loader, or ``zero``). ``test_fraction`` of the rows,
+drawn with ``seed``, form the test split; ``standardize`` z-scores with the training rows'
+statistics. Mulan hosts the file (inside ``rf1.zip``): fetch it by hand."""
 
 from __future__ import annotations
 
@@ -22,25 +18,20 @@ URL = "http://mulan.sourceforge.net/datasets-mtr.html"
 NUM_INPUTS, NUM_TARGETS = 64, 8
 
 
-def read_arff(path: Path) -> tuple[np.ndarray, list[str]]:
-    """All numeric columns of an ARFF file as float64 ``[rows, cols]`` (``?`` -> NaN) and names."""
-    from scipy.io import arff
-
-    try:
-        data, meta = arff.loadarff(str(path))
-    except Exception as e:  # noqa: BLE001 - scipy raises several types for malformed files
-        raise UserError(f"{path} is not a readable ARFF file ({e}); re-download rf1.arff") from None
-    names = list(meta.names())
-    return np.stack([np.asarray(data[n], dtype=np.float64) for n in names], axis=1), names
-
-
 def load(data_dir: Path, *, missing: str, test_fraction: float, seed: int,
          standardize: bool) -> Source:
+    from scipy.io import arff
+
     path = data_dir / "riverflow" / "rf1.arff"
     if not path.is_file():
         raise UserError(f"data=riverflow: {path} not found; download rf1 from {URL} and put "
                         "rf1.arff there (see docs/fmol.md)")
-    values, names = read_arff(path)
+    try:
+        data, meta = arff.loadarff(str(path))
+    except Exception as e:  # noqa: BLE001 - scipy raises several types for malformed files
+        raise UserError(f"{path} is not a readable ARFF file ({e}); re-download rf1.arff") from None
+    names = list(meta.names())          # every column numeric, ``?`` read as NaN
+    values = np.stack([np.asarray(data[n], dtype=np.float64) for n in names], axis=1)
     if values.shape[1] != NUM_INPUTS + NUM_TARGETS:
         raise UserError(f"{path} has {values.shape[1]} attributes; rf1 has "
                         f"{NUM_INPUTS + NUM_TARGETS} (64 inputs, 8 targets)")

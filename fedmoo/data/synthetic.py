@@ -1,11 +1,9 @@
 """FedProx's Synthetic(alpha, beta) federated data (Li et al., MLSys 2020).
 
-For each user k: ``n_k = int(lognormal(4, 2)) + 50`` samples; ``u_k ~ N(0, alpha)`` is the mean
-of the user's weights and bias; ``B_k ~ N(0, beta)`` and ``v_k ~ N(B_k, 1)^60`` is the mean of its
-inputs; ``x ~ N(v_k, diag(j^-1.2))``, ``y = argmax(x W_k + b_k)``. Each user's samples are split
-90/10 into train/test after a shuffle, as in the reference generator. The reference scripts are
-unseeded; here the generator is ``numpy.random.default_rng(seed)`` so data are reproducible.
-(numpy's second argument is a standard deviation, as in the reference code.)
+User k: ``n_k = int(lognormal(4, 2)) + 50`` samples; ``u_k ~ N(0, alpha)`` the mean of its
+weights and bias, ``B_k ~ N(0, beta)`` and ``v_k ~ N(B_k, 1)^60`` the mean of its inputs;
+``x ~ N(v_k, diag(j^-1.2))``, ``y = argmax(x W_k + b_k)``; its samples split 90/10 after a
+shuffle, as the reference generator (whose unseeded draws are seeded here with ``seed``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""fedmoo's server rules in Flower deployments (``pip install -e ".[flower]"`` in the checkout).
-
-``FedmooStrategy`` (Message API) and ``FedmooFitStrategy`` (``aggregate_fit`` API) run any
-registered fedmoo algorithm as a Flower strategy; ``fedmoo.flower.client`` trains on the clients
-(with ``LocalSGD``, fedmoo's client settings) and reports the scalars the rules need. See
-docs/scaling.md.
-"""
+"""fedmoo's server rules in Flower deployments (``pip install -e ".[flower]"``): the strategies run
+any registered algorithm, ``fedmoo.flower.client`` trains on the clients with ``LocalSGD`` and
+reports the scalars the rules need. See docs/scaling.md."""
 
 from fedmoo.engine.base import LocalSGD
 from fedmoo.flower.aggregation import Reply, ServerRule

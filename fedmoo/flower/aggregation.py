@@ -1,14 +1,11 @@
 """fedmoo's server rules on Flower replies, independent of which Flower API carries them.
 
-``ServerRule`` keeps an algorithm's ``ServerState`` and turns one round of client replies (the
-trained parameter arrays, the number of training samples and the metrics the client reported)
-into the ``Cohort`` of docs/architecture.md: flat pseudo-gradients ``g_k = w_t - w_k`` over the exchanged
-arrays, ``num_samples``, ``loss_before`` / ``loss_after`` / ``acc_before`` and the client's
-learning rate. It then applies the algorithm's own ``server_update``, so a Flower deployment
-computes exactly the next global model a ``fedmoo run`` would compute from the same cohort.
-
-The exchanged arrays are the model's trainable parameters in ``named_parameters()`` order (what
-``fedmoo.flower.client`` sends): fedmoo's flat vector is their concatenation.
+``ServerRule`` keeps an algorithm's ``ServerState`` and turns one round of client replies
+(trained parameter arrays, training samples, reported metrics) into the ``Cohort`` of
+docs/architecture.md, then applies the algorithm's own ``server_update``: a Flower deployment
+computes exactly the next global model a ``fedmoo run`` would from the same cohort. The arrays
+are the model's trainable parameters in ``named_parameters()`` order; fedmoo's flat vector is
+their concatenation.
 """
 
 from __future__ import annotations
@@ -45,21 +42,16 @@ class Reply:
     node: str = ""               # the transport's id of the client (used when no client_id metric)
 
 
-def make_algorithm(algo: str | dict[str, Any] | Algorithm) -> Algorithm:
-    """An algorithm from its slug (default hyperparameters), an ``algo`` config mapping
-    (``{"name": "fedfv", "alpha": 0.1}``, as in conf/algo/*.yaml) or an instance."""
-    if isinstance(algo, Algorithm):
-        return algo
-    return build({"name": algo} if isinstance(algo, str) else dict(algo))
-
-
 class ServerRule:
-    """A fedmoo algorithm and its state, fed with Flower replies one round at a time."""
+    """A fedmoo algorithm and its state, fed with Flower replies one round at a time. ``algo``:
+    a slug (default hyperparameters), an ``algo`` config mapping (``{"name": "fedfv",
+    "alpha": 0.1}``, as in conf/algo/*.yaml) or an instance."""
 
     def __init__(self, algo: str | dict[str, Any] | Algorithm, initial_arrays: list[np.ndarray],
                  num_clients: int, clients_per_round: int | None = None,
                  local_lr: float | None = None):
-        self.algo = make_algorithm(algo)
+        self.algo = algo if isinstance(algo, Algorithm) else \
+            build({"name": algo} if isinstance(algo, str) else dict(algo))
         self.num_clients = int(num_clients)
         self.clients_per_round = self.num_clients if clients_per_round is None else int(clients_per_round)
         if not 1 <= self.clients_per_round <= self.num_clients:

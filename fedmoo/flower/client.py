@@ -1,17 +1,12 @@
 """The client side of a Flower deployment of a fedmoo rule: local SGD in plain PyTorch.
 
-``LocalTrainer`` holds one client's data and trains the received global model the way fedmoo's
-reference engine does (same minibatches from the same seed, same proximal term, same scalars):
-``loss_before`` / ``acc_before`` of the received model on the whole local training set,
-``loss_after`` = mean training loss of the last local epoch, the learning rate and the client
-index; when the round's config asks (``eval_trained``), ``loss_trained`` / ``acc_trained`` of
-the trained model on the whole local training set. These are the metrics ``fedmoo.flower.strategy`` turns into fedmoo's Cohort, so every
-rule (q-FedAvg and AFL need ``loss_before``, AdaFed ``loss_after``, FedFA ``acc_before``...)
-gets what it needs.
-
-- ``FedmooClient`` wraps a trainer as a ``flwr.client.NumPyClient``;
-- ``client_app(make_trainer)`` builds a Message-API ``ClientApp`` from a factory
-  ``make_trainer(context) -> LocalTrainer``.
+``LocalTrainer`` trains one client's copy of the received global model as fedmoo's reference
+engine does (same minibatches from the same seed, same proximal term) and reports the scalars
+``fedmoo.flower.aggregation`` turns into fedmoo's Cohort: ``loss_before`` / ``acc_before`` of
+the received model, ``loss_after`` of the last local epoch, the learning rate, the client index
+and, when the round's config asks (``eval_trained``), ``loss_trained`` / ``acc_trained``.
+``FedmooClient`` wraps a trainer as a ``flwr.client.NumPyClient``; ``client_app(make_trainer)``
+builds a Message-API ``ClientApp`` from a factory ``make_trainer(context) -> LocalTrainer``.
 """
 
 from __future__ import annotations
@@ -27,18 +22,8 @@ from torch import Tensor, nn
 
 from fedmoo.engine.base import LocalSGD
 from fedmoo.engine.common import client_batches, forward_stats, param_views, sample_losses
-from fedmoo.flower.aggregation import (
-    ACC_BEFORE,
-    ACC_TRAINED,
-    CLIENT_ID,
-    EVAL_TRAINED,
-    LOCAL_LR,
-    LOSS_AFTER,
-    LOSS_BEFORE,
-    LOSS_TRAINED,
-    PROX_MU,
-    ROUND,
-)
+from fedmoo.flower.aggregation import (ACC_BEFORE, ACC_TRAINED, CLIENT_ID, EVAL_TRAINED, LOCAL_LR,
+                                       LOSS_AFTER, LOSS_BEFORE, LOSS_TRAINED, PROX_MU, ROUND)
 from fedmoo.params import set_flat
 
 
@@ -54,13 +39,9 @@ def client_seed(seed: int, server_round: int, client_id: int) -> int:
 
 
 class LocalTrainer:
-    """One client's data and local optimiser settings ``sgd`` (a ``LocalSGD``, e.g.
-    ``LocalSGD(lr=0.05, batch_size=10)``, or ``LocalSGD.from_config`` of a fedmoo config's
-    ``client`` section).
-
-    ``x``/``y`` are the client's training samples, ``x_test``/``y_test`` its evaluation samples;
-    ``task`` is ``classification`` or ``regression``.
-    """
+    """One client's training samples ``x``/``y``, evaluation samples ``x_test``/``y_test``, ``task``
+    (``classification`` or ``regression``) and local optimiser settings ``sgd`` (a ``LocalSGD``,
+    e.g. ``LocalSGD(lr=0.05, batch_size=10)`` or ``LocalSGD.from_config`` of a config's ``client``)."""
 
     def __init__(self, model: nn.Module, client_id: int, x: Tensor, y: Tensor,
                  x_test: Tensor | None = None, y_test: Tensor | None = None, *, sgd: LocalSGD,

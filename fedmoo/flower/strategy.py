@@ -1,14 +1,9 @@
-"""Every fedmoo server rule as a Flower strategy.
+"""Every fedmoo server rule as a Flower strategy: two adapters over one ``ServerRule``.
 
-Two adapters over the same ``ServerRule`` (fedmoo.flower.aggregation):
-
-- ``FedmooStrategy`` for Flower's Message API (``flwr.serverapp``; ``ServerApp`` +
-  ``strategy.start(grid, ...)``), the API new Flower apps use;
-- ``FedmooFitStrategy`` for the ``flwr.server.strategy.Strategy`` API (``aggregate_fit`` with
-  ``FitRes``), which Flower still runs through ``ServerAppComponents`` and ``flwr.server.Server``.
-
-Both sample ``clients_per_round`` of ``num_clients`` nodes per round, send the rule's client
-configuration (``prox_mu``, the round number) with the global model, and replace Flower's
+``FedmooStrategy`` serves Flower's Message API (``ServerApp`` + ``strategy.start(grid, ...)``),
+``FedmooFitStrategy`` the ``flwr.server.strategy.Strategy`` API (``aggregate_fit`` with
+``FitRes``). Both sample ``clients_per_round`` of ``num_clients`` nodes a round, send the rule's
+client configuration (``prox_mu``, the round) with the global model, and replace Flower's
 averaging by the algorithm's ``server_update`` on the cohort built from the replies.
 """
 
@@ -48,14 +43,9 @@ def _sampling(rule: ServerRule, kwargs: dict[str, Any], fraction: str, nodes: st
 
 
 class FedmooStrategy(MessageFedAvg):
-    """A fedmoo algorithm as a Message-API Flower strategy.
-
-    ``algo`` is a slug (``"fedmgda_plus"``), an algo config mapping (``{"name": "fedfv",
-    "alpha": 0.1}``) or an ``Algorithm``; ``initial_arrays`` the model's trainable parameters
-    (``fedmoo.flower.client.trainable_arrays(model)``). Further keywords go to Flower's FedAvg
-    (evaluation sampling, record keys). Start it with
-    ``strategy.start(grid, strategy.initial_record(), num_rounds=...)``.
-    """
+    """A fedmoo algorithm as a Message-API Flower strategy: ``algo`` as ``ServerRule`` takes it,
+    ``initial_arrays`` the model's ``trainable_arrays``; further keywords go to Flower's FedAvg.
+    Start it with ``strategy.start(grid, strategy.initial_record(), num_rounds=...)``."""
 
     def __init__(self, algo: str | dict[str, Any] | Algorithm, initial_arrays: list[np.ndarray],
                  num_clients: int, clients_per_round: int | None = None,

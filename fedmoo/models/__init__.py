@@ -1,10 +1,7 @@
-"""The papers' networks. ``build(model_cfg, input_shape, num_classes)`` -> nn.Module.
-
-A network is declared in ``fedmoo.config.hparams.model`` (a plugin's in ``<package>/hparams.py``):
-its slug, description, class and ``model.*`` keys; the data gives its input shape, classes and, for a multi-task network,
-tasks. Models are written so a batched engine can vectorise them over clients: no ``nn.LSTM``, no
-BatchNorm running statistics in the paper models, no data-dependent Python control flow.
-"""
+"""The papers' networks, each declared in ``fedmoo.config.hparams.model`` (a plugin's in its
+``hparams.py``). ``build(model_cfg, input_shape, num_classes)`` -> nn.Module. Models are written
+so a batched engine can vectorise them over clients: no ``nn.LSTM``, no BatchNorm running
+statistics, no data-dependent Python control flow."""
 
 from __future__ import annotations
 

@@ -10,11 +10,9 @@ from fedmoo.config import hparams as declarations
 
 
 class Model(nn.Module):
-    """A network whose ``model.*`` keys are declared in ``fedmoo.config.hparams.model`` under its
-    slug ``name``. The constructor takes the data's shape (``input_shape``, ``num_classes`` and, for
-    a multi-task network, ``num_tasks``) and the hyperparameters as keywords; ``Model.__init__``
-    checks them against the declaration and fills in the declared defaults: ``self.hparams``.
-    """
+    """A network whose ``model.*`` keys are declared in ``fedmoo.config.hparams.model`` under its slug
+    ``name``: the constructor takes the data's shape and the hyperparameters as keywords, which
+    ``Model.__init__`` checks and completes with the declared defaults (``self.hparams``)."""
 
     name: ClassVar[str] = ""
     multitask: ClassVar[bool] = False

@@ -11,13 +11,11 @@ from fedmoo.models.base import Model
 
 
 class LogReg(Model):
-    """Multinomial logistic regression ``x -> W x + b``.
+    """Multinomial logistic regression ``x -> W x + b``, the bias starting at zero.
 
-    ``softmax_output=True`` makes the forward return ``softmax(W x + b)``; the engine's
-    cross-entropy is then applied to probabilities (softmax twice). This reproduces the FedFV
-    authors' code for the FMNIST 3-client table, whose dynamics depend on it (see docs).
-    The bias starts at zero, as in that code.
-    """
+    ``softmax_output=True`` returns ``softmax(W x + b)``, to which the engine's cross-entropy then
+    applies a second softmax: the FedFV authors' code for the FMNIST 3-client table, whose dynamics
+    depend on it (see docs)."""
 
     name = "logreg"
 

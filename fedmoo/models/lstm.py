@@ -28,9 +28,9 @@ def _scan(xw: Tensor, w_hh_t: Tensor, hidden: int) -> Tensor:
 
 class LSTMLayer(nn.Module):
     """One LSTM layer over a whole sequence: ``[i, f, g, o] = x_t W_ih^T + h W_hh^T + b``,
-    ``c' = s(f) c + s(i) tanh(g)``, ``h' = s(o) tanh(c')``. One bias vector (as TensorFlow's
-    cell); ``nn.LSTM``'s two biases ``b_ih + b_hh`` are the same function. The input projection
-    of all T steps is one matrix product."""
+    ``c' = s(f) c + s(i) tanh(g)``, ``h' = s(o) tanh(c')``, with one bias vector (TensorFlow's
+    cell; ``nn.LSTM``'s ``b_ih + b_hh`` is the same function) and the input projection of all T
+    steps as one matrix product."""
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()

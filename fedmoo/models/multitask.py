@@ -1,10 +1,6 @@
-"""Multi-task networks: a shared trunk and one head per task (FMGDA / FSMGDA, multi-task data).
-
-``forward`` returns ``[B, S, C]``: the logits of every task (C = num_classes; C = 1 for
-regression). The parameters of task s's head are named ``heads.<s>.*``; everything else is the
-shared trunk. ``param_tasks`` turns that convention into the owner of every coordinate of the
-flat parameter vector, which the engines use to keep other heads' deltas exactly zero.
-"""
+"""Multi-task networks: a shared trunk and one head per task, ``forward`` -> ``[B, S, C]`` (C = 1
+for regression). Task s's head parameters are ``heads.<s>.*``; ``param_tasks`` turns that into
+the owner of every flat-vector coordinate (the engines keep other heads' deltas exactly zero)."""
 
 from __future__ import annotations
 
@@ -23,10 +19,9 @@ HEADS = "heads."
 
 
 class MultiTaskNet(Model):
-    """Trunk ``x -> z`` (``trunk``, of the subclass) and heads ``z -> logits`` (one per task,
-    linear or with ``head_hidden`` ReLU units), stacked to ``[B, S, C]``. ``num_tasks`` comes
-    from the data; ``paper_tasks`` is the number of heads when the data is not known
-    (``fedmoo describe --model-only``): the tasks of the paper's data for this network."""
+    """Trunk ``x -> z`` (the subclass's ``make_trunk``) and one head per task ``z -> logits``
+    (linear, or with ``head_hidden`` ReLU units), stacked to ``[B, S, C]``. ``paper_tasks`` is the
+    number of heads when the data is not known (``fedmoo describe --model-only``)."""
 
     multitask = True
     paper_tasks: ClassVar[int]

@@ -1,10 +1,6 @@
-"""ResNet-18 with GroupNorm (AdaFed's CIFAR-100 / CINIC-10 / Tiny-ImageNet model).
-
-CIFAR-style stem (3x3 conv, stride 1, no max-pool), four stages of two basic blocks with
-64/128/256/512 channels, global average pooling, dense classes. GroupNorm instead of BatchNorm
-keeps the model free of running statistics (Hsieh et al. 2020 show BatchNorm fails under non-IID
-federated data).
-"""
+"""ResNet-18 with GroupNorm (AdaFed's CIFAR-100 / CINIC-10 / Tiny-ImageNet model): CIFAR-style
+3x3 stem, four stages of two basic blocks (64/128/256/512 channels), global average pooling.
+GroupNorm keeps it free of running statistics (BatchNorm fails under non-IID data, Hsieh 2020)."""
 
 from __future__ import annotations
 

@@ -11,12 +11,10 @@ from fedmoo.moo.gram import TINY
 def project_conflicts(g: Tensor, order: Tensor, project: Tensor) -> Tensor:
     """FedFV's internal step in coefficient space: ``C [K, K]`` with ``x'_i = sum_j C_ij x_j``.
 
-    ``g [K, K]``: Gram matrix of the updates ``x``; ``order [K]``: the order in which clients are
-    projected against; ``project [K] bool``: which clients get projected (the others keep
-    ``x_i``). For every projected i, starting from ``x'_i = x_i``, for j in ``order`` (j != i):
-    if ``<x_j, x'_i> < 0`` then ``x'_i -= <x_j, x'_i> / ||x_j||^2 x_j``, always against the
-    ORIGINAL ``x_j``. All clients advance through ``order`` together: K steps over K-vectors.
-    """
+    ``g [K, K]``: Gram matrix of the updates ``x``. Every client ``project [K]`` marks, starting from
+    ``x'_i = x_i``, takes for j in ``order`` (j != i): if ``<x_j, x'_i> < 0`` then
+    ``x'_i -= <x_j, x'_i> / ||x_j||^2 x_j``, always against the ORIGINAL ``x_j``; the others keep
+    ``x_i``. All clients advance through ``order`` together: K steps over K-vectors."""
     g = g.to(torch.float64)
     k_count = g.shape[0]
     coef = torch.eye(k_count, dtype=torch.float64)
@@ -37,10 +35,8 @@ def row_dots(rows: Tensor, x: Tensor) -> Tensor:
 
 
 def remove_conflict(x: Tensor, s: Tensor) -> Tensor:
-    """``x - <x, s> / ||s||^2 s`` if ``<x, s> < 0``, else ``x``: ``x, s [d]`` -> ``[d]`` (no sync).
-
-    The dot products are taken in float64 (float32 ones overflow once the norms pass ~1.8e19,
-    which would turn the projection into NaN or a no-op)."""
+    """``x - <x, s> / ||s||^2 s`` if ``<x, s> < 0``, else ``x`` (``[d]``, no sync); the dot products
+    in float64, which float32 norms past ~1.8e19 would overflow."""
     x64, s64 = x.to(torch.float64), s.to(torch.float64)
     dot = x64 @ s64
     coef = torch.where(dot < 0, dot / (s64 @ s64).clamp_min(TINY), torch.zeros_like(dot))

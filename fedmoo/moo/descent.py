@@ -25,8 +25,7 @@ BLOCK_ELEMENTS = 2**22
 
 def _float64_blocks(x: Tensor, only: Tensor | None):
     """``(index, rows)`` blocks of the rows of ``x`` (all, or those ``only [R]`` marks), each
-    converted to float64 alone: at most BLOCK_ELEMENTS in float64, never a float64 copy of a
-    large cohort."""
+    converted to float64 alone (at most BLOCK_ELEMENTS): never a float64 copy of a large cohort."""
     rows = x.reshape(-1, x.shape[-1])
     picked = (torch.arange(rows.shape[0], device=x.device) if only is None
               else only.reshape(-1).to(x.device).nonzero().flatten())
@@ -36,8 +35,8 @@ def _float64_blocks(x: Tensor, only: Tensor | None):
 
 
 def row_norms(x: Tensor, only: Tensor | None = None) -> Tensor:
-    """``||x_r||`` in float64 for every row of ``x [R, d]`` (or ``[K, S, d]``), ``[R]`` on
-    ``x``'s device; 0 for the rows ``only [R]`` (bool) leaves out."""
+    """``||x_r||`` in float64 for every row of ``x [R, d]`` (or ``[K, S, d]``), on ``x``'s device;
+    0 for the rows ``only [R]`` (bool) leaves out."""
     norms = torch.zeros(x.reshape(-1, x.shape[-1]).shape[0], dtype=torch.float64,
                         device=x.device)
     for b, r in _float64_blocks(x, only):
@@ -48,23 +47,16 @@ def row_norms(x: Tensor, only: Tensor | None = None) -> Tensor:
 def descent_cosines(x: Tensor, d: Tensor, only: Tensor | None = None,
                     norms: Tensor | None = None) -> Tensor:
     """``cos_k = <x_k, d> / (||x_k|| ||d||)`` for every row of ``x [K, d]`` (``[K, S, d]`` gives
-    ``[K * S]``, row-major), ``[R]`` float64 on the CPU; 0 where ``x_k`` or ``d`` is zero, and
-    for the rows that ``only [R]`` (bool) leaves out. ``norms``: the rows' ``row_norms`` when the
-    caller has them.
-
-    Dot products and norms are taken in float64, a block of rows at a time
-    (``_float64_blocks``), so float32 updates whose norms pass ``sqrt(float32 max) ~ 1.8e19``
-    are still exact rather than infinite.
-    """
+    ``[K * S]``, row-major), ``[R]`` float64 on the CPU; 0 where ``x_k`` or ``d`` is zero and for
+    the rows ``only [R]`` (bool) leaves out. ``norms``: the rows' ``row_norms`` when the caller has
+    them. Taken in float64 a block of rows at a time, so float32 norms past ~1.8e19 stay finite."""
     d64 = d.reshape(-1).to(torch.float64)
     dots = torch.zeros(x.reshape(-1, x.shape[-1]).shape[0], dtype=torch.float64,
                        device=x.device)
-    own = torch.zeros_like(dots) if norms is None else None
     for b, r in _float64_blocks(x, only):
         dots[b] = r @ d64
-        if own is not None:
-            own[b] = torch.linalg.vector_norm(r, dim=1)
-    denom = ((own if norms is None else norms.to(dots.device)) * torch.linalg.vector_norm(d64)).cpu()
+    norms = row_norms(x, only) if norms is None else norms
+    denom = (norms.to(dots.device) * torch.linalg.vector_norm(d64)).cpu()
     dots = dots.cpu()
     cos = torch.where(denom > 0, dots / denom.clamp_min(torch.finfo(torch.float64).tiny),
                       torch.zeros_like(dots))
@@ -73,8 +65,7 @@ def descent_cosines(x: Tensor, d: Tensor, only: Tensor | None = None,
 
 def noise_level(x: Tensor, held: Tensor | None = None, norms: Tensor | None = None) -> float:
     """Length below which a combination of the rows of ``x [R, d]`` is rounding, not a move:
-    ``ZERO_REL[dtype] * max ||x_r||`` over the rows ``held [R]`` marks (all by default);
-    ``norms``: their ``row_norms`` when the caller has them."""
+    ``ZERO_REL[dtype] * max ||x_r||`` over the rows ``held [R]`` marks (all by default)."""
     if held is not None and not bool(held.any()):
         return 0.0
     if norms is None:
@@ -104,9 +95,8 @@ def _held(x: Tensor, mask: Tensor | None) -> Tensor:
 
 def move_norm(x: Tensor, d: Tensor, mask: Tensor | None = None,
               noise: float | None = None) -> float:
-    """``||d||`` in float64, exactly 0 when the move ``d`` is no longer than the rounding level
-    of the updates ``x`` (``noise``: that level when the caller has it, ``noise_level``):
-    rounding, not a move."""
+    """``||d||`` in float64, exactly 0 when no longer than the rounding level of the updates ``x``
+    (``noise``, when the caller has it): rounding, not a move."""
     d_norm = float(torch.linalg.vector_norm(d, dtype=torch.float64))
     return 0.0 if d_norm <= (noise_level(x, _held(x, mask)) if noise is None else noise) \
         else d_norm
@@ -117,15 +107,12 @@ def common_descent(x: Tensor, d: Tensor, mask: Tensor | None = None,
                    norms: Tensor | None = None) -> tuple[float, int]:
     """``(min_cos, harmed)`` of the server direction ``d [d]`` against the updates ``x``.
 
-    ``x [K, d]``: ``min_cos`` is the smallest cosine between an update and ``d``, ``harmed`` the
-    number of clients with a cosine below ``-tol``. ``x [K, S, d]`` (per-task updates, FMOL):
-    every (client, task) row that ``mask [K, S]`` marks as held counts; ``min_cos`` is the
-    smallest over those rows and ``harmed`` the number of clients with at least one harmed task.
-    No rows gives ``(0.0, 0)``. A zero update or a zero ``d`` has cosine 0 (not harmed); so has
-    a ``d`` no longer than the updates' rounding level (``noise_level``), and a cosine only
-    counts as harm below ``-max(tol, noise / ||d||)``, the most rounding can tilt it.
-    ``noise``, ``norms``: the updates' ``update_norms`` when the caller has them.
-    """
+    ``x [K, d]``: the smallest cosine between an update and ``d``, and the number of clients with a
+    cosine below ``-tol``. ``x [K, S, d]`` (per-task updates): over the (client, task) rows that
+    ``mask [K, S]`` marks held; ``harmed`` counts clients with at least one harmed task. No rows, or
+    a ``d`` no longer than the updates' rounding level (``noise_level``), gives ``(0.0, 0)``; a
+    cosine only counts as harm below ``-max(tol, noise / ||d||)``, the most rounding can tilt it.
+    ``noise``, ``norms``: the updates' ``update_norms`` when the caller has them."""
     held = _held(x, mask)
     k, s = held.shape
     if not bool(held.any()):

@@ -15,22 +15,17 @@ DEPENDENT_TOL = 1e-6
 def adafed_coefficients(g: Tensor, fg: Tensor, tol: float = DEPENDENT_TOL) -> tuple[Tensor, Tensor]:
     """Coefficients ``a [K]`` with AdaFed's direction ``d = sum_k a_k x_k``, and the basis mask.
 
-    ``g [K, K]``: Gram matrix of the updates ``x_k`` (float64); ``fg [K]``: ``f_k^gamma > 0``.
-    In cohort order, AdaFed builds ``x~_1 = x_1 / fg_1`` and
+    ``g [K, K]``: Gram matrix of the updates ``x_k``; ``fg [K]``: ``f_k^gamma > 0``. AdaFed builds,
+    in cohort order, ``x~_1 = x_1 / fg_1`` and
     ``x~_k = (x_k - sum_{i<k} c_ki x~_i) / (fg_k - sum_{i<k} c_ki)`` with
-    ``c_ki = <x_k, x~_i> / ||x~_i||^2``, then ``d = sum_k lam_k x~_k`` with
-    ``lam_k`` proportional to ``1 / ||x~_k||^2``. Then ``<x_k, d> = ||d||^2 fg_k`` for every k.
+    ``c_ki = <x_k, x~_i> / ||x~_i||^2``, then ``d = sum_k lam_k x~_k``, ``lam_k`` proportional to
+    ``1 / ||x~_k||^2``, so that ``<x_k, d> = ||d||^2 fg_k``. With the plain Gram-Schmidt residual
+    ``r_k = den_k x~_k`` this is ``d = (sum_k den_k r_k / ||r_k||^2) / (sum_k den_k^2 / ||r_k||^2)``,
+    which never divides by a ``den_k`` that may be ~0. Residuals are rows of a triangular K x K
+    coefficient matrix, orthogonalised twice through ``g``: no pass over the d-dimensional updates.
 
-    Written with the plain Gram-Schmidt residual ``r_k`` (so ``x~_k = r_k / den_k``):
-    ``c_ki = den_i <x_k, r_i> / ||r_i||^2`` and
-    ``d = (sum_k den_k r_k / ||r_k||^2) / (sum_k den_k^2 / ||r_k||^2)``, which never divides by
-    a denominator ``den_k`` that may be ~0. Residuals are rows of a triangular ``[K, K]``
-    coefficient matrix, orthogonalised twice (classical Gram-Schmidt, twice is enough) through
-    ``g``: O(K^3) work on K x K numbers and no pass over the d-dimensional updates.
-
-    Returns ``(a [K], in_basis [K] bool)``; a client is left out when its residual norm is below
-    ``tol * ||x_k||`` (zero, duplicate or collinear updates; K > d). All clients out gives a = 0.
-    """
+    A client whose residual norm is below ``tol * ||x_k||`` (zero, duplicate or collinear updates)
+    is left out of the basis; all clients out gives a = 0."""
     g = g.to(torch.float64)
     fg = fg.to(torch.float64).cpu()
     k_count = g.shape[0]

@@ -1,13 +1,7 @@
-"""Min-norm point of the convex hull of K vectors, given only their Gram matrix.
-
-Solves the box-constrained simplex QP of FedMGDA+ (and, with no box, MGDA / FMGDA)::
-
-    min_lam 1/2 lam^T G lam   s.t.  sum lam = 1,  lo <= lam <= hi
-
-in float64 on the CPU through qpsolvers (DAQP by default, quadprog as an option). If the solver
-raises, returns None or an infeasible point, a bounded Frank-Wolfe solve of the same problem
-takes over, so a round never crashes.
-"""
+"""Min-norm point of the convex hull of K vectors from their Gram matrix: FedMGDA+'s
+box-constrained simplex QP ``min 1/2 lam^T G lam, sum lam = 1, lo <= lam <= hi`` (MGDA / FMGDA:
+no box), in float64 through qpsolvers; a bounded Frank-Wolfe solve takes over when the solver
+fails or answers an infeasible point, so a round never crashes."""
 
 from __future__ import annotations
 
@@ -34,11 +28,8 @@ def box_bounds(lam0: Tensor, eps: float) -> tuple[Tensor, Tensor]:
 
 
 def ridge(g: Tensor) -> float:
-    """The ridge added to a Gram matrix ``g [K, K]``: ``1e-12 * trace(g) / K`` (1e-12 if g = 0).
-
-    Relative to the mean squared norm, so tiny updates are not swamped by it (an absolute part, as
-    in ``1e-12 (trace/K + 1)``, would dominate G once the updates' norms fall below ~1e-5).
-    """
+    """The ridge added to a Gram matrix ``g [K, K]``: ``1e-12 * trace(g) / K`` (1e-12 if g = 0),
+    relative so tiny updates are not swamped by it."""
     mean_sq = float(g.trace()) / g.shape[0]
     return 1e-12 * (mean_sq if mean_sq > 0 else 1.0)
 
@@ -48,14 +39,11 @@ def frank_wolfe_min_norm(g: Tensor, lo: Tensor | None = None, hi: Tensor | None 
                          tol: float = 1e-10) -> Tensor:
     """Pairwise Frank-Wolfe for ``min 1/2 lam^T g lam`` over ``{lo <= lam <= hi, sum lam = 1}``.
 
-    ``g [K, K]`` Gram matrix; ``lo`` / ``hi [K]`` bounds (default 0 / 1: the plain simplex, i.e.
-    the MGDA min-norm problem); ``start [K]`` a feasible point (default uniform, clipped into
+    ``lo`` / ``hi [K]`` default to 0 / 1 (the plain simplex), ``start [K]`` to uniform (clipped into
     the box). Each iteration moves mass from the coordinate of largest gradient that can still
-    decrease to the one of smallest gradient that can still increase (the Frank-Wolfe vertex
-    minus the away vertex), with exact line search. It stops when that gap, which is zero
-    exactly at a KKT point, is below ``tol * trace(g) / K``, or after ``max_iter`` iterations.
-    Returns ``lam [K]`` float64 on the CPU.
-    """
+    decrease to the one of smallest gradient that can still increase, with exact line search, until
+    that gap (zero exactly at a KKT point) is below ``tol * trace(g) / K`` or after ``max_iter``
+    iterations. Returns ``lam [K]`` float64 on the CPU."""
     gm = g.detach().to(torch.float64).cpu().numpy()
     k = gm.shape[0]
     lo_n = np.zeros(k) if lo is None else lo.detach().to(torch.float64).cpu().numpy()
@@ -83,12 +71,10 @@ def min_norm_weights(g: Tensor, lam0: Tensor | None = None, eps: float = 1.0,
                      solver: str = "daqp") -> MinNormResult:
     """Weights ``lam [K]`` of the min-norm point of ``conv{x_k}`` inside FedMGDA+'s box.
 
-    ``g [K, K]``: Gram matrix of the K vectors (any float dtype; solved in float64 on the CPU).
-    ``lam0 [K]``: centre of the box, on the simplex (default uniform). ``eps`` in [0, 1]: box
-    half-width; 0 returns ``lam0``, 1 is unconstrained MGDA. A relative ridge ``1e-12 trace/K`` makes
-    the problem strictly convex and the matrix is scaled by its mean diagonal (the argmin does not
-    change) so the solver's absolute tolerances fit any update size.
-    """
+    ``g [K, K]``: Gram matrix of the K vectors; ``lam0 [K]``: centre of the box (default uniform);
+    ``eps`` in [0, 1]: box half-width (0 returns ``lam0``, 1 is unconstrained MGDA). A relative ridge
+    makes the problem strictly convex, and the matrix is scaled by its mean diagonal (the argmin does
+    not change) so the solver's absolute tolerances fit any update size."""
     g = g.detach().to(torch.float64).cpu()
     k = g.shape[0]
     lam0 = (torch.full((k,), 1.0 / k, dtype=torch.float64) if lam0 is None

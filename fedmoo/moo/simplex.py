@@ -7,13 +7,11 @@ from torch import Tensor
 
 
 def project_simplex(v: Tensor) -> Tensor:
-    """``argmin_{x >= 0, sum x = 1} ||x - v||``: ``v [n]`` -> ``[n]`` (same dtype and device).
+    """``argmin_{x >= 0, sum x = 1} ||x - v||`` for ``v [n]``, without host synchronisation.
 
-    Sort ``u`` descending; ``rho = max{j : u_j + (1 - sum_{i<=j} u_i) / j > 0}`` (the sum
-    INCLUDES ``u_j``; the fair_flearn / watml versions exclude it, which maps (1.25, 0.15) to
-    (1.05, 0) instead of (1, 0)); ``theta = (1 - sum_{i<=rho} u_i) / rho``; ``x = max(v + theta, 0)``.
-    No host synchronisation.
-    """
+    Sort ``u`` descending; ``rho = max{j : u_j + (1 - sum_{i<=j} u_i) / j > 0}`` (the sum INCLUDES
+    ``u_j``; fair_flearn / watml exclude it, mapping (1.25, 0.15) to (1.05, 0) instead of (1, 0));
+    ``theta = (1 - sum_{i<=rho} u_i) / rho``; ``x = max(v + theta, 0)``."""
     if v.dim() != 1 or v.numel() == 0:
         raise ValueError(f"project_simplex needs a non-empty vector, got shape {tuple(v.shape)}")
     u = v.sort(descending=True).values

@@ -10,13 +10,9 @@ from fedmoo.moo.minnorm import MinNormResult, min_norm_weights
 
 
 def task_average(deltas: Tensor, mask: Tensor, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Per-task average of the clients' task updates over the clients that hold the task.
-
-    ``deltas [K, S, d]``, ``mask [K, S]`` (client k trained task s), ``weights [K]`` (default
-    uniform: the paper's ``1 / |R_s|``). Returns ``means [S, d]`` with
-    ``means[s] = sum_{k: mask[k,s]} p_k deltas[k, s] / sum_{k: mask[k,s]} p_k`` and
-    ``present [S]`` bool; a task no client holds gets a zero row and ``present`` False.
-    """
+    """Per-task average ``means [S, d]`` of the clients' task updates ``deltas [K, S, d]`` over the
+    clients holding each task (``mask [K, S]``), weighted by ``weights [K]`` (default uniform: the
+    paper's ``1 / |R_s|``), and ``present [S]``; a task no client holds gets a zero row."""
     m = mask.to(deltas.dtype)
     if weights is not None:
         m = m * weights.to(device=deltas.device, dtype=deltas.dtype)[:, None]
@@ -28,12 +24,9 @@ def task_average(deltas: Tensor, mask: Tensor, weights: Tensor | None = None) ->
 
 def min_norm_tasks(means: Tensor, present: Tensor, coords: Tensor | None = None,
                    solver: str = "daqp") -> tuple[Tensor, MinNormResult | None]:
-    """Simplex weights ``lam [S]`` (float64, CPU) of the min-norm point of ``conv{means[s]}``
-    over the present tasks, measured on ``coords [d]`` (bool; default every coordinate).
-
-    Absent tasks get weight 0; with no present task ``lam = 0`` (and no QP is solved).
-    Solves ``min_lam ||sum_s lam_s means[s]||^2`` on the simplex with the FedMGDA QP solver.
-    """
+    """Simplex weights ``lam [S]`` (float64, CPU) of the min-norm point of ``conv{means[s]}`` over
+    the present tasks, measured on ``coords [d]`` (default every coordinate), with the FedMGDA QP
+    solver; absent tasks get weight 0, and no present task gives ``lam = 0`` without a QP."""
     s = means.shape[0]
     lam = torch.zeros(s, dtype=torch.float64)
     idx = present.nonzero().flatten().cpu()
