@@ -248,7 +248,7 @@ class Session:
             # the cohort's numbers before a rule reads them, then the models this round made
             reported = [cohort.loss_before, cohort.loss_after, cohort.loss_trained]
             check_diverged({}, reported, t + 1, cfg, cohort.deltas)
-            new_state, diag = parts.algo.server_update(state, cohort, self.every.evaluate(t + 1))
+            new_state, diag = parts.algo.server_update(state, cohort, self._due("eval_every", t + 1))
             check_diverged(reported_models(parts.algo, new_state), None, t + 1, cfg)
         except DivergenceError as e:
             self.rundir.summary("diverged", state, self.final, self.elapsed(), str(e))
