@@ -45,27 +45,14 @@ from fedmoo.state import ClientSpec, Cohort
 
 log = logging.getLogger(__name__)
 
-PROGRAMS = ("auto", "lockstep", "vmap")   # auto: lockstep where torch.fx traces the model
-
-# Modules that torch.vmap cannot batch over per-client weights (no batching rule, or in-place
-# running statistics shared across clients).
-UNBATCHABLE = (nn.RNNBase, nn.modules.batchnorm._BatchNorm)
-
 def unbatchable(model: nn.Module) -> str | None:
-    """Why the batched engine cannot train ``model`` (None when it can)."""
+    """Why the batched engine cannot train ``model`` (None when it can): torch.vmap cannot batch
+    recurrent layers over per-client weights, nor batch norm's running statistics."""
     for name, m in model.named_modules():
-        if isinstance(m, nn.modules.batchnorm._BatchNorm) and not m.track_running_stats:
-            continue
-        if isinstance(m, UNBATCHABLE):
+        norm = isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
+        if norm or isinstance(m, nn.RNNBase):
             return f"module {name or 'model'!r} is {type(m).__name__} (no per-client batching)"
     return None
-
-
-def check_batchable(model: nn.Module) -> None:
-    reason = unbatchable(model)
-    if reason is not None:
-        raise UserError(f"engine=batched cannot train this model: {reason}; use engine=sequential, "
-                        "or a model written with plain tensor ops (hand-written LSTM cell, GroupNorm)")
 
 
 class BatchedEngine:
@@ -76,10 +63,11 @@ class BatchedEngine:
 
     def __init__(self, model: nn.Module, data: FederatedData, sgd: LocalSGD,
                  compile: bool = False, program: str = "auto", cuda_graph: bool = False):
-        check_batchable(model)
-        if program not in PROGRAMS:
-            raise UserError(f"engine.program={program!r} is not valid; choose one of: "
-                            f"{', '.join(PROGRAMS)}")
+        reason = unbatchable(model)
+        if reason is not None:
+            raise UserError(f"engine=batched cannot train this model: {reason}; use "
+                            "engine=sequential, or a model written with plain tensor ops "
+                            "(hand-written LSTM cell, GroupNorm)")
         if compile and program == "lockstep":
             raise UserError("engine.compile=true runs the vmap program; "
                             "use engine.program=vmap or auto with it")
@@ -175,7 +163,11 @@ class BatchedEngine:
         """Mean loss, accuracy (%) and size of w on each cohort client's train set, one pass
         (``[K]``, or ``[K, S]`` per task on multi-task data)."""
         data, dev = self.data, w.device
-        sizes, owner, samples = self._cohort_samples(ids, dev)
+        sizes = self._sizes[ids]
+        pos = np.concatenate([np.arange(int(self._offsets[k]), int(self._offsets[k + 1]))
+                              for k in ids])
+        owner = torch.from_numpy(np.repeat(np.arange(len(ids)), sizes.numpy())).to(dev)
+        samples = data.train.index[torch.from_numpy(pos).to(dev)]
         set_flat(self.model, w)
         targets = None if label_map is None else label_map[owner, data.y[samples]]
         loss, correct = forward_stats(self.model, data.x, data.y, samples, data.task,
@@ -185,14 +177,6 @@ class BatchedEngine:
         sums[1].index_add_(0, owner, correct.to(w.dtype))
         n = sizes.to(device=dev, dtype=w.dtype).view(-1, *(1,) * (loss.dim() - 1))
         return sums[0] / n, 100.0 * sums[1] / n, n.flatten()
-
-    def _cohort_samples(self, ids: list[int], dev) -> tuple[Tensor, Tensor, Tensor]:
-        """The cohort's training samples client by client: the clients' sizes ``[K]`` (CPU),
-        each sample's position in the cohort ``owner [N]`` and its dataset index ``[N]``."""
-        sizes = self._sizes[ids]
-        pos = np.concatenate([np.arange(int(self._offsets[k]), int(self._offsets[k + 1])) for k in ids])
-        owner = torch.from_numpy(np.repeat(np.arange(len(ids)), sizes.numpy())).to(dev)
-        return sizes, owner, self.data.train.index[torch.from_numpy(pos).to(dev)]
 
     def _trained(self, ids: list[int], flat: Tensor,
                  label_map: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -233,7 +217,7 @@ class BatchedEngine:
         views = layout.pack(w, layout.empty(rows.count, w))
         anchor = layout.pack(w, layout.empty(1, w))
         bufs = [torch.zeros_like(v) for v in views] if sgd.momentum else None
-        momentum = sgd.momentum if sgd.momentum else None
+        momentum = sgd.momentum or None
         scale = None
         if spec.loss_scale is not None:
             scale = spec.loss_scale.to(device=dev, dtype=dtype).reshape(-1)[rows.client]
