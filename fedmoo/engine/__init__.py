@@ -35,11 +35,9 @@ CPU_FAST = (nn.Linear, nn.ReLU, nn.Tanh, nn.Sigmoid, nn.GELU, nn.LeakyReLU, nn.E
 
 
 def resolve_auto(model, device_type: str | None = None) -> tuple[str, str]:
-    """``engine=auto``: (engine, why). On CUDA the batched engine for every model it can train;
-    on a CPU the batched engine only for models made of linear layers and elementwise ops,
-    where it is several times faster (CPU_FAST), else the sequential one. The rule depends only
-    on the model and the device, so the same config always runs the same engine (and gives the
-    same numbers). ``device_type`` defaults to the device of the model's parameters."""
+    """``engine=auto``: (engine, why). The batched engine for every model it can train on CUDA,
+    on a CPU only for models of ``CPU_FAST`` modules, else the sequential one: the choice depends
+    only on the model and the device (by default its parameters')."""
     from fedmoo.engine.batched import unbatchable
 
     if device_type is None:

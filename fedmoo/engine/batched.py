@@ -1,23 +1,15 @@
 """The fast engine: the K cohort clients train in lockstep as one batched program.
 
-The R client copies (R = K, or 2K with Ditto's personal models) are stacked: one contiguous
-``[R, ...]`` tensor per parameter (fedmoo.engine.layout). Each local step gathers the K minibatches
-with one index kernel and runs the model once for all rows, then applies SGD (momentum, weight
-decay, proximal term) with per-row factors (fedmoo.engine.rowsgd). The program is either
-
-- the lockstep program (fedmoo.engine.lockstep): the model's torch.fx graph run node by node on
-  the stacked values, with every ``nn.Linear`` fused into a client-batched layer that writes its
-  SGD update during the backward pass; or
-- for models torch.fx cannot trace (the LSTM) and with ``compile: true``: ``torch.vmap`` over
-  ``functional_call`` of the whole model, differentiated with ``torch.func.grad``.
-
-Both differentiate ``sum_r scale_r * loss_r`` (the sum over clients, so each row gets its own
-client's gradient) and draw dropout masks independently per row. Unequal clients are padded
-(fedmoo.engine.plan): a padded sample has weight 0 and a padded step has learning rate 0.
-Nothing in the local loop reads a tensor on the host.
-
-It reproduces the sequential engine (same batches, same math) up to floating-point reduction
-order; tests/engine checks both programs in float64.
+The R client copies (R = K, or 2K with Ditto's personal models) are stacked, one ``[R, ...]``
+tensor per parameter (fedmoo.engine.layout); each local step gathers the K minibatches with one
+index kernel, runs the model once for all rows and applies SGD with per-row factors
+(fedmoo.engine.rowsgd). The program is the lockstep program (fedmoo.engine.lockstep: the model's
+torch.fx graph on the stacked values, every ``nn.Linear`` a client-batched layer that writes its
+SGD update during the backward pass) or, for models fx cannot trace and with ``compile: true``,
+``torch.vmap`` over the whole model. Both differentiate ``sum_r scale_r * loss_r`` and draw
+dropout masks per row; unequal clients are padded (fedmoo.engine.plan: weight 0, learning rate
+0) and nothing in the local loop reads a tensor on the host. It reproduces the sequential engine
+up to floating-point reduction order (tests/engine checks both programs in float64).
 """
 
 from __future__ import annotations
@@ -38,7 +30,7 @@ from fedmoo.engine.lockstep import LockstepProgram
 from fedmoo.engine.plan import make_plan
 from fedmoo.engine.rowsgd import RowSGD, add_tensor
 from fedmoo.engine.stacked import train_rows
-from fedmoo.engine.tasks import TaskRows, check_task_spec, task_cohort
+from fedmoo.engine.tasks import TaskRows, task_cohort
 from fedmoo.errors import UserError
 from fedmoo.params import set_flat
 from fedmoo.state import ClientSpec, Cohort
@@ -123,10 +115,8 @@ class BatchedEngine:
 
     def _total_loss(self, views: tuple[Tensor, ...], x, y, weight, scale, task_weights=None):
         params = self.layout.params(list(views))
-        if task_weights is None:
-            losses = self._vloss(params, x, y, weight)
-        else:
-            losses = self._vloss(params, x, y, weight, task_weights)
+        rest = () if task_weights is None else (task_weights,)
+        losses = self._vloss(params, x, y, weight, *rest)
         total = losses.sum() if scale is None else (losses * scale).sum()
         return total, losses
 
@@ -197,14 +187,12 @@ class BatchedEngine:
     def _train_tasks(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
         """Per-task training: the (client, task) pairs are the R rows of the stacked copies."""
         data, layout, tt, sgd = self.data, self.layout, spec.task_training, self.sgd
-        check_task_spec(spec)
+        rows = TaskRows.build(self.model, data, client_ids, spec, w)
         if self.cuda_graph and not self._warned_tasks:
             self._warned_tasks = True
             log.warning("engine.cuda_graph=true: per-task training (FMGDA / FSMGDA rounds) runs "
                         "its steps without a CUDA graph")
-        layout.numel_check(w.numel())
         ids = client_ids.tolist()
-        rows = TaskRows.build(self.model, data, client_ids, tt, w)
         dev, dtype = w.device, w.dtype
         loss_before, acc_before, num_samples = self._before(ids, w, None)
         if rows.count == 0:

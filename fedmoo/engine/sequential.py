@@ -18,7 +18,7 @@ from fedmoo.engine.common import (client_batches, forward_stats, gather, objecti
 from fedmoo.engine.sgd import SGD
 from fedmoo.engine.cpu_layout import (each_row, fast_layout, row_workers, step_chunk,
                                       worker_models)
-from fedmoo.engine.tasks import TaskRows, check_task_spec, task_cohort
+from fedmoo.engine.tasks import TaskRows, task_cohort
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
 
@@ -146,11 +146,10 @@ class SequentialEngine:
         batch) sum their gradient over chunks. On a CPU with several intra-op threads the rows
         run side by side, one thread each (``each_row``); the numbers stay the same."""
         data, tt = self.data, spec.task_training
-        check_task_spec(spec)
+        rows = TaskRows.build(self.model, data, client_ids, spec, w)
         if self._task_model is None:
             self._task_model = fast_layout(self.model, data.x)
         model = self._task_model
-        rows = TaskRows.build(model, data, client_ids, tt, w)
         gen = torch.Generator().manual_seed(seed)
         batch = None if tt.full_batch else self.sgd.batch_size
         flat = torch.empty(rows.count, w.numel(), dtype=w.dtype, device=w.device)
