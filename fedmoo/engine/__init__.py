@@ -20,7 +20,7 @@ from torch import nn
 
 from fedmoo.engine.base import Engine, LocalSGD
 from fedmoo.errors import UserError
-from fedmoo.config.schema import ENGINES, check_knobs, engine_options  # the `engine` knob's
+from fedmoo.config.schema import check_knobs, engine_options
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +35,9 @@ CPU_FAST = (nn.Linear, nn.ReLU, nn.Tanh, nn.Sigmoid, nn.GELU, nn.LeakyReLU, nn.E
 
 
 def resolve_auto(model, device_type: str | None = None) -> tuple[str, str]:
-    """``engine=auto``: (engine, why). On CUDA the batched engine for every model it can train;
-    on a CPU the batched engine only for models made of linear layers and elementwise ops,
-    where it is several times faster (CPU_FAST), else the sequential one. The rule depends only
-    on the model and the device, so the same config always runs the same engine (and gives the
-    same numbers). ``device_type`` defaults to the device of the model's parameters."""
+    """``engine=auto``: (engine, why). The batched engine for every model it can train on CUDA,
+    on a CPU only for models of ``CPU_FAST`` modules, else the sequential one: the choice depends
+    only on the model and the device (by default its parameters')."""
     from fedmoo.engine.batched import unbatchable
 
     if device_type is None:
@@ -60,17 +58,15 @@ def resolve_auto(model, device_type: str | None = None) -> tuple[str, str]:
 def build(engine_cfg, model, data, sgd: LocalSGD) -> Engine:
     opts = dict(engine_cfg) if isinstance(engine_cfg, Mapping) else {"name": engine_cfg}
     name = opts.pop("name", None)
-    check_knobs({"engine": {"name": name, **opts}})    # checked before the run, and here for Python
+    check_knobs({"engine": {"name": name, **opts}})    # for Python callers: the name is known
     if name == "auto":
         name, why = resolve_auto(model)
         try:
             engine = build(name, model, data, sgd)
-        except UserError:
-            raise
         except Exception as e:      # noqa: BLE001 -- see below
             # engine=auto must not end a user's run because the batched engine failed to build
             # (tracing its program runs the model on the device): the reference engine runs.
-            if name != "batched":
+            if name != "batched" or isinstance(e, UserError):
                 raise
             log.warning("engine=auto: the batched engine failed to build (%s: %s); the "
                         "sequential engine runs instead", type(e).__name__, e)
@@ -82,11 +78,9 @@ def build(engine_cfg, model, data, sgd: LocalSGD) -> Engine:
         from fedmoo.engine.sequential import SequentialEngine
 
         return SequentialEngine(model, data, sgd)
-    if name == "batched":
-        from fedmoo.engine.batched import BatchedEngine
+    from fedmoo.engine.batched import BatchedEngine
 
-        given = {k.leaf: opts.get(k.leaf, k.default) for k in engine_options()}
-        if given["cuda_graph"] and next(model.parameters()).device.type != "cuda":
-            raise UserError("engine.cuda_graph=true needs a CUDA device (device=cuda)")
-        return BatchedEngine(model, data, sgd, **given)
-    raise UserError(f"engine={name!r} is not valid; choose one of: {', '.join(ENGINES)}")
+    given = {k.leaf: opts.get(k.leaf, k.default) for k in engine_options()}
+    if given["cuda_graph"] and next(model.parameters()).device.type != "cuda":
+        raise UserError("engine.cuda_graph=true needs a CUDA device (device=cuda)")
+    return BatchedEngine(model, data, sgd, **given)

@@ -1,15 +1,6 @@
 """What the run asks of an engine: the ``Engine`` protocol, its request ``Member`` and the
-client's SGD settings ``LocalSGD`` (the schema's ``Client`` record).
-
-The run loop (fedmoo.run.loop) and the lockstep groups (fedmoo.run.group) type against these and
-nothing else of the engines; both engines (fedmoo.engine.sequential, fedmoo.engine.batched)
-implement ``Engine``, and the batched engine also ``StackingEngine``. This module imports no
-engine, so a caller can name the interface without building (or importing) one.
-
-Only the code that trains clients reads ``LocalSGD`` (the two engines, their stacked rows,
-Flower's client helper, which trains the way the reference engine does); the algorithms see
-the learning rate only as ``Cohort.local_lr``.
-"""
+client's SGD settings ``LocalSGD``. The run loop and the lockstep groups (fedmoo.run.group) type
+against these alone; this module imports no engine, so naming the interface builds none."""
 
 from __future__ import annotations
 
@@ -25,10 +16,8 @@ if TYPE_CHECKING:
     from fedmoo.state import ClientSpec, Cohort
 
 
-# The client's local optimiser: the ``client`` section as the schema's own record (minibatch
-# SGD with ``lr`` for ``epochs`` passes, or exactly ``local_steps`` steps; ``batch_size`` None =
-# the whole local set; ``momentum`` and ``weight_decay`` as in ``torch.optim.SGD``); a run's
-# comes from ``LocalSGD.from_config(cfg["client"])``, checked and typed.
+# The client's local optimiser: the schema's ``client`` record, a run's from
+# ``LocalSGD.from_config(cfg["client"])``.
 LocalSGD = Client
 
 

@@ -1,23 +1,15 @@
 """The fast engine: the K cohort clients train in lockstep as one batched program.
 
-The R client copies (R = K, or 2K with Ditto's personal models) are stacked: one contiguous
-``[R, ...]`` tensor per parameter (fedmoo.engine.layout). Each local step gathers the K minibatches
-with one index kernel and runs the model once for all rows, then applies SGD (momentum, weight
-decay, proximal term) with per-row factors (fedmoo.engine.rowsgd). The program is either
-
-- the lockstep program (fedmoo.engine.lockstep): the model's torch.fx graph run node by node on
-  the stacked values, with every ``nn.Linear`` fused into a client-batched layer that writes its
-  SGD update during the backward pass; or
-- for models torch.fx cannot trace (the LSTM) and with ``compile: true``: ``torch.vmap`` over
-  ``functional_call`` of the whole model, differentiated with ``torch.func.grad``.
-
-Both differentiate ``sum_r scale_r * loss_r`` (the sum over clients, so each row gets its own
-client's gradient) and draw dropout masks independently per row. Unequal clients are padded
-(fedmoo.engine.plan): a padded sample has weight 0 and a padded step has learning rate 0.
-Nothing in the local loop reads a tensor on the host.
-
-It reproduces the sequential engine (same batches, same math) up to floating-point reduction
-order; tests/engine checks both programs in float64.
+The R client copies (R = K, or 2K with Ditto's personal models) are stacked, one ``[R, ...]``
+tensor per parameter (fedmoo.engine.layout); each local step gathers the K minibatches with one
+index kernel, runs the model once for all rows and applies SGD with per-row factors
+(fedmoo.engine.rowsgd). The program is the lockstep program (fedmoo.engine.lockstep: the model's
+torch.fx graph on the stacked values, every ``nn.Linear`` a client-batched layer that writes its
+SGD update during the backward pass) or, for models fx cannot trace and with ``compile: true``,
+``torch.vmap`` over the whole model. Both differentiate ``sum_r scale_r * loss_r`` and draw
+dropout masks per row; unequal clients are padded (fedmoo.engine.plan: weight 0, learning rate
+0) and nothing in the local loop reads a tensor on the host. It reproduces the sequential engine
+up to floating-point reduction order (tests/engine checks both programs in float64).
 """
 
 from __future__ import annotations
@@ -38,34 +30,21 @@ from fedmoo.engine.lockstep import LockstepProgram
 from fedmoo.engine.plan import make_plan
 from fedmoo.engine.rowsgd import RowSGD, add_tensor
 from fedmoo.engine.stacked import train_rows
-from fedmoo.engine.tasks import TaskRows, check_task_spec, task_cohort
+from fedmoo.engine.tasks import TaskRows, task_cohort
 from fedmoo.errors import UserError
 from fedmoo.params import set_flat
 from fedmoo.state import ClientSpec, Cohort
 
 log = logging.getLogger(__name__)
 
-PROGRAMS = ("auto", "lockstep", "vmap")   # auto: lockstep where torch.fx traces the model
-
-# Modules that torch.vmap cannot batch over per-client weights (no batching rule, or in-place
-# running statistics shared across clients).
-UNBATCHABLE = (nn.RNNBase, nn.modules.batchnorm._BatchNorm)
-
 def unbatchable(model: nn.Module) -> str | None:
-    """Why the batched engine cannot train ``model`` (None when it can)."""
+    """Why the batched engine cannot train ``model`` (None when it can): torch.vmap cannot batch
+    recurrent layers over per-client weights, nor batch norm's running statistics."""
     for name, m in model.named_modules():
-        if isinstance(m, nn.modules.batchnorm._BatchNorm) and not m.track_running_stats:
-            continue
-        if isinstance(m, UNBATCHABLE):
+        norm = isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
+        if norm or isinstance(m, nn.RNNBase):
             return f"module {name or 'model'!r} is {type(m).__name__} (no per-client batching)"
     return None
-
-
-def check_batchable(model: nn.Module) -> None:
-    reason = unbatchable(model)
-    if reason is not None:
-        raise UserError(f"engine=batched cannot train this model: {reason}; use engine=sequential, "
-                        "or a model written with plain tensor ops (hand-written LSTM cell, GroupNorm)")
 
 
 class BatchedEngine:
@@ -76,10 +55,11 @@ class BatchedEngine:
 
     def __init__(self, model: nn.Module, data: FederatedData, sgd: LocalSGD,
                  compile: bool = False, program: str = "auto", cuda_graph: bool = False):
-        check_batchable(model)
-        if program not in PROGRAMS:
-            raise UserError(f"engine.program={program!r} is not valid; choose one of: "
-                            f"{', '.join(PROGRAMS)}")
+        reason = unbatchable(model)
+        if reason is not None:
+            raise UserError(f"engine=batched cannot train this model: {reason}; use "
+                            "engine=sequential, or a model written with plain tensor ops "
+                            "(hand-written LSTM cell, GroupNorm)")
         if compile and program == "lockstep":
             raise UserError("engine.compile=true runs the vmap program; "
                             "use engine.program=vmap or auto with it")
@@ -135,10 +115,8 @@ class BatchedEngine:
 
     def _total_loss(self, views: tuple[Tensor, ...], x, y, weight, scale, task_weights=None):
         params = self.layout.params(list(views))
-        if task_weights is None:
-            losses = self._vloss(params, x, y, weight)
-        else:
-            losses = self._vloss(params, x, y, weight, task_weights)
+        rest = () if task_weights is None else (task_weights,)
+        losses = self._vloss(params, x, y, weight, *rest)
         total = losses.sum() if scale is None else (losses * scale).sum()
         return total, losses
 
@@ -175,7 +153,11 @@ class BatchedEngine:
         """Mean loss, accuracy (%) and size of w on each cohort client's train set, one pass
         (``[K]``, or ``[K, S]`` per task on multi-task data)."""
         data, dev = self.data, w.device
-        sizes, owner, samples = self._cohort_samples(ids, dev)
+        sizes = self._sizes[ids]
+        pos = np.concatenate([np.arange(int(self._offsets[k]), int(self._offsets[k + 1]))
+                              for k in ids])
+        owner = torch.from_numpy(np.repeat(np.arange(len(ids)), sizes.numpy())).to(dev)
+        samples = data.train.index[torch.from_numpy(pos).to(dev)]
         set_flat(self.model, w)
         targets = None if label_map is None else label_map[owner, data.y[samples]]
         loss, correct = forward_stats(self.model, data.x, data.y, samples, data.task,
@@ -185,14 +167,6 @@ class BatchedEngine:
         sums[1].index_add_(0, owner, correct.to(w.dtype))
         n = sizes.to(device=dev, dtype=w.dtype).view(-1, *(1,) * (loss.dim() - 1))
         return sums[0] / n, 100.0 * sums[1] / n, n.flatten()
-
-    def _cohort_samples(self, ids: list[int], dev) -> tuple[Tensor, Tensor, Tensor]:
-        """The cohort's training samples client by client: the clients' sizes ``[K]`` (CPU),
-        each sample's position in the cohort ``owner [N]`` and its dataset index ``[N]``."""
-        sizes = self._sizes[ids]
-        pos = np.concatenate([np.arange(int(self._offsets[k]), int(self._offsets[k + 1])) for k in ids])
-        owner = torch.from_numpy(np.repeat(np.arange(len(ids)), sizes.numpy())).to(dev)
-        return sizes, owner, self.data.train.index[torch.from_numpy(pos).to(dev)]
 
     def _trained(self, ids: list[int], flat: Tensor,
                  label_map: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -213,14 +187,12 @@ class BatchedEngine:
     def _train_tasks(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
         """Per-task training: the (client, task) pairs are the R rows of the stacked copies."""
         data, layout, tt, sgd = self.data, self.layout, spec.task_training, self.sgd
-        check_task_spec(spec)
+        rows = TaskRows.build(self.model, data, client_ids, spec, w)
         if self.cuda_graph and not self._warned_tasks:
             self._warned_tasks = True
             log.warning("engine.cuda_graph=true: per-task training (FMGDA / FSMGDA rounds) runs "
                         "its steps without a CUDA graph")
-        layout.numel_check(w.numel())
         ids = client_ids.tolist()
-        rows = TaskRows.build(self.model, data, client_ids, tt, w)
         dev, dtype = w.device, w.dtype
         loss_before, acc_before, num_samples = self._before(ids, w, None)
         if rows.count == 0:
@@ -233,7 +205,7 @@ class BatchedEngine:
         views = layout.pack(w, layout.empty(rows.count, w))
         anchor = layout.pack(w, layout.empty(1, w))
         bufs = [torch.zeros_like(v) for v in views] if sgd.momentum else None
-        momentum = sgd.momentum if sgd.momentum else None
+        momentum = sgd.momentum or None
         scale = None
         if spec.loss_scale is not None:
             scale = spec.loss_scale.to(device=dev, dtype=dtype).reshape(-1)[rows.client]

@@ -1,28 +1,22 @@
 """How a CPU runs steps and evaluations over many samples (FMGDA's full local batches) quickly.
 
-- ``step_chunk``: such a pass runs in chunks of about ``CPU_STEP_BYTES`` of input, the gradient
-  summed over the chunks: memory stays bounded, the activations stay in the caches and the
-  allocator reuses its blocks instead of faulting fresh pages in every step.
-- ``each_row``: independent trainings (FMGDA's rows) run side by side, one per intra-op thread,
-  each on one thread: MultiLeNet's small kernels scale across cores far better this way than
-  inside one op.
-- ``fast_layout``: a copy of a convolutional network in channels-last memory format (oneDNN's
-  channels-last convolution and max-pooling kernels), its convolution-pool-ReLU blocks
-  (``ConvPoolReLU``, MultiLeNet's) run by fedmoo's C kernel (``fedmoo.engine.conv_pool``: 2.6x
-  on a MultiLeNet step) and its other one-input-channel convolutions computed as
-  ``RowConv2d``. It also asks glibc to keep freed memory (``retain_freed_memory``):
-  each chunk frees and reallocates the same few megabytes, which glibc otherwise hands back to
-  the kernel and faults in again.
+- ``step_chunk``: chunks of about ``CPU_STEP_BYTES`` of input, the gradient summed over them, so
+  the activations stay in the caches and the allocator reuses its blocks.
+- ``each_row``: independent trainings (FMGDA's rows) side by side, one intra-op thread each:
+  MultiLeNet's small kernels scale across cores far better this way than inside one op.
+- ``fast_layout``: a channels-last copy of a convolutional network, its conv-pool-ReLU blocks
+  run by fedmoo's C kernel (``fedmoo.engine.conv_pool``: 2.6x on a MultiLeNet step), its other
+  one-channel convolutions as ``RowConv2d``.
 
-All of it changes only the order of float sums: the numbers equal the plain whole-batch NCHW
-arithmetic to rounding (tests/engine/test_tasks_fast.py checks 1e-10 in float64). Measured on
-the 2-core VM in docs/PERFORMANCE.md ("FMGDA on MultiFashion").
+Only the order of float sums changes (tests/engine/test_tasks_fast.py: 1e-10 in float64).
+Measured on the 2-core VM in docs/PERFORMANCE.md ("FMGDA on MultiFashion").
 """
 
 from __future__ import annotations
 
 import copy
 import ctypes
+import functools
 import math
 import threading
 from collections.abc import Callable
@@ -38,7 +32,6 @@ from fedmoo.models.cnn import ConvPoolReLU
 CPU_STEP_BYTES = 1 << 20    # input bytes per chunk (MultiFashion: 334 canvases)
 ROW_THREADS_PARAMS = 100_000  # smaller models run rows side by side (as fedmoo.run's SMALL_MODEL)
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3     # glibc's mallopt parameters (malloc.h)
-_retained = False
 _row_threads: int | None = None    # set by a run (fedmoo.run.setup.set_threads)
 
 
@@ -154,15 +147,12 @@ class FastConvPoolReLU(ConvPoolReLU):
         return F.relu(F.max_pool2d(conv(self, x), 2))
 
 
+@functools.cache
 def retain_freed_memory() -> None:
     """Once per process: glibc serves blocks up to 32 MB from its heap and never trims the heap
     below 1 GB of free memory, so the chunks' activations reuse memory instead of page-faulting
     fresh pages (10-25% of a MultiLeNet full-batch step's CPU time on the 2-core VM). No effect
     on any number; a no-op where the C library has no ``mallopt``."""
-    global _retained
-    if _retained:
-        return
-    _retained = True
     try:
         mallopt = ctypes.CDLL(None).mallopt      # the C library the interpreter runs on
     except (OSError, AttributeError):

@@ -1,20 +1,12 @@
 """A round's local steps replayed from one CUDA graph (``engine.cuda_graph=true``).
 
-A lockstep step launches on the order of a hundred kernels. With few rows (K=10 clients of
-FedMGDA+'s CIFAR CNN) the GPU then waits on the launches: 2.6 ms a step on an H200 for 8 GFLOP
-(docs/PERFORMANCE.md, GPU). Every step of a round has the same shapes, reads the same tensors
-(the stacked parameter views, the momentum buffers, the dataset) and reads nothing on the host,
-so one step is captured as a CUDA graph and replayed for the others. Before each replay, the
-step's minibatch indices, sample weights, per-row learning rates and last-epoch weights are
-copied into the fixed tensors the graph reads. The first ``WARMUP`` steps run eagerly on a side
-stream, as capture requires (they set up cuBLAS / cuDNN workspaces and autograd's streams); they
-are real steps of the round.
-
-``capture=False`` runs the same fixed-tensor steps eagerly: the path that tests on a CPU compare
-with the plain loop. The learning rate is a per-row tensor on every step here, where the plain
-loop passes a number on steps that every client takes, so the two agree to rounding.
-Multi-task rounds (fedmoo.engine.tasks) do not use this path (a warning says so once); the
-closed-form head refuses the option.
+A lockstep step launches about a hundred kernels; with few rows (K=10 clients of FedMGDA+'s CIFAR
+CNN) the GPU waits on the launches: 2.6 ms a step on an H200 for 8 GFLOP (docs/PERFORMANCE.md,
+GPU). Every step of a round has the same shapes and reads nothing on the host, so one step is
+captured and replayed for the others, its minibatch indices, weights and learning rates copied
+into the fixed tensors the graph reads. ``capture=False`` runs the same steps eagerly (the CPU
+tests' path; the learning rate is then a per-row tensor on every step, so it agrees with the
+plain loop to rounding). Per-task rounds do not use this path.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""Stacked client parameters: one contiguous ``[R, ...]`` tensor per parameter tensor.
+"""Stacked client parameters: one contiguous ``[R, ...]`` tensor per parameter tensor ("slots").
 
-The global model travels as a flat ``[d]`` vector in ``named_parameters()`` order (fedmoo.params).
-The batched engine keeps R client copies as a list of per-parameter tensors ``[R, *stored]``
-("slots"), each contiguous, so every batched kernel (and the fused in-place ``baddbmm`` update of
-fedmoo.engine.lockstep) reads and writes one dense ``[R, ...]`` operand; a view into a row-major
-``[R, d]`` block would have a row stride of d, and on the CPU in-place ``baddbmm_`` then falls
-back to one ``addmm_`` per row. The weight of every ``nn.Linear`` is stored transposed
-(``[in, out]`` instead of ``[out, in]``): the model still sees an ``[out, in]`` tensor (a
-transposed view), but the batched matmuls read a contiguous ``[R, in, out]`` operand. On the
-CPU, ``torch.bmm`` with a transposed batched operand takes a much slower path (compare
-``torch.bmm(x, w)`` and ``torch.bmm(x, w.transpose(1, 2))`` for x ``[10, 10, 3072]``); on CUDA
-both layouts are native. ``pack`` / ``unpack`` / ``deltas`` convert between the flat contract
-layout ``[R, d]`` and the slots.
+The global model travels as a flat ``[d]`` vector (fedmoo.params); ``pack`` / ``unpack`` /
+``deltas`` convert between ``[R, d]`` and the slots. Each slot is contiguous so every batched
+kernel reads one dense operand (on the CPU, in-place ``baddbmm_`` on views of an ``[R, d]`` block
+falls back to one ``addmm_`` per row), and every ``nn.Linear`` weight is stored transposed
+(``[in, out]``; the model sees an ``[out, in]`` view): on the CPU, ``torch.bmm`` with a
+transposed batched operand takes a much slower path (compare ``torch.bmm(x, w)`` and
+``torch.bmm(x, w.transpose(1, 2))`` for x ``[10, 10, 3072]``).
 """
 
 from __future__ import annotations
@@ -86,8 +81,7 @@ class ParamLayout:
         r = slots[0][rows].shape[0]
         out = slots[0].new_empty(r, self.dim)
         for (s, seg), v in zip(self._segments(out, r), slots):
-            v = v[rows]
-            seg.copy_(s.own(v))
+            seg.copy_(s.own(v[rows]))
         return out
 
     def deltas(self, w: Tensor, slots: list[Tensor], rows: slice = slice(None)) -> Tensor:
@@ -95,8 +89,7 @@ class ParamLayout:
         r = slots[0][rows].shape[0]
         out = slots[0].new_empty(r, self.dim)
         for (s, seg), (_, ws), v in zip(self._segments(out, r), self._segments(w, r), slots):
-            v = v[rows]
-            torch.sub(ws, s.own(v), out=seg)
+            torch.sub(ws, s.own(v[rows]), out=seg)
         return out
 
     def numel_check(self, d: int) -> None:

@@ -1,21 +1,14 @@
-"""fedmoo's few C kernels (``conv_pool.c``): compiled once per machine with the system's C
-compiler, loaded with ctypes.
+"""fedmoo's C kernels (``conv_pool.c``), compiled once per machine with the system's C compiler
+and loaded with ctypes: compiling against torch's C++ headers (``torch.utils.cpp_extension``)
+takes a minute on 2 cores, plain C a second, and ctypes releases the GIL, so rows on threads run
+in parallel.
 
-Why not ``torch.utils.cpp_extension``: the kernels need raw pointers only, and compiling
-against torch's C++ headers takes about a minute on a 2-core machine where plain C takes about
-a second. ctypes releases the GIL during a call, so rows on separate threads run in parallel.
-
-The library is built with ``-march=native`` into ``$XDG_CACHE_HOME/fedmoo/native/<key>/`` (or
-``~/.cache/fedmoo/...``; a temporary folder without a home), the key a digest of the source,
-the compiler command and the CPU's model and flags, so a home folder shared by different
-machines keeps one build per kind of CPU. A build is written to a temporary file and renamed,
-so concurrent processes never load half a library, and its SHA-256 digest is written beside it
-(``conv_pool.so.sha256``). Before loading, the library is checked against that digest: a
-damaged copy (a truncated file left by a full disk or a copy of the cache) would otherwise
-kill the process with SIGBUS inside ``dlopen``, without a message. A library that fails the
-check, or has no digest, is rebuilt with one warning (builds hold a file lock, so concurrent
-processes build once). ``FEDMOO_NATIVE=0`` turns the kernels off;
-without a compiler, or when the build fails, fedmoo logs one warning and runs torch's operators
+The library is built with ``-march=native`` into ``<user cache>/fedmoo/native/<key>/``, the key
+a digest of the source, compiler, flags and CPU, so a home shared by different machines keeps a
+build per kind of CPU. It is written by a rename with its SHA-256 digest beside it and checked
+before loading (a truncated copy would kill the process with SIGBUS inside ``dlopen``); one that
+fails the check is rebuilt under a file lock, with a warning. ``FEDMOO_NATIVE=0`` turns the
+kernels off; without a compiler, or when the build fails, one warning and torch's operators run
 (the same numbers up to float rounding).
 """
 
@@ -72,24 +65,6 @@ def _verified(target: Path) -> bool:
         return False
 
 
-def _build(compiler: list[str], target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
-    os.close(fd)
-    record = target.with_name(target.name + ".sha256")
-    try:
-        subprocess.run([*compiler, *FLAGS, "-o", tmp, str(SOURCE)], check=True,
-                       capture_output=True, text=True, timeout=300)
-        digest = _digest(Path(tmp))
-        os.replace(tmp, target)
-        with open(tmp, "w") as f:           # the digest goes in last, also by a rename
-            f.write(digest + "\n")
-        os.replace(tmp, record)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _ensure(compiler: list[str], target: Path) -> None:
     """Build ``target`` unless a verified copy is there (a damaged one is rebuilt)."""
     if _verified(target):
@@ -103,7 +78,18 @@ def _ensure(compiler: list[str], target: Path) -> None:
         if target.exists():
             log.warning("fedmoo's cached CPU kernels in %s are damaged or unverified; "
                         "rebuilding them", target)
-        _build(compiler, target)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
+        os.close(fd)
+        try:
+            subprocess.run([*compiler, *FLAGS, "-o", tmp, str(SOURCE)], check=True,
+                           capture_output=True, text=True, timeout=300)
+            digest = _digest(Path(tmp))
+            os.replace(tmp, target)
+            Path(tmp).write_text(digest + "\n")     # the digest goes in last, also by a rename
+            os.replace(tmp, target.with_name(target.name + ".sha256"))
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 @functools.cache

@@ -1,16 +1,11 @@
 """One SGD step of R stacked client copies, with ``torch.optim.SGD`` semantics per row.
 
-Per row r and parameter p: ``g = dL_r + mu_r (p - anchor) + wd p``; ``buf = m_r buf + g`` (the
-buffer starts at the first g, as in torch.optim.SGD); ``p -= lr_r buf`` (``p -= lr_r g`` without
-momentum). ``lr``, ``mu``, ``momentum`` and ``weight_decay`` are numbers when all rows share them and
-``[R]`` tensors otherwise (Ditto's personal rows, padded steps with learning rate 0, rows of
-several runs trained together).
-
-The loss gradient reaches ``apply`` as a function ``add_grad(y, alpha)`` that adds ``alpha * dL``
-into ``y`` in place. For a materialised gradient that is one axpy; for a client-batched linear
-layer (fedmoo.engine.lockstep) it is one ``baddbmm`` of the layer's input and output gradient, so
-plain SGD writes ``p -= lr h^T d`` straight into the weights and the weight gradient never exists
-as a tensor.
+Per row r and parameter p: ``g = dL_r + mu_r (p - anchor) + wd p``; ``buf = m_r buf + g``
+(starting at the first g); ``p -= lr_r buf`` (``p -= lr_r g`` without momentum). Each factor is
+a number shared by all rows or an ``[R]`` tensor (Ditto's personal rows, padded steps, several
+runs). The loss gradient arrives as ``add_grad(y, alpha)``, adding ``alpha * dL`` into ``y``: an
+axpy for a materialised gradient, one ``baddbmm`` for a client-batched linear layer
+(fedmoo.engine.lockstep), whose weight gradient then never exists as a tensor.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ It is deliberately simple; the batched engine must reproduce its numbers.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -17,9 +18,22 @@ from fedmoo.engine.common import (client_batches, forward_stats, gather, objecti
 from fedmoo.engine.sgd import SGD
 from fedmoo.engine.cpu_layout import (each_row, fast_layout, row_workers, step_chunk,
                                       worker_models)
-from fedmoo.engine.tasks import TaskRows, check_task_spec, task_cohort
+from fedmoo.engine.tasks import TaskRows, task_cohort
 from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
+
+
+def last_epoch_loss(idx: Tensor, batches, step: Callable[[Tensor], Tensor]) -> Tensor:
+    """``step(b)`` on each minibatch ``b`` of the samples ``idx`` that ``batches`` (from
+    ``client_batches``) lays out; returns the mean loss over the last epoch."""
+    last_ep, last_sum, last_cnt = batches[-1][0], 0.0, 0
+    for ep, pos in batches:
+        b = idx[pos.to(idx.device)]
+        loss = step(b)
+        if ep == last_ep:
+            last_sum = last_sum + loss * b.numel()
+            last_cnt += b.numel()
+    return last_sum / last_cnt
 
 
 class SequentialEngine:
@@ -80,20 +94,15 @@ class SequentialEngine:
                 set_flat(self.personal_model, personal[i])
                 popt = self._optimizer(self.personal_model, 0.0)
             scale = None if spec.loss_scale is None else spec.loss_scale[i]
-            batches = client_batches(n, sgd.batch_size, sgd.epochs, sgd.local_steps, gen)
-            last_ep = batches[-1][0]
-            last_sum = torch.zeros((), dtype=w.dtype, device=dev)
-            last_cnt = 0
-            for ep, pos in batches:
-                b = idx[pos.to(idx.device)]
+
+            def step(b: Tensor) -> Tensor:
                 xb, yb = gather(data.x, b), relabel(cmap, gather(data.y, b))
                 if personal is not None:
                     self._step(self.personal_model, popt, xb, yb, anchor, spec.personal_lam, scale)
-                loss = self._step(model, opt, xb, yb, anchor, spec.prox_mu, scale)
-                if ep == last_ep:
-                    last_sum += loss * b.numel()
-                    last_cnt += b.numel()
-            stats[2, i] = last_sum / last_cnt
+                return self._step(model, opt, xb, yb, anchor, spec.prox_mu, scale)
+
+            batches = client_batches(n, sgd.batch_size, sgd.epochs, sgd.local_steps, gen)
+            stats[2, i] = last_epoch_loss(idx, batches, step)
             if trained is not None:      # the trained model on the whole local training set
                 la, ca = forward_stats(model, data.x, data.y, idx, task, targets=targets)
                 trained[0, i], trained[1, i] = la.mean(), 100.0 * ca.mean()
@@ -137,11 +146,10 @@ class SequentialEngine:
         batch) sum their gradient over chunks. On a CPU with several intra-op threads the rows
         run side by side, one thread each (``each_row``); the numbers stay the same."""
         data, tt = self.data, spec.task_training
-        check_task_spec(spec)
+        rows = TaskRows.build(self.model, data, client_ids, spec, w)
         if self._task_model is None:
             self._task_model = fast_layout(self.model, data.x)
         model = self._task_model
-        rows = TaskRows.build(model, data, client_ids, tt, w)
         gen = torch.Generator().manual_seed(seed)
         batch = None if tt.full_batch else self.sgd.batch_size
         flat = torch.empty(rows.count, w.numel(), dtype=w.dtype, device=w.device)
@@ -168,14 +176,8 @@ class SequentialEngine:
             m.train()
             opt = self._optimizer(m, self.sgd.momentum)
             scale = None if spec.loss_scale is None else spec.loss_scale[i]
-            last_ep, last_sum, last_cnt = batches[-1][0], 0.0, 0
-            for ep, pos in batches:
-                b = idx[pos.to(idx.device)]
-                loss = self._chunked_step(m, opt, b, scale, rows.weights[r])
-                if ep == last_ep:
-                    last_sum = last_sum + loss * b.numel()
-                    last_cnt += b.numel()
-            loss_after[r] = last_sum / last_cnt
+            loss_after[r] = last_epoch_loss(
+                idx, batches, lambda b: self._chunked_step(m, opt, b, scale, rows.weights[r]))
             flat[r] = get_flat(m)
 
         each_row(rows.count, workers, train_row)

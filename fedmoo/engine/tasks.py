@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from fedmoo.data.federated import FederatedData
 from fedmoo.models.multitask import param_tasks
-from fedmoo.state import Cohort, TaskTraining
+from fedmoo.state import ClientSpec, Cohort
 
 
 @dataclass
@@ -32,8 +32,14 @@ class TaskRows:
         return int(self.client.numel())
 
     @classmethod
-    def build(cls, model: nn.Module, data: FederatedData, client_ids: Tensor, tt: TaskTraining,
+    def build(cls, model: nn.Module, data: FederatedData, client_ids: Tensor, spec: ClientSpec,
               w: Tensor) -> "TaskRows":
+        """The rows of ``spec.task_training``; ``spec.eval_trained`` (one trained model per
+        client) has no meaning there."""
+        if spec.eval_trained:
+            raise ValueError("ClientSpec.eval_trained is not available with task_training "
+                             "(per-task rows have no single trained model per client)")
+        tt = spec.task_training
         s = data.num_tasks or 1         # single-task data: one objective, task 0
         k = client_ids.numel()
         if tt.tasks is not None:
@@ -51,14 +57,6 @@ class TaskRows:
             raise ValueError(f"flat vector has {w.numel()} entries, model has {owner.numel()}")
         return cls(mask=mask.to(dev), client=client.to(dev), task=task.to(dev),
                    weights=torch.eye(s, dtype=w.dtype, device=dev)[task.to(dev)], owner=owner)
-
-
-def check_task_spec(spec) -> None:
-    """Per-task training reports per-row models: ``ClientSpec.eval_trained`` (one trained model
-    per client) has no meaning there."""
-    if spec.eval_trained:
-        raise ValueError("ClientSpec.eval_trained is not available with task_training "
-                         "(per-task rows have no single trained model per client)")
 
 
 def task_cohort(rows: TaskRows, client_ids: Tensor, w: Tensor, flat: Tensor, lr: float,

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from fedmoo.engine import build
 from fedmoo.engine.base import LocalSGD
 from fedmoo.engine.batched import BatchedEngine
 from fedmoo.engine.layout import ParamLayout
@@ -138,8 +139,8 @@ def test_untraceable_model_falls_back_to_vmap_or_is_refused_when_lockstep_is_ask
     assert BatchedEngine(Untraceable().double(), data, sgd).program is None
     with pytest.raises(UserError, match="engine.program=lockstep: torch.fx cannot trace"):
         BatchedEngine(Untraceable().double(), data, sgd, program="lockstep")
-    with pytest.raises(UserError, match="engine.program='fast' is not valid"):
-        BatchedEngine(Untraceable().double(), data, sgd, program="fast")
+    with pytest.raises(UserError, match="engine.program='fast' must be one of"):
+        build({"name": "batched", "program": "fast"}, Untraceable().double(), data, sgd)
 
 
 def test_programs_agree_with_each_other_on_the_paper_cnn_with_dropout_off():
