@@ -124,10 +124,8 @@ def objective_gradient(model: nn.Module, data: FederatedData, params: Tensor, ta
     held = held * (sizes > 0).to(torch.float64)[:, None]
     if weighting == "samples":
         per_sample = held / (held * sizes[:, None]).sum(0).clamp_min(1.0)
-    elif weighting == "uniform":
-        per_sample = held / held.sum(0).clamp_min(1.0) / sizes.clamp_min(1.0)[:, None]
     else:
-        raise ValueError(f"weighting={weighting!r} is not uniform or samples")
+        per_sample = held / held.sum(0).clamp_min(1.0) / sizes.clamp_min(1.0)[:, None]
     per_sample = per_sample * task_weights.cpu().to(torch.float64)[None, :]     # [N, S]
     set_flat(model, params)
     trainable = [p for p in model.parameters() if p.requires_grad]
