@@ -69,10 +69,8 @@ def _rows(values: list[tuple[float, int]], like: Tensor, optional: bool = False)
 
 def train_rows(engine, members: list[Member]) -> list[Cohort]:
     """Train every member's cohort (no per-task training) as stacks of rows; one Cohort per
-    member. Every row's arithmetic is that of its run trained alone, bit for bit, whatever the
-    other members: rows are stacked only along the batch dimension of the products (each entry
-    is the row's own ``[B, in] x [in, out]``, computed as alone), so members are trained in
-    classes of equal arithmetic (``_arithmetic``), one stack each, and no product is shared
+    member. Rows are stacked only along the batch dimension of the products, so members train
+    in classes of equal arithmetic (``_arithmetic``), one stack each, and no product is shared
     between runs (only gathered inputs are: ``_reuse``, ``common.sharing_gathers``)."""
     classes: dict[tuple, list[int]] = {}
     for i, m in enumerate(members):
@@ -86,9 +84,8 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
 
 def _arithmetic(engine, m: Member) -> tuple:
     """What decides a row's arithmetic besides its own numbers: its batch width (the padded
-    ``B`` of its products and sums), whether the closed form measures the loss before training
-    with the first step (full batches), and which terms of the update are on (momentum, the
-    proximal term, weight decay: a term that is off takes a shorter path)."""
+    ``B`` of its products), whether the closed form's first step measures the loss before
+    training, and which terms of the update are on (one that is off takes a shorter path)."""
     e, sgd = m.engine, m.engine.sgd
     sizes = e._sizes[m.ids.cpu()]
     n = int(sizes.max()) if sizes.numel() else 0
@@ -101,9 +98,8 @@ def _arithmetic(engine, m: Member) -> tuple:
 @dataclass
 class _Stack:
     """One class's rows: where each member's rows sit, the round's plan with one row per
-    source (``base``; runs of one seed and partition share a source) and each row's source,
-    and the step's settings: the rows' update rule, label maps ``[R, C]`` and loss factors
-    ``[R]`` (None when no member relabels or scales)."""
+    source (``base``; runs of one seed and partition share a source), each row's source, the
+    rows' update rule, label maps ``[R, C]`` and loss factors ``[R]`` (or None)."""
 
     members: list[Member]
     blocks: list[_Block]
@@ -242,9 +238,8 @@ def _train_closed_form(engine, stack: _Stack, first: bool
 
 
 def _train_steps(engine, steps: Steps) -> Tensor:
-    """Every step of the round for models without the closed form: each row gathers its own
-    minibatch and the engine's program (lockstep or vmap) takes the step; returns the rows'
-    losses over their last epoch ``[R]``."""
+    """Every step of the round without the closed form (the engine's lockstep or vmap
+    program); returns the rows' losses over their last epoch ``[R]``."""
     rule, plan = steps.rule, steps.plan
     views = rule.views
     if engine.cuda_graph:
@@ -282,10 +277,9 @@ def _cohorts(engine, stack: _Stack, loss_after: Tensor, befores: list) -> list[C
 
 
 def _reuse(base: RoundPlan, src: Tensor, x: Tensor) -> int:
-    """Rows per source when every source of the stack has the same number G > 1 of rows and a
-    step's inputs of a source take at least REUSE_BYTES (then its G rows read one gathered copy,
-    ``LinearHead.train``'s ``reuse``), else 1 (each row gathers its own inputs: one kernel for
-    all rows, cheaper for small minibatches)."""
+    """G when every source of the stack has G > 1 rows and a step's inputs of a source take at
+    least REUSE_BYTES (its G rows then read one gathered copy), else 1 (each row gathers its
+    own inputs: one kernel for all rows, cheaper for small minibatches)."""
     counts = torch.bincount(src)
     g = int(counts[0])
     per_step = int(base.index.shape[2]) * math.prod(x.shape[1:]) * x.element_size()

@@ -35,13 +35,10 @@ def missing_as_nan(ev: ClientEval) -> ClientEval:
 
 
 class TaskEvaluator:
-    """Per-task metrics of a run on multi-task data (FMOL).
-
-    Every evaluation also measures the global model's per-task training loss on every client's
-    train split (the objective the FMGDA paper plots), normalised by the initial model's
-    (``train/task{s}_loss_norm``); ``summary`` gives the rounds until each task's (and every
-    task's) training loss is below ``threshold`` (the paper's Table 2).
-    """
+    """Per-task metrics of a run on multi-task data (FMOL): also the global model's per-task
+    training loss on every client (the FMGDA paper's objective), normalised by the initial
+    model's (``train/task{s}_loss_norm``); ``summary`` gives the rounds until each task's (and
+    every task's) training loss is below ``threshold`` (the paper's Table 2)."""
 
     def __init__(self, model: nn.Module, data: FederatedData, w0: Tensor, threshold: float,
                  chunk: int | None = None):
