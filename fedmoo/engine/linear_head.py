@@ -95,22 +95,12 @@ class RowOrder:
 
 @dataclass
 class _Step:
-    """A round's tensors in the round's layout (or the first n rows' slices of them)."""
+    """A round's update rule and tensors in the round's layout (or slices of its rows)."""
 
-    views: list[Tensor]
-    bufs: list[Tensor] | None
-    anchor: list[Tensor] | None
+    rule: RowSGD
     acc: Tensor
     label_map: Tensor | None
     scale: Tensor | None
-    lr: Rows
-    mu: Rows | None
-    momentum: Rows | None
-    decay: Rows
-
-    def __post_init__(self) -> None:
-        self.rule = RowSGD(self.views, self.bufs, self.anchor, self.lr, self.mu, self.momentum,
-                           self.decay)
 
     def rows(self, lo: int, hi: int) -> "_Step":
         """The slices of rows ``lo..hi-1`` (views: updates reach the round's tensors)."""
@@ -119,7 +109,8 @@ class _Step:
                 return v
             return [t[lo:hi] for t in v] if isinstance(v, list) else v[lo:hi]
 
-        return _Step(*(cut(getattr(self, f.name)) for f in fields(self)))
+        rule = RowSGD(*(cut(getattr(self.rule, f.name)) for f in fields(RowSGD)))
+        return _Step(rule, cut(self.acc), cut(self.label_map), cut(self.scale))
 
 
 class LinearHead:
@@ -189,10 +180,11 @@ class LinearHead:
         if reuse > 1:                                  # per row: each source's repeated
             labels, weights, loss_weight = (t.repeat_interleave(reuse, 0)
                                             for t in (labels, weights, loss_weight))
-        whole = _Step(views, joined(rule.bufs), joined(rule.anchor),
+        whole = _Step(RowSGD(views, joined(rule.bufs), joined(rule.anchor),
+                             *(order.factor(v) for v in (rule.lr, rule.mu, rule.momentum,
+                                                         rule.weight_decay))),
                       torch.zeros(n_rows, 1, 1, dtype=dtype, device=dev), order.label_map,
-                      order.scale, *(order.factor(v) for v in (rule.lr, rule.mu, rule.momentum,
-                                                               rule.weight_decay)))
+                      order.scale)
         # the plan is longest first: a run of steps that the first n sources take is a segment,
         # whose per-step tensors are cut (and views made) once
         flat = x.flatten(1)
@@ -220,7 +212,8 @@ class LinearHead:
         """The steps ``steps`` of the n rows of ``t`` (``index`` has one row per ``reuse`` rows).
         A step of more than CHUNK_BYTES of inputs runs chunk by chunk of samples, its gradient
         summed over the chunks, so a chunk's inputs stay in cache for every row."""
-        w, bias = t.views[0], (t.views[1] if len(t.views) > 1 else None)
+        views = t.rule.views
+        w, bias = views[0], (views[1] if len(views) > 1 else None)
         wt = w.transpose(1, 2)                          # views: they follow the updates
         bt = None if bias is None else bias.transpose(1, 2)
         size = max(1, CHUNK_BYTES // (flat.shape[1] * flat.element_size()))
