@@ -122,13 +122,10 @@ class LinearHead:
     def match(cls, program, task: str) -> "LinearHead | None":
         """The closed-form step of ``program`` (a LockstepProgram), or None when its graph is
         not ``x -> flatten(x, 1) -> fused Linear [-> softmax(dim=1 or -1)] -> output``."""
-        if task != "classification":
-            return None
-        nodes = list(program.graph.nodes)
-        if [n.op for n in nodes[:1]] != ["placeholder"] or nodes[-1].op != "output":
-            return None
+        nodes = list(program.graph.nodes)      # a traced graph ends with its output node
         body = nodes[1:-1]
-        if len(body) not in (2, 3) or not _is_flatten(body[0], nodes[0], program):
+        if (task != "classification" or nodes[0].op != "placeholder" or len(body) not in (2, 3)
+                or not _is_flatten(body[0], nodes[0], program)):
             return None
         linear = body[1]
         if (linear.op != "call_module" or linear.target not in program.fused
