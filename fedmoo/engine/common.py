@@ -20,12 +20,10 @@ CUDA_CHUNK = 8192           # samples per evaluation chunk on a GPU
 
 @contextlib.contextmanager
 def entrywise(n: int, device: torch.device):
-    """Products of ``n`` stacked entries computed as one thread computes each entry. On a CPU
-    with several threads MKL splits the sum of a lone matrix product across them (other bits
-    than one thread), while it gives each of several entries to one thread (measured on this
-    project's VM for batches of 2-40 on 1-4 threads: scripts/batch_invariance.py). A lone
-    entry runs on one thread, so a row's numbers do not depend on how many rows take the step
-    with it."""
+    """Products of ``n`` stacked entries computed as one thread computes each entry: MKL gives
+    each of several entries to one thread but splits a lone product's sum across threads (other
+    bits; batches of 2-40 on 1-4 threads: scripts/batch_invariance.py), so a lone entry runs on
+    one thread and a row's numbers do not depend on how many rows take the step with it."""
     threads = torch.get_num_threads()
     if n != 1 or threads == 1 or device.type != "cpu":
         yield
@@ -45,31 +43,24 @@ def eval_chunk(x: Tensor) -> int:
 
 
 def round_seed(seed: int, round_idx: int) -> int:
-    """A 63-bit seed for everything random in round ``round_idx`` of a run seeded ``seed``.
-
-    Deriving it from (seed, round) makes every round reproducible on its own, which is what
-    exact resume and engine equivalence rely on.
-    """
+    """A 63-bit seed for everything random in round ``round_idx`` of a run seeded ``seed``: each
+    round is reproducible on its own (exact resume, engine equivalence)."""
     return int(np.random.SeedSequence([int(seed), int(round_idx)]).generate_state(1, np.uint64)[0]
                >> np.uint64(1))
 
 
 def seed_torch(seed: int, device: torch.device) -> None:
-    """``torch.manual_seed(seed)`` for what a run uses: the CPU generator, and CUDA's when the run
-    is on CUDA. (``torch.manual_seed`` also queues the seed for CUDA, XPU and MTIA when they are
-    not initialised, formatting a stack trace for each: 0.2-0.8 ms, paid every round.)"""
+    """``torch.manual_seed(seed)`` for the CPU generator, and CUDA's for a run on CUDA
+    (``torch.manual_seed`` also queues the seed for uninitialised CUDA, XPU and MTIA, formatting
+    a stack trace for each: 0.2-0.8 ms a round)."""
     torch.default_generator.manual_seed(int(seed))
     if device.type == "cuda":
         torch.cuda.manual_seed_all(int(seed))
 
 
 def sample_losses(out: Tensor, y: Tensor, task: str) -> Tensor:
-    """Per-sample loss ``[B]``: cross-entropy for classification, MSE for regression.
-
-    Multi-task data (``y [B, S]``) gives ``[B, S]``: cross-entropy of each task's logits
-    ``out [B, S, C]`` (``multitask``) or the squared error of ``out [B, S(, 1)]``
-    (``multitask_regression``).
-    """
+    """Per-sample loss ``[B]``: cross-entropy for classification, MSE for regression; ``[B, S]``
+    on multi-task data (``y [B, S]``, ``out [B, S, C]`` or ``[B, S(, 1)]``)."""
     if task == "classification":
         return F.cross_entropy(out, y, reduction="none")
     if task == "multitask":
@@ -103,10 +94,8 @@ def objective_losses(out: Tensor, y: Tensor, task: str, task_weights: Tensor | N
 def forward_stats(model: nn.Module, x: Tensor, y: Tensor, idx: Tensor, task: str,
                   chunk: int | None = None, targets: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Per-sample loss and correctness of ``model`` on samples ``idx`` (eval mode, no grad):
-    ``[n]`` each, or ``[n, S]`` on multi-task data.
-
-    ``targets`` (aligned with ``idx``) replaces the labels ``y[idx]`` (relabelled clients).
-    """
+    ``[n]`` each, or ``[n, S]`` on multi-task data. ``targets`` (aligned with ``idx``) replaces
+    the labels ``y[idx]`` (relabelled clients)."""
     was_training = model.training
     model.eval()
     chunk = chunk or eval_chunk(x)
@@ -126,8 +115,8 @@ def forward_stats(model: nn.Module, x: Tensor, y: Tensor, idx: Tensor, task: str
 
 def gather(t: Tensor, idx: Tensor) -> Tensor:
     """``t[idx]`` for an integer index of any shape, as one ``index_select`` (on the CPU several
-    times faster than advanced indexing for rows of images). Inside ``sharing_gathers`` a
-    large gather of the same rows of the same tensor returns the copy made already."""
+    times faster than advanced indexing for images); inside ``sharing_gathers`` a large gather
+    of the same rows of the same tensor returns the copy made already."""
     if _gathers is not None and idx.numel() * math.prod(t.shape[1:]) * t.element_size() >= \
             SHARE_BYTES and threading.current_thread() is threading.main_thread():
         return _gathers.get(t, idx)
@@ -142,9 +131,8 @@ GATHERS_KEPT = 512 << 20
 
 class _Gathers:
     """The large gathers made in a lockstep group, newest last: the runs of one seed read the
-    same samples (each class of equal arithmetic its training inputs, each run its clients'
-    training sets for the measures), and reading one copy gives every run its own bits. An
-    entry whose copy was modified in place (its version moved) is made again."""
+    same samples, and one copy gives every run its own bits. An entry whose copy was modified
+    in place (its version moved) is made again."""
 
     def __init__(self) -> None:
         self.entries: dict[tuple, tuple[weakref.ref, Tensor, Tensor, int]] = {}
@@ -196,13 +184,10 @@ def relabel(label_map: Tensor | None, y: Tensor) -> Tensor:
 
 def batch_layout(n: int, batch_size: int | None, epochs: int, local_steps: int | None,
                  gen: torch.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The local minibatches of one client as arrays: (positions into its sample list, all
-    batches one after the other; the length of each batch; the epoch of each batch).
-
-    Each epoch is a fresh permutation from ``gen`` cut into batches of ``batch_size`` (the last
-    one may be short; ``None`` = full batch). With ``local_steps`` the client takes exactly that
-    many steps, running as many epochs as needed (only those permutations are drawn).
-    """
+    """The local minibatches of one client: (positions into its sample list, all batches one
+    after the other; each batch's length; each batch's epoch). Each epoch is a fresh permutation
+    from ``gen`` cut into batches of ``batch_size`` (the last may be short; ``None``: full
+    batch); with ``local_steps``, exactly that many steps over as many epochs as needed."""
     b = n if not batch_size or batch_size <= 0 or batch_size > n else int(batch_size)
     per_epoch = -(-n // b)
     if local_steps is None:

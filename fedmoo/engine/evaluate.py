@@ -16,10 +16,8 @@ from fedmoo.params import set_flat
 
 @dataclass
 class ClientEval:
-    """Per-client results on one split: accuracy in %, mean loss, number of samples.
-
-    On multi-task data ``acc``, ``loss`` and ``correct`` are ``[N, S]`` (one column per task).
-    """
+    """Per-client results on one split: accuracy in %, mean loss, number of samples (``acc``,
+    ``loss`` and ``correct`` are ``[N, S]`` on multi-task data)."""
 
     acc: np.ndarray
     loss: np.ndarray
@@ -36,8 +34,9 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
     one ``scatter_add``. ``clients`` restricts to a subset.
     """
     s = data.split(split)
-    n_clients = s.num_clients
-    dev = data.x.device
+    n_clients, dev = s.num_clients, data.x.device
+    tail = (data.num_tasks,) if data.num_tasks else ()
+    sums = torch.zeros(3, n_clients, *tail, dtype=torch.float64, device=dev)
     if params.dim() == 1:
         set_flat(model, params)
         owner = s.owner()
@@ -48,8 +47,6 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
             mask = keep[owner]
             owner, index = owner[mask], index[mask]
         loss, correct = _forward_stats(model, data, index, chunk)
-        tail = loss.shape[1:]
-        sums = torch.zeros(3, n_clients, *tail, dtype=torch.float64, device=dev)
         if tail:
             sums[0].index_add_(0, owner, loss.double())
             sums[1].index_add_(0, owner, correct.double())
@@ -58,8 +55,6 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
             sums[1].scatter_add_(0, owner, correct.double())
         sums[2].index_add_(0, owner, torch.ones(loss.shape, dtype=torch.float64, device=dev))
     else:
-        tail = (data.num_tasks,) if data.num_tasks else ()
-        sums = torch.zeros(3, n_clients, *tail, dtype=torch.float64, device=dev)
         ids = range(n_clients) if clients is None else clients.tolist()
         for k in ids:
             set_flat(model, params[k])
@@ -67,7 +62,7 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
             sums[0, k], sums[1, k] = loss.double().sum(0), correct.double().sum(0)
             sums[2, k] = float(loss.shape[0])
     sums = sums.cpu().numpy()
-    count = sums[2] if sums.ndim == 2 else sums[2][:, 0]
+    count = sums[2][:, 0] if tail else sums[2]
     denom = np.maximum(sums[2], 1)
     return ClientEval(acc=100.0 * sums[1] / denom, loss=sums[0] / denom, count=count,
                       correct=sums[1])
@@ -124,10 +119,8 @@ def objective_gradient(model: nn.Module, data: FederatedData, params: Tensor, ta
     held = held * (sizes > 0).to(torch.float64)[:, None]
     if weighting == "samples":
         per_sample = held / (held * sizes[:, None]).sum(0).clamp_min(1.0)
-    elif weighting == "uniform":
-        per_sample = held / held.sum(0).clamp_min(1.0) / sizes.clamp_min(1.0)[:, None]
     else:
-        raise ValueError(f"weighting={weighting!r} is not uniform or samples")
+        per_sample = held / held.sum(0).clamp_min(1.0) / sizes.clamp_min(1.0)[:, None]
     per_sample = per_sample * task_weights.cpu().to(torch.float64)[None, :]     # [N, S]
     set_flat(model, params)
     trainable = [p for p in model.parameters() if p.requires_grad]

@@ -2,34 +2,27 @@
 regressions.
 
 When a model's traced graph is exactly ``flatten -> Linear [-> softmax]`` on classification data
-(fedmoo.models.LogReg: FedFV's FMNIST table, FedMGDA+'s and AFL's Adult, q-FFL's Synthetic),
-the batched engine's round needs no autograd: with logits ``z = h W + b`` (``p = softmax(z)``,
-or ``softmax(softmax(z))`` for ``softmax_output``) and one-hot labels ``e_y``, the gradient of
-``sum_r scale_r sum_i weight_ri CE_ri`` with respect to ``z`` is ``scale_r weight_ri (p_ri -
-e_y)``, passed through the softmax's Jacobian ``s (g - <g, s>)`` when the model outputs
-probabilities; the weight's gradient is ``h^T g``. These sweeps run millions of tiny steps
-(FedMGDA+ Table B.2: 3,860 steps a round), where the number of kernels a step is the whole
-cost, so ``LinearHead.train`` runs the round's steps itself, about ten kernels each:
+(fedmoo.models.LogReg: FedFV's FMNIST table, FedMGDA+'s and AFL's Adult, q-FFL's Synthetic), the
+gradient of ``sum_r scale_r sum_i weight_ri CE_ri`` with respect to the logits ``z = h W + b`` is
+``scale_r weight_ri (p_ri - e_y)`` (through the softmax's Jacobian ``s (g - <g, s>)`` for
+``softmax_output``) and the weight's is ``h^T g``. These sweeps run millions of tiny steps
+(FedMGDA+ Table B.2: 3,860 steps a round) whose cost is their number of kernels, so
+``LinearHead.train`` runs the round's steps itself, about ten kernels each:
 
 - Each row multiplies its own minibatch by its own weights, one entry of a batched product as
-  alone, so a row's numbers do not depend on the rows beside it (fedmoo.engine.stacked). The
-  round holds a weight ``[R, in, out]`` as ``[R, out, in]`` and works in ``[R, out, B]``: the
-  logits ``h W^T`` are read transposed, so the softmax runs over the classes, a dimension that
-  is not the innermost (with a few classes that kernel is several times faster), and the
-  weight's gradient is ``d h``. The weights go back to the per-row views at the round's end.
-- With a bias, the inputs carry a column of ones (a copy made once per dataset, up to
-  FOLD_BYTES), so the bias is the weight's last input row and trains inside the same GEMMs.
-- Sources are ordered by their number of steps (``fedmoo.engine.plan.longest_first``): the
-  sources that take a step are a prefix, so finished clients leave the step by slicing.
-- Per-step tensors (sample indices, labels, weights) are cut once per run of steps, the inputs
-  of a few steps are gathered at once. (A fused ``W += -lr d h`` by one ``baddbmm_`` is twice
-  as fast alone but slower in this loop on Fashion-MNIST's head, measured in place; so the
-  update is a ``bmm`` and an axpy.)
+  alone (fedmoo.engine.stacked). A weight ``[R, in, out]`` is held as ``[R, out, in]`` and the
+  step works in ``[R, out, B]``: the softmax then runs over a dimension that is not the
+  innermost (with a few classes several times faster) and the weight's gradient is ``d h``.
+- With a bias, the inputs carry a column of ones (FOLD_BYTES), so the bias trains inside the
+  same GEMMs.
+- Sources are ordered longest first (``fedmoo.engine.plan.longest_first``): finished clients
+  leave the step by slicing.
+- Per-step tensors are cut once per run of steps; the inputs of a few steps are gathered at
+  once. (A fused ``baddbmm_`` update is twice as fast alone but slower in this loop on
+  Fashion-MNIST's head, measured in place; so the update is a ``bmm`` and an axpy.)
 
-The update itself is RowSGD's (momentum, weight decay, the proximal term, per-row learning
-rates), applied to the round's layout. ``stats`` evaluates M models on
-the same samples with one GEMM. tests/engine checks all of it against the sequential engine in
-float64, for every client setting.
+The update is RowSGD's. tests/engine checks all of it against the sequential engine in float64,
+for every client setting.
 """
 
 from __future__ import annotations
@@ -68,11 +61,10 @@ _SOFTMAX = {torch.softmax, F.softmax}
 
 @dataclass
 class RowOrder:
-    """The order a round trains the R stacked rows in (longest first), and their weights in the
-    round's layout. ``order [R]`` lists the rows in that order and ``inv`` is its inverse;
-    ``label_map [R, C]`` and ``scale [R, 1, 1]`` are the rows' label maps and loss factors in
-    that order (None when no row has one). A weight ``[R, in, out]`` is held as ``[R, out, in]``
-    and a bias ``[R, out]`` as ``[R, out, 1]``."""
+    """The order a round trains the R stacked rows in (longest first; ``inv`` its inverse), and
+    the rows' label maps ``[R, C]`` and loss factors ``[R, 1, 1]`` in that order (None when no
+    row has one). A weight ``[R, in, out]`` is held as ``[R, out, in]``, a bias ``[R, out]`` as
+    ``[R, out, 1]``."""
 
     order: Tensor
     inv: Tensor
@@ -88,8 +80,7 @@ class RowOrder:
                    None if scale is None else scale[order].view(-1, 1, 1))
 
     def joined(self, t: Tensor) -> Tensor:
-        """A weight ``[R, in, out]`` or bias ``[R, out]`` of the rows in the round's order and
-        layout (a new tensor)."""
+        """A weight or bias in the round's order and layout (a new tensor)."""
         t = t.index_select(0, self.order)
         return t.unsqueeze(2) if t.dim() == 2 else t.transpose(1, 2).contiguous()
 
@@ -104,22 +95,12 @@ class RowOrder:
 
 @dataclass
 class _Step:
-    """A round's tensors in the round's layout (or the first n rows' slices of them)."""
+    """A round's update rule and tensors in the round's layout (or slices of its rows)."""
 
-    views: list[Tensor]
-    bufs: list[Tensor] | None
-    anchor: list[Tensor] | None
+    rule: RowSGD
     acc: Tensor
     label_map: Tensor | None
     scale: Tensor | None
-    lr: Rows
-    mu: Rows | None
-    momentum: Rows | None
-    decay: Rows
-
-    def __post_init__(self) -> None:
-        self.rule = RowSGD(self.views, self.bufs, self.anchor, self.lr, self.mu, self.momentum,
-                           self.decay)
 
     def rows(self, lo: int, hi: int) -> "_Step":
         """The slices of rows ``lo..hi-1`` (views: updates reach the round's tensors)."""
@@ -128,7 +109,8 @@ class _Step:
                 return v
             return [t[lo:hi] for t in v] if isinstance(v, list) else v[lo:hi]
 
-        return _Step(*(cut(getattr(self, f.name)) for f in fields(self)))
+        rule = RowSGD(*(cut(getattr(self.rule, f.name)) for f in fields(RowSGD)))
+        return _Step(rule, cut(self.acc), cut(self.label_map), cut(self.scale))
 
 
 class LinearHead:
@@ -140,13 +122,10 @@ class LinearHead:
     def match(cls, program, task: str) -> "LinearHead | None":
         """The closed-form step of ``program`` (a LockstepProgram), or None when its graph is
         not ``x -> flatten(x, 1) -> fused Linear [-> softmax(dim=1 or -1)] -> output``."""
-        if task != "classification":
-            return None
-        nodes = list(program.graph.nodes)
-        if [n.op for n in nodes[:1]] != ["placeholder"] or nodes[-1].op != "output":
-            return None
+        nodes = list(program.graph.nodes)      # a traced graph ends with its output node
         body = nodes[1:-1]
-        if len(body) not in (2, 3) or not _is_flatten(body[0], nodes[0], program):
+        if (task != "classification" or nodes[0].op != "placeholder" or len(body) not in (2, 3)
+                or not _is_flatten(body[0], nodes[0], program)):
             return None
         linear = body[1]
         if (linear.op != "call_module" or linear.target not in program.fused
@@ -167,16 +146,10 @@ class LinearHead:
         ...]``, updated in place at the end), in ``order``; returns the rows' losses over their
         last epoch, ``sum_s last_s sum_i weight_si CE_si`` ``[R]``, and with ``before``
         (full-batch plans, every row taking the first step) the rows' mean loss and accuracy
-        (%) at their starting models ``[R]``: the first step's forward pass is exactly that
-        measurement, over each client's whole training set.
+        (%) at their starting models ``[R]``, which the first step's forward pass measures.
 
-        With a bias, the inputs get a column of ones (made once per dataset, while that copy
-        stays under FOLD_BYTES) and the bias is the weight's last input row, so one GEMM gives
-        the logits and one the gradient of both.
-
-        ``reuse`` > 1: each plan row feeds ``reuse`` consecutive rows of ``order``, which
-        multiply its gathered inputs through a stride-0 view, each row in its own ``bmm`` entry
-        (the bits of a row trained alone, without a copy of the inputs per row)."""
+        ``reuse`` > 1: each plan row feeds ``reuse`` consecutive rows of ``order``, which read
+        its gathered inputs through a stride-0 view (``_products``)."""
         n_rows = int(order.order.numel())
         assert n_rows == reuse * plan.index.shape[0]
         fold = self.bi is not None and x.numel() * x.element_size() <= FOLD_BYTES
@@ -204,10 +177,11 @@ class LinearHead:
         if reuse > 1:                                  # per row: each source's repeated
             labels, weights, loss_weight = (t.repeat_interleave(reuse, 0)
                                             for t in (labels, weights, loss_weight))
-        whole = _Step(views, joined(rule.bufs), joined(rule.anchor),
+        whole = _Step(RowSGD(views, joined(rule.bufs), joined(rule.anchor),
+                             *(order.factor(v) for v in (rule.lr, rule.mu, rule.momentum,
+                                                         rule.weight_decay))),
                       torch.zeros(n_rows, 1, 1, dtype=dtype, device=dev), order.label_map,
-                      order.scale, *(order.factor(v) for v in (rule.lr, rule.mu, rule.momentum,
-                                                               rule.weight_decay)))
+                      order.scale)
         # the plan is longest first: a run of steps that the first n sources take is a segment,
         # whose per-step tensors are cut (and views made) once
         flat = x.flatten(1)
@@ -226,18 +200,17 @@ class LinearHead:
         if not before:
             return loss_after, None
         assert sum(f[0].numel() for f in firsts) == n_rows, "before: every row takes step 1"
-        first = [torch.cat(parts) for parts in zip(*firsts)]
-        return loss_after, (first[0].index_select(0, order.inv),
-                            first[1].index_select(0, order.inv))
+        return loss_after, tuple(torch.cat(parts).index_select(0, order.inv)
+                                 for parts in zip(*firsts))
 
     def _steps(self, t: "_Step", n: int, b: int, steps: slice, flat: Tensor, index: Tensor,
                labels: Tensor, weights: Tensor, loss_weight: Tensor, before: bool,
                firsts: list, reuse: int = 1) -> None:
-        """The steps ``steps`` of the n rows of ``t`` (their plan rows cut to those steps;
-        ``index`` has one row per ``reuse`` rows), in the layout ``[n, out, B]``. A step of
-        more samples than CHUNK_BYTES of inputs runs chunk by chunk of samples (``_chunk``),
-        its gradient summed over the chunks, so a chunk's inputs stay in cache for every row."""
-        w, bias = t.views[0], (t.views[1] if len(t.views) > 1 else None)
+        """The steps ``steps`` of the n rows of ``t`` (``index`` has one row per ``reuse`` rows).
+        A step of more than CHUNK_BYTES of inputs runs chunk by chunk of samples, its gradient
+        summed over the chunks, so a chunk's inputs stay in cache for every row."""
+        views = t.rule.views
+        w, bias = views[0], (views[1] if len(views) > 1 else None)
         wt = w.transpose(1, 2)                          # views: they follow the updates
         bt = None if bias is None else bias.transpose(1, 2)
         size = max(1, CHUNK_BYTES // (flat.shape[1] * flat.element_size()))
@@ -262,9 +235,8 @@ class LinearHead:
     def _chunk(self, t: "_Step", n: int, h: Tensor, wt: Tensor, bt: Tensor | None,
                label: Tensor, coef: Tensor, lw: Tensor, reuse: int,
                first: bool) -> tuple[list[Tensor], list[Tensor] | None]:
-        """One step's samples ``h [n, b, in]`` (labels, weights, last-epoch weights ``[n, 1,
-        b]``): adds their loss to ``t.acc``; returns their gradient of the weight (and bias)
-        and, with ``first``, their weighted loss and accuracy (``_first_stats``)."""
+        """One step's samples ``h [n, b, in]``: adds their last-epoch loss to ``t.acc``; returns
+        their gradient of the weight (and bias) and, with ``first``, ``_first_stats``."""
         b = h.shape[1]
         # [n, b, out] as [n, out, b]: MKL's h W^T is twice as fast as W h^T here
         z = _products(h, wt, bt, reuse, shared=0).transpose(1, 2)
@@ -302,8 +274,8 @@ class LinearHead:
         views[self.bi].copy_(both[:, n_in])
 
     def _with_ones(self, x: Tensor) -> Tensor:
-        """``x`` flattened, with a column of ones and then zeros up to a multiple of ALIGN
-        columns (made once per dataset tensor)."""
+        """``x`` flattened, then a column of ones and zeros up to a multiple of ALIGN columns
+        (made once per dataset tensor)."""
         if self._ones is None or self._ones[0] is not x:
             flat = x.flatten(1)
             pad = -(flat.shape[1] + 1) % ALIGN
@@ -314,16 +286,13 @@ class LinearHead:
     @torch.no_grad()
     def stats(self, h: Tensor, w: Tensor, bias: Tensor | None,
               target: Tensor) -> tuple[Tensor, Tensor]:
-        """Per-sample cross-entropy and correctness ``[N, M]`` of M models (weights ``w
-        [M, in, out]``, biases ``[M, out]``) on the same samples ``h [N, in]`` with labels
-        ``target [N, M]``, as the model itself would compute them (the softmax output's
-        cross-entropy is that of the probabilities as logits; a tie goes to the first class,
-        as argmax).
+        """Per-sample cross-entropy and correctness ``[N, M]`` of M models (``w [M, in, out]``,
+        ``bias [M, out]``) on the same samples ``h [N, in]`` with labels ``target [N, M]``, as
+        the model computes them (a tie goes to the first class, as argmax).
 
-        The logits of all M models come from one GEMM, laid out ``[out, M, N]`` so that every
-        reduction over the classes runs over the outermost dimension: with a few classes,
-        torch's softmax and argmax over the innermost one are several times slower (see
-        scripts/microbench.py's log_softmax line)."""
+        The logits of all M models come from one GEMM, laid out ``[out, M, N]``: reductions
+        over the outermost dimension are several times faster with a few classes
+        (scripts/microbench.py's log_softmax line)."""
         m, n_in, out = w.shape
         wt = w.permute(2, 0, 1).reshape(out * m, n_in)               # class-major rows
         z = (wt @ h.t() if bias is None
@@ -340,9 +309,8 @@ class LinearHead:
 
 def _first_stats(output: Tensor, picked: Tensor, target: Tensor,
                  weight: Tensor) -> tuple[Tensor, Tensor]:
-    """Mean cross-entropy and accuracy (%) per row of one step, ``[n]`` in the round's order,
-    from the model's ``output [n, out, B]``, the picked log-probabilities, the targets and the
-    samples' weights ``[n, 1, B]`` each (a tie goes to the first class, as argmax)."""
+    """Mean cross-entropy and accuracy (%) per row of one step ``[n]``, from the model's
+    ``output [n, out, B]`` (a tie goes to the first class, as argmax)."""
     out = output.shape[1]
     top = output.amax(1, keepdim=True)
     cls = torch.arange(out, dtype=output.dtype, device=output.device).view(1, out, 1)
@@ -352,9 +320,9 @@ def _first_stats(output: Tensor, picked: Tensor, target: Tensor,
 
 
 def _products(a: Tensor, b: Tensor, bias: Tensor | None, reuse: int, shared: int) -> Tensor:
-    """``bmm(a, b)`` (``baddbmm`` with ``bias``) of the stacked rows; with ``reuse`` > 1 the
-    operand ``shared`` (0: ``a``, 1: ``b``) has one entry per ``reuse`` rows, read by each of
-    them through a stride-0 view (the same bits as a copy per row: scripts/batch_invariance.py)."""
+    """``bmm(a, b)`` (``baddbmm`` with ``bias``); with ``reuse`` > 1 the operand ``shared`` (0:
+    ``a``, 1: ``b``) has one entry per ``reuse`` rows, read by each through a stride-0 view (the
+    bits of a copy per row: scripts/batch_invariance.py)."""
     if reuse == 1:
         return torch.bmm(a, b) if bias is None else torch.baddbmm(bias, a, b)
     ops = [a, b]
@@ -372,30 +340,20 @@ def _products(a: Tensor, b: Tensor, bias: Tensor | None, reuse: int, shared: int
 
 
 def _blocks(rows: list[int], per_source: int):
-    """``(steps, lo, hi)``: each run of steps that the same first sources take (``_segments``),
-    cut into blocks of at most ``per_source`` sources ``lo..hi-1``."""
-    for n, steps in _segments(rows):
-        for lo in range(0, n, per_source):
-            yield steps, lo, min(n, lo + per_source)
-
-
-def _segments(rows: list[int]) -> list[tuple[int, slice]]:
-    """Runs of equal counts in ``rows`` (per step), as (count, steps); counts of 0 left out."""
-    out: list[tuple[int, slice]] = []
+    """``(steps, lo, hi)``: each run of steps taken by the same first n sources (``rows``: n
+    per step), cut into blocks of at most ``per_source`` sources ``lo..hi-1``."""
     start = 0
     for s in range(1, len(rows) + 1):
         if s == len(rows) or rows[s] != rows[start]:
-            if rows[start]:
-                out.append((rows[start], slice(start, s)))
+            for lo in range(0, rows[start], per_source):
+                yield slice(start, s), lo, min(rows[start], lo + per_source)
             start = s
-    return out
 
 
 def _inputs(flat: Tensor, index: Tensor, size: int):
     """The inputs of each step of ``index [n, S, B]``, as its chunks ``[n, <= size, in]``. Steps
-    of up to ``size`` samples (one chunk) are gathered a few at a time: as many as fit in
-    GATHER_BYTES (one copy for them, which stays in cache); a larger step is gathered chunk by
-    chunk as the chunks are read (no fresh pages for a copy of the whole step each round)."""
+    of one chunk are gathered as many at a time as fit in GATHER_BYTES; a larger step chunk by
+    chunk as they are read (no fresh pages for a copy of the whole step each round)."""
     n, steps, b = index.shape
     if b > size:
         for s in range(steps):
@@ -413,9 +371,7 @@ def _by_step(t: Tensor) -> Tensor:
 
 
 def _is_flatten(node, x, program) -> bool:
-    if node.op == "call_method" and node.target == "flatten":
-        return node.args in ((x, 1),) and not node.kwargs
-    if node.op == "call_function" and node.target is torch.flatten:
+    if node.op in ("call_method", "call_function") and node.target in ("flatten", torch.flatten):
         return node.args == (x, 1) and not node.kwargs
     if node.op == "call_module":
         m = program.model.get_submodule(node.target)

@@ -9,14 +9,12 @@ runs as follows.
   layer's weight and bias (fedmoo.engine.rowsgd). With plain SGD that is one ``baddbmm`` writing
   ``p -= lr h^T d``: the weight gradient is never materialised, which halves the memory traffic
   of the step.
-- **A convolution** (zero padding) runs as one grouped convolution over the R rows, the
-  weights being per-row autograd leaves.
+- **A convolution** (zero padding) runs as one grouped convolution over the R rows.
 - **A module with a ``stacked_forward(params, *inputs)`` method** runs that: its own code for R
   stacked copies (fedmoo.models.lstm.LSTMLayer). torch.fx keeps such modules whole.
 - **Any other module with trainable parameters** (GroupNorm, embeddings, a Linear called twice)
-  runs as ``vmap(functional_call)`` over per-row parameter leaves.
-- Autograd gives the gradients of all these leaves, and the update is applied after the backward
-  pass.
+  runs as ``vmap(functional_call)`` over per-row parameter leaves. Autograd gives the gradients
+  of these leaves (and the convolutions'); the update follows the backward pass.
 - **Parameterless ops** run on the stacked tensor directly where that is exact:
   - elementwise ops (activations; dropout draws an independent mask per element, so per row);
   - per-sample ops (pooling, local response normalisation, ``nn.Flatten``) on the ``[R*B, ...]``
@@ -28,9 +26,9 @@ runs as follows.
 
 How each node runs is decided once, on the probe batch that ``build`` runs, and kept.
 
-``LockstepProgram.build`` returns None for a model that torch.fx cannot trace (a Python loop over
-a tensor's length, like the LSTM) or whose traced program does not reproduce the model's own
-output on a probe batch. The batched engine then runs vmap over the whole model instead.
+``LockstepProgram.build`` returns None for a model that torch.fx cannot trace (the LSTM's loop
+over a tensor's length) or whose program does not reproduce the model's output on a probe batch;
+the batched engine then runs vmap over the whole model.
 """
 
 from __future__ import annotations
@@ -236,9 +234,8 @@ class LockstepProgram:
 
         args, kwargs = fx.node.map_arg(node.args, lift), fx.node.map_arg(node.kwargs, lift)
         module = self.modules.get(node)
-        params = {}
-        for local, i in self.module_slots.get(node, ()):
-            params[local] = self.layout.slots[i].own(leaves[i])
+        params = {local: self.layout.slots[i].own(leaves[i])
+                  for local, i in self.module_slots.get(node, ())}
         if node not in self.kinds:
             self.kinds[node] = self._kind(node, module, params, args, kwargs, values)
             self._fns[node] = self._function(node, module, params)
@@ -344,14 +341,9 @@ def _same_rank_elementwise(node: fx.Node, values: list, args, kwargs) -> bool:
     if not ok or not values or not all(isinstance(v, Tensor) for v in values):
         return False
     rank = values[0].dim()
-    consts = _constant_tensors(args, kwargs)
+    consts: list[Tensor] = []
+    fx.node.map_aggregate((args, kwargs), lambda a: consts.append(a) if isinstance(a, Tensor) else None)
     return all(v.dim() == rank for v in values) and all(c.dim() < rank for c in consts)
-
-
-def _constant_tensors(args, kwargs) -> list[Tensor]:
-    found: list[Tensor] = []
-    fx.node.map_aggregate((args, kwargs), lambda a: found.append(a) if isinstance(a, Tensor) else None)
-    return found
 
 
 def _index_tuple(index) -> tuple | None:

@@ -1,17 +1,15 @@
 """Local training of one or several runs' cohorts as one stack of rows.
 
 A row is one client copy being trained: client k of run r (and, for Ditto, k's personal copy
-beside it). The batched engine trains one run's cohort as K rows; ``train_rows`` trains the
-cohorts of several runs in the same program, each row with its own run's global model, minibatch
-plan (the run's partition, seed, batch size, epochs or local steps), learning rate, momentum,
-weight decay, proximal weight, loss scale and label map. Rows of one run see exactly what they
-would see alone: each row's products keep the shapes they have alone, only more rows share
-each kernel along its batch dimension, so a run's numbers are its numbers alone bit for bit
-(``fedmoo.run.group`` and ``hydra/launcher=lockstep`` use this to train a whole sweep at once).
+beside it), with its own run's global model, minibatch plan, learning rate, momentum, weight
+decay, proximal weight, loss scale and label map. Each row's products keep the shapes they have
+alone, only more rows share each kernel along its batch dimension, so a run's numbers are its
+numbers alone bit for bit (``fedmoo.run.group`` and ``hydra/launcher=lockstep`` train a whole
+sweep at once this way).
 
-The group's ``engine`` supplies the program (model graph and layout) and the sample tensors;
-each ``Member`` brings the run's own engine, whose partition and client settings apply to its
-rows. All members must share the model architecture and the sample tensors (the caller checks).
+The group's ``engine`` supplies the program and the sample tensors; each ``Member`` brings its
+run's own engine (partition, client settings). All members share the model architecture and the
+sample tensors (the caller checks).
 """
 
 from __future__ import annotations
@@ -58,25 +56,21 @@ class _Block:
         return slice(self.start + self.k, self.start + 2 * self.k)
 
 
-def _rows(values: list[tuple[float, int]], like: Tensor) -> Rows:
+def _rows(values: list[tuple[float, int]], like: Tensor, optional: bool = False) -> Rows | None:
     """A hyperparameter given as (value, number of rows) runs: a number when every row has the
-    same value, else one value per row ``[R]``."""
+    same value, else one value per row ``[R]``; None for an ``optional`` term that every row
+    has off (0)."""
+    if optional and all(v == 0 for v, _ in values):
+        return None
     if len({v for v, _ in values}) == 1:
         return float(values[0][0])
     return torch.tensor([v for v, n in values for _ in range(n)], dtype=like.dtype).to(like.device)
 
 
-def _rows_or_none(values: list[tuple[float, int]], like: Tensor) -> Rows | None:
-    """``_rows``, or None when every row's value is 0 (the term is off)."""
-    return None if all(v == 0 for v, _ in values) else _rows(values, like)
-
-
 def train_rows(engine, members: list[Member]) -> list[Cohort]:
     """Train every member's cohort (no per-task training) as stacks of rows; one Cohort per
-    member. Every row's arithmetic is that of its run trained alone, bit for bit, whatever the
-    other members: rows are stacked only along the batch dimension of the products (each entry
-    is the row's own ``[B, in] x [in, out]``, computed as alone), so members are trained in
-    classes of equal arithmetic (``_arithmetic``), one stack each, and no product is shared
+    member. Rows are stacked only along the batch dimension of the products, so members train
+    in classes of equal arithmetic (``_arithmetic``), one stack each, and no product is shared
     between runs (only gathered inputs are: ``_reuse``, ``common.sharing_gathers``)."""
     classes: dict[tuple, list[int]] = {}
     for i, m in enumerate(members):
@@ -90,25 +84,22 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
 
 def _arithmetic(engine, m: Member) -> tuple:
     """What decides a row's arithmetic besides its own numbers: its batch width (the padded
-    ``B`` of its products and sums), whether the closed form measures the loss before training
-    with the first step (full batches), and which terms of the update are on (momentum, the
-    proximal term, weight decay: a term that is off takes a shorter path)."""
+    ``B`` of its products), whether the closed form's first step measures the loss before
+    training, and which terms of the update are on (one that is off takes a shorter path)."""
     e, sgd = m.engine, m.engine.sgd
     sizes = e._sizes[m.ids.cpu()]
     n = int(sizes.max()) if sizes.numel() else 0
     bs = sgd.batch_size
     width = n if not bs or bs <= 0 or bs > n else int(bs)
     mu = m.spec.prox_mu != 0 or (m.spec.personal is not None and m.spec.personal_lam != 0)
-    return (width, _measures_first(engine, [m]), sgd.momentum != 0, bool(mu),
-            sgd.weight_decay != 0)
+    return width, _measures_first(engine, [m]), sgd.momentum != 0, mu, sgd.weight_decay != 0
 
 
 @dataclass
 class _Stack:
     """One class's rows: where each member's rows sit, the round's plan with one row per
-    source (``base``; runs of one seed and partition share a source) and each row's source,
-    and the step's settings: the rows' update rule, label maps ``[R, C]`` and loss factors
-    ``[R]`` (None when no member relabels or scales)."""
+    source (``base``; runs of one seed and partition share a source), each row's source, the
+    rows' update rule, label maps ``[R, C]`` and loss factors ``[R]`` (or None)."""
 
     members: list[Member]
     blocks: list[_Block]
@@ -137,19 +128,18 @@ def _train_stack(engine, members: list[Member]) -> list[Cohort]:
     """``train_rows`` of one class's ``members`` as one stack."""
     stack = _stack(engine, members)
     first = _measures_first(engine, members)
-    befores = None if first else [_before(m, lm, stack.rule.views[0])
+    like = stack.rule.views[0]
+    befores = None if first else [_before(m, lm, like)
                                   for m, lm in zip(members, stack.label_maps)]
     engine.model.train()
-    if engine.head is not None:   # closed form (fedmoo.engine.linear_head)
-        loss_after, measured = _train_closed_form(engine, stack, first)
-        if measured is not None:  # measured with the first step; given where asked for
-            dev, dtype = loss_after.device, loss_after.dtype
-            befores = [(measured[0][b.rows], measured[1][b.rows], _cohort_sizes(m, dev, dtype))
-                       if m.spec.measure_before else (None, None, _cohort_sizes(m, dev, dtype))
-                       for m, b in zip(members, stack.blocks)]
-    else:
+    if engine.head is None:
         loss_after = _train_steps(engine, Steps(stack.row_plan(), stack.rule, stack.label_map,
                                                 stack.scale))
+    else:                         # closed form (fedmoo.engine.linear_head)
+        loss_after, measured = _train_closed_form(engine, stack, first)
+    if first:                     # measured with the first step
+        befores = [_before(m, None, like, (measured[0][b.rows], measured[1][b.rows]))
+                   for m, b in zip(members, stack.blocks)]
     return _cohorts(engine, stack, loss_after, befores)
 
 
@@ -174,11 +164,20 @@ def _stack(engine, members: list[Member]) -> _Stack:
         sources += [*first, *first] if block.ditto else first
         blocks.append(block)
         start += block.size
-    label_maps = [None if m.spec.label_map is None else m.spec.label_map.to(engine.data.y.device)
+    dev, dtype, y_dev = w0.device, w0.dtype, engine.data.y.device
+    label_maps = [None if m.spec.label_map is None else m.spec.label_map.to(y_dev)
                   for m in members]
+    classes = next((lm.shape[1] for lm in label_maps if lm is not None), 0)
+    scales = [None if m.spec.loss_scale is None
+              else m.spec.loss_scale.to(device=dev, dtype=dtype).reshape(b.k)
+              for m, b in zip(members, blocks)]
     return _Stack(members, blocks, stack_plans(plans), sources,
-                  _rule(layout, members, blocks, start), _stack_label_maps(label_maps, blocks),
-                  _stack_scale(members, blocks, w0.device, w0.dtype), label_maps)
+                  _rule(layout, members, blocks, start),
+                  _per_block(label_maps, blocks,    # label flipping; others: identity rows
+                             lambda k: torch.arange(classes, device=y_dev).expand(k, classes)),
+                  _per_block(scales, blocks,        # loss scaling; others: 1
+                             lambda k: torch.ones(k, dtype=dtype, device=dev)),
+                  label_maps)
 
 
 def _rule(layout, members: list[Member], blocks: list[_Block], total: int) -> RowSGD:
@@ -188,19 +187,18 @@ def _rule(layout, members: list[Member], blocks: list[_Block], total: int) -> Ro
     w0 = members[0].w
     dev, dtype = w0.device, w0.dtype
 
-    def per_row(glob, personal) -> list[tuple[float, int]]:
+    def per_row(glob, personal=None) -> list[tuple[float, int]]:
         out = []
         for m, b in zip(members, blocks):
             out.append((float(glob(m)), b.k))
             if b.ditto:
-                out.append((float(personal(m)), b.k))
+                out.append((float((personal or glob)(m)), b.k))
         return out
 
-    lr = _rows(per_row(lambda m: m.engine.sgd.lr, lambda m: m.engine.sgd.lr), w0)
-    mu = _rows_or_none(per_row(lambda m: m.spec.prox_mu, lambda m: m.spec.personal_lam), w0)
-    momentum = _rows_or_none(per_row(lambda m: m.engine.sgd.momentum, lambda m: 0.0), w0)
-    wd = _rows(per_row(lambda m: m.engine.sgd.weight_decay, lambda m: m.engine.sgd.weight_decay),
-               w0)
+    lr = _rows(per_row(lambda m: m.engine.sgd.lr), w0)
+    mu = _rows(per_row(lambda m: m.spec.prox_mu, lambda m: m.spec.personal_lam), w0, True)
+    momentum = _rows(per_row(lambda m: m.engine.sgd.momentum, lambda m: 0.0), w0, True)
+    wd = _rows(per_row(lambda m: m.engine.sgd.weight_decay), w0)
     views = layout.empty(total, w0)
     one = len(members) == 1
     anchor = None if mu is None else layout.empty(1 if one else total, w0)
@@ -240,9 +238,8 @@ def _train_closed_form(engine, stack: _Stack, first: bool
 
 
 def _train_steps(engine, steps: Steps) -> Tensor:
-    """Every step of the round for models without the closed form: each row gathers its own
-    minibatch and the engine's program (lockstep or vmap) takes the step; returns the rows'
-    losses over their last epoch ``[R]``."""
+    """Every step of the round without the closed form (the engine's lockstep or vmap
+    program); returns the rows' losses over their last epoch ``[R]``."""
     rule, plan = steps.rule, steps.plan
     views = rule.views
     if engine.cuda_graph:
@@ -280,10 +277,9 @@ def _cohorts(engine, stack: _Stack, loss_after: Tensor, befores: list) -> list[C
 
 
 def _reuse(base: RoundPlan, src: Tensor, x: Tensor) -> int:
-    """Rows per source when every source of the stack has the same number G > 1 of rows and a
-    step's inputs of a source take at least REUSE_BYTES (then its G rows read one gathered copy,
-    ``LinearHead.train``'s ``reuse``), else 1 (each row gathers its own inputs: one kernel for
-    all rows, cheaper for small minibatches)."""
+    """G when every source of the stack has G > 1 rows and a step's inputs of a source take at
+    least REUSE_BYTES (its G rows then read one gathered copy), else 1 (each row gathers its
+    own inputs: one kernel for all rows, cheaper for small minibatches)."""
     counts = torch.bincount(src)
     g = int(counts[0])
     per_step = int(base.index.shape[2]) * math.prod(x.shape[1:]) * x.element_size()
@@ -292,42 +288,23 @@ def _reuse(base: RoundPlan, src: Tensor, x: Tensor) -> int:
     return g
 
 
-def _before(m: Member, label_map: Tensor | None,
-            like: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor]:
+def _before(m: Member, label_map: Tensor | None, like: Tensor,
+            measured: tuple[Tensor, Tensor] | None = None
+            ) -> tuple[Tensor | None, Tensor | None, Tensor]:
     """``m``'s ``_before`` (loss, accuracy and size of its global model on its cohort's
-    training sets; only the sizes, the others None, where ``spec.measure_before`` is false)."""
-    if not m.spec.measure_before:
-        return None, None, _cohort_sizes(m, like.device, like.dtype)
-    return m.engine._before(m.ids.tolist(), m.w, label_map)
+    training sets), or the ``measured`` loss and accuracy; only the sizes, the others None,
+    where ``spec.measure_before`` is false."""
+    if m.spec.measure_before and measured is None:
+        return m.engine._before(m.ids.tolist(), m.w, label_map)
+    sizes = m.engine._sizes[m.ids.cpu()].to(device=like.device, dtype=like.dtype)
+    return (*measured, sizes) if m.spec.measure_before else (None, None, sizes)
 
 
-def _cohort_sizes(m: Member, device, dtype) -> Tensor:
-    """The training-set sizes of ``m``'s cohort ``[K]``."""
-    return m.engine._sizes[m.ids.cpu()].to(device=device, dtype=dtype)
-
-
-def _stack_scale(members: list[Member], blocks: list[_Block], dev, dtype) -> Tensor | None:
-    """Per-row loss factors (loss-scaling attack), None when no member scales."""
-    if all(m.spec.loss_scale is None for m in members):
+def _per_block(values: list[Tensor | None], blocks: list[_Block], default) -> Tensor | None:
+    """Each member's per-client values ``[k, ...]`` (``default(k)`` for a member without) as
+    rows of the stack, Ditto's personal rows repeating their client's; None when no member has
+    any."""
+    if all(v is None for v in values):
         return None
-    return _per_block([torch.ones(b.k, dtype=dtype, device=dev) if m.spec.loss_scale is None
-                       else m.spec.loss_scale.to(device=dev, dtype=dtype).reshape(b.k)
-                       for m, b in zip(members, blocks)], blocks)
-
-
-def _stack_label_maps(maps: list[Tensor | None], blocks: list[_Block]) -> Tensor | None:
-    """Per-row label maps ``[R, C]`` (label-flipping attack; identity rows for the members
-    without one), None when no member relabels."""
-    given = [lm for lm in maps if lm is not None]
-    if not given:
-        return None
-    width = int(given[0].shape[1])   # the data's classes: the same for every member
-    identity = torch.arange(width, device=given[0].device)
-    return _per_block([identity.expand(b.k, width) if lm is None else lm
-                       for lm, b in zip(maps, blocks)], blocks)
-
-
-def _per_block(values: list[Tensor], blocks: list[_Block]) -> Tensor:
-    """Each member's per-client values ``[k, ...]`` as rows of the stack (Ditto's personal rows
-    repeat their client's)."""
+    values = [default(b.k) if v is None else v for v, b in zip(values, blocks)]
     return torch.cat([v for v, b in zip(values, blocks) for v in ([v, v] if b.ditto else [v])])

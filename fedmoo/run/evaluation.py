@@ -35,13 +35,10 @@ def missing_as_nan(ev: ClientEval) -> ClientEval:
 
 
 class TaskEvaluator:
-    """Per-task metrics of a run on multi-task data (FMOL).
-
-    Every evaluation also measures the global model's per-task training loss on every client's
-    train split (the objective the FMGDA paper plots), normalised by the initial model's
-    (``train/task{s}_loss_norm``); ``summary`` gives the rounds until each task's (and every
-    task's) training loss is below ``threshold`` (the paper's Table 2).
-    """
+    """Per-task metrics of a run on multi-task data (FMOL): also the global model's per-task
+    training loss on every client (the FMGDA paper's objective), normalised by the initial
+    model's (``train/task{s}_loss_norm``); ``summary`` gives the rounds until each task's (and
+    every task's) training loss is below ``threshold`` (the paper's Table 2)."""
 
     def __init__(self, model: nn.Module, data: FederatedData, w0: Tensor, threshold: float,
                  chunk: int | None = None):
@@ -49,14 +46,10 @@ class TaskEvaluator:
         self.num_tasks = data.num_tasks
         self.regression = data.task == "multitask_regression"
         ev = evaluate_clients(model, data, "train", w0, chunk=chunk)
-        self.reference = self._task_losses(ev, data)
-
-    @staticmethod
-    def _task_losses(ev: ClientEval, data: FederatedData) -> np.ndarray:
         held = np.ones(ev.loss.shape, bool) if data.task_mask is None else data.task_mask.cpu().numpy()
         held = held & (ev.count > 0)[:, None]
-        return np.array([ev.loss[held[:, t], t].mean() if held[:, t].any() else np.nan
-                         for t in range(ev.loss.shape[1])])
+        self.reference = np.array([ev.loss[held[:, t], t].mean() if held[:, t].any() else np.nan
+                                   for t in range(ev.loss.shape[1])])
 
     def split_metrics(self, ev: ClientEval, data: FederatedData, prefix: str,
                       normalise: bool = False) -> dict[str, float]:
@@ -132,23 +125,25 @@ class RoundEvaluator:
         self.last = (done, ev)
         return row
 
+    def _latest(self, done: int, params: Tensor) -> ClientEval:
+        """The evaluation of round ``done``'s row when it made one, else a new one."""
+        if self.last is not None and self.last[0] == done:
+            return self.last[1]
+        return self._evaluate(self.split, params)
+
     def log_clients(self, writer, done: int, state) -> None:
-        """One clients_rounds.csv block; reuses this round's evaluation when there was one."""
+        """One clients_rounds.csv block."""
         params = self.algo.eval_params(state)
-        test = self.last[1] if self.last is not None and self.last[0] == done else \
-            self._evaluate(self.split, params)
-        train = self._evaluate("train", params)
-        writer.log(done, test.acc, test.loss, train.loss)
+        test = self._latest(done, params)
+        writer.log(done, test.acc, test.loss, self._evaluate("train", params).loss)
 
     def summary(self, rows: list[dict[str, Any]]) -> dict[str, float]:
         return self.tasks.summary(rows) if self.tasks is not None else {}
 
     def clients_rows(self, state, done: int) -> list[dict[str, Any]]:
         """clients.csv after round ``done``: each client's sizes, accuracy and loss (per task on
-        multi-task data); the evaluation of round ``done``'s row when it made one (the last
-        round always does, unless the run resumed past it)."""
-        ev = self.last[1] if self.last is not None and self.last[0] == done else \
-            self._evaluate(self.split, self.algo.eval_params(state))
+        multi-task data)."""
+        ev = self._latest(done, self.algo.eval_params(state))
         fed = self.data
         tr = fed.train.sizes.cpu().numpy()
         te = fed.split(self.split).sizes.cpu().numpy()
