@@ -175,6 +175,9 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
     if m and re.search(r"not in struct|Key '[^']*' not in '", f"{text} {e.__cause__}"):
         key = m.group(1)
         parent, _, leaf = key.rpartition(".")
+        if parent == "engine":    # `engine` holds a name; its options come as one section
+            return (f"{key} cannot be set on its own: write the engine with its options, "
+                    f"'engine={{name:batched,{leaf}:VALUE}}'")
         try:
             keys = node_keys(args, parent, groups) if parent else sorted(top_level_keys(groups))
         except Exception:  # noqa: BLE001 - the key list is only a hint

@@ -62,7 +62,7 @@ class Client:
 @dataclass
 class EngineOptions:
     """The options of ``engine=batched``, written as a section: ``engine={name: batched,
-    program: vmap}`` (``engine.program=vmap`` on top of ``engine=batched``)."""
+    program: vmap}`` (an ``engine.program=...`` override alone is refused with that form)."""
 
     program: str = knob("auto", "auto (torch.fx lockstep program where the model traces, else "
                         "vmap) | lockstep | vmap", choices=("auto", "lockstep", "vmap"))

@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import statistics
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable
 
@@ -175,9 +176,11 @@ class ClientsRoundsWriter:
         atomic_write_text(self.path, csv_text(self.COLUMNS, rows))
 
     def log(self, round_done: int, test_acc, test_loss, train_loss) -> None:
+        """One row per client; on multi-task data (``[N, S]`` arrays) the means over the tasks,
+        as clients.csv's ``accuracy`` / ``loss``."""
         with open(self.path, "a", newline="") as f:
             w = csv.writer(f)
             for k in range(len(test_acc)):
-                w.writerow([round_done, k, _fmt(float(test_acc[k])), _fmt(float(test_loss[k])),
-                            _fmt(float(train_loss[k]))])
+                w.writerow([round_done, k, *(_fmt(statistics.fmean(v[k].reshape(-1).tolist()))
+                                             for v in (test_acc, test_loss, train_loss))])
             f.flush()

@@ -26,6 +26,9 @@ CASES = [
     pytest.param(["attack=nope"], ["unknown attack 'nope'", "none"], id="attack"),
     # keys Hydra would add silently or reject with a multi-line block
     pytest.param(["+foo=bar"], ["'+foo=bar'", "'foo'", "remove it"], id="new-top-key"),
+    pytest.param(["engine=batched", "engine.program=vmap"],
+                 ["engine.program cannot be set on its own",
+                  "'engine={name:batched,program:VALUE}'"], id="engine-option-alone"),
     pytest.param(["client.lrr=0.1"], ["client.lrr is not a config key", "did you mean client.lr",
                                       "weight_decay"], id="unknown-key"),
     # wrong types and out-of-range values
