@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fedmoo.config import schema
+from fedmoo.config.knobs import integer
 from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
 
@@ -98,6 +99,5 @@ def _integer_columns(frames: list[Any]) -> list[str]:
         for col in f.columns:
             values = f[col].dropna().tolist()
             if values:
-                ok[col] = ok.get(col, True) and all(
-                    isinstance(v, int) and not isinstance(v, bool) for v in values)
+                ok[col] = ok.get(col, True) and all(integer(v) for v in values)
     return [col for col, yes in ok.items() if yes]

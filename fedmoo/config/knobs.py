@@ -90,7 +90,8 @@ def integer(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _number(v: Any) -> bool:
+def number(v: Any) -> bool:
+    """An int or float that is not a bool."""
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -141,7 +142,7 @@ def example(k: Knob) -> str | None:
     d = k.default
     if isinstance(d, str) and "${" in d:
         return None
-    if d is None or isinstance(d, bool) or (_number(d) and not _in_range(d, k.rule)):
+    if d is None or isinstance(d, bool) or (number(d) and not _in_range(d, k.rule)):
         d = k.rule.lo if k.rule.lo is not None and not k.rule.lo_open else 1
     return show(d)
 
@@ -165,7 +166,7 @@ def problem(k: Knob, v: Any) -> bool:
     if kind is int:
         return not integer(v) or not _in_range(v, r)
     if kind is float:
-        return not _number(v) or not math.isfinite(v) or not _in_range(v, r)
+        return not number(v) or not math.isfinite(v) or not _in_range(v, r)
     if kind is str:
         if not isinstance(v, str):
             return True

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
 from fedmoo.report import defaults
 from fedmoo.report.results import one_line, read_rounds_frame
@@ -99,7 +100,7 @@ class Job:
         v = ((self.summary or {}).get("final") or {}).get(key)
         if v is None:
             return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if not number(v):
             self.bad_metrics[key] = f"summary.json's final {key} is not a number: {v!r:.60}"
             return None
         return float(v)

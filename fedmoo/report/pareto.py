@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
 from fedmoo.report.checks import require_known, writing
 from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs
@@ -232,8 +233,7 @@ def spec_settings(name: str | None, spec: dict[str, Any] | None) -> dict[str, An
         raise UserError(f"table spec {name}: pareto holds {bad or section!r}; it takes x, y, "
                         "minimize_y and ref: [X, Y]")
     ref = section.get("ref")
-    if ref is not None and not (isinstance(ref, list) and len(ref) == 2 and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in ref)):
+    if ref is not None and not (isinstance(ref, list) and len(ref) == 2 and all(number(v) for v in ref)):
         raise UserError(f"table spec {name}: pareto.ref is {ref!r}; give two numbers [X, Y]")
     return section
 

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
+from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
 from fedmoo.report.checks import did_you_mean, require_known, writing
 from fedmoo.report.jobs import (Group, Job, as_text, counts, final_metrics, find_jobs, flatten,
@@ -179,8 +180,7 @@ _recipes: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}   # composed on
 
 def _same(a: Any, b: Any) -> bool:
     """Equal as config values (1 and 1.0 alike; lists and tuples alike)."""
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) \
-            and not isinstance(a, bool) and not isinstance(b, bool):
+    if number(a) and number(b):
         return float(a) == float(b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
