@@ -1,4 +1,4 @@
-"""A plugin's attack and model declare their keys in ``<package>/hparams.py`` like fedmoo's own:
+"""A plugin's attack and model declare their keys in their own module, beside their code:
 the run takes them with their declared defaults, and a bad value or key is refused before
 anything is made."""
 
@@ -11,41 +11,31 @@ from tests.conftest import ROOT
 SMALL = ["progress=false", "num_clients=6", "clients_per_round=3", "data.max_samples=100",
          "rounds=1"]
 
-HPARAMS = '''
+MODULE = '''
+import math
 from dataclasses import dataclass
 
+from torch import nn
+
+from fedmoo.attacks.base import Attack, scale_rows
 from fedmoo.config.hparams import declare
 from fedmoo.config.hparams.attack import Common
 from fedmoo.config.knobs import knob
 
 
 @dataclass
-class Shrink(Common):
+class ShrinkParams(Common):
     factor: float = knob(0.5, "the attackers send factor * their update", lo=0.0)
-
-
-@dataclass
-class Tiny:
-    width: int = knob(4, "hidden units", lo=1)
-
-
-declare("attack", "shrink", Shrink, "shrinkproj:Shrink",
-        "Shrink: attackers send factor * their update")
-declare("model", "tiny", Tiny, "shrinkproj:Tiny", "Tiny: one hidden layer")
-'''
-
-INIT = '''
-import math
-
-from torch import nn
-
-from fedmoo.attacks.base import Attack
-from fedmoo.attacks.base import scale_rows
 
 
 class Shrink(Attack):
     def corrupt(self, cohort, rows, seed):
         return cohort.replace(deltas=scale_rows(cohort.deltas, rows, self.factor))
+
+
+@dataclass
+class TinyParams:
+    width: int = knob(4, "hidden units", lo=1)
 
 
 class Tiny(nn.Module):
@@ -56,16 +46,20 @@ class Tiny(nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+declare("attack", "shrink", ShrinkParams, Shrink, "Shrink: attackers send factor * their update")
+declare("model", "tiny", TinyParams, Tiny, "Tiny: one hidden layer")
 '''
 
 
 def _plugin(root):
-    """A plugin as a user writes it: its declarations and its code, no YAML."""
+    """A plugin as a user writes it: one module with its declarations and its code, no YAML."""
     pkg = root / "shrinkproj"
     pkg.mkdir()
     (pkg / "fedmoo-plugin").write_text("")
-    (pkg / "hparams.py").write_text(HPARAMS)
-    (pkg / "__init__.py").write_text(INIT)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "parts.py").write_text(MODULE)
 
 
 def test_a_plugin_attack_and_model_take_their_declared_keys(cli):

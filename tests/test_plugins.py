@@ -47,7 +47,7 @@ def test_checks_work_for_plugins(with_plugin, tmp_path):
     assert neg.returncode == 2, neg.stderr
     assert neg.stderr.splitlines() == ["fedmoo: error: algo.power=-1 must be a number in "
                                        "[0.0, inf); e.g. algo.power=1.0 (for algo=lossavg)"]
-    assert not (with_plugin.cwd / "n").exists()     # declared in myproj/hparams.py: checked first
+    assert not (with_plugin.cwd / "n").exists()     # declared in myproj/lossavg.py: checked first
     # without the plugin declared, the rule does not exist (in this process: the plugin is
     # imported only by the subprocesses above)
     absent = run_main(["run", *SMALL, "algo=lossavg"], tmp_path)
@@ -97,25 +97,25 @@ def test_the_marker_file_declares_a_package(monkeypatch, tmp_path):
     assert "ownproj" in plugins.names()          # still not imported: its __init__ would exit
 
 def _quiet_plugin(root):
-    """The shortest plugin: its declaration (the option itself: no YAML) and its class."""
+    """The shortest plugin: one module, its hyperparameters, its class and its declaration (the
+    option itself: no YAML), in a package that declares itself with the marker file."""
     pkg = root / "quietproj"
     pkg.mkdir()
     (pkg / "fedmoo-plugin").write_text("")
-    (pkg / "hparams.py").write_text(
-        "from dataclasses import dataclass\n\n"
-        "from fedmoo.config.hparams import declare\nfrom fedmoo.config.knobs import knob\n\n\n"
-        "@dataclass\nclass Quiet:\n"
-        "    eta: float = knob(1.0, 'server step', lo=0.0, lo_open=True)\n\n\n"
-        "declare('algo', 'quiet', Quiet, 'quietproj.quiet:Quiet', 'Quiet: FedAvg, uniform')\n")
     (pkg / "__init__.py").write_text("")
     (pkg / "quiet.py").write_text(
-        "from fedmoo.algorithms import Algorithm\n\n\n"
+        "from dataclasses import dataclass\n\n"
+        "from fedmoo.algorithms import Algorithm\n"
+        "from fedmoo.config.hparams import declare\nfrom fedmoo.config.knobs import knob\n\n\n"
+        "@dataclass\nclass Params:\n"
+        "    eta: float = knob(1.0, 'server step', lo=0.0, lo_open=True)\n\n\n"
         "class Quiet(Algorithm):\n"
         "    def step(self, state, cohort):\n"
-        "        return cohort.deltas.mean(0), self.hp.eta, {}, {}\n")
+        "        return cohort.deltas.mean(0), self.hp.eta, {}, {}\n\n\n"
+        "declare('algo', 'quiet', Params, Quiet, 'Quiet: FedAvg, uniform')\n")
 
 
-def test_a_plugin_is_its_declaration_and_its_class(cli):
+def test_a_plugin_is_one_module(cli):
     _quiet_plugin(cli.cwd)
     env = {"FEDMOO_PLUGINS": "quietproj", "PYTHONPATH": f"{ROOT}:{cli.cwd}"}
     r = cli("list", "algo", env=env)
@@ -183,5 +183,4 @@ def test_a_plugin_that_exits_is_named_and_refused(where, cli):
     assert r.returncode == 2, r.stderr
     line, = r.stderr.strip().splitlines()
     assert "exitproj" in line and ("SystemExit" in line or "sys.exit(0)" in line), line
-    if where == "hparams.py":             # read before anything is written
-        assert not (tmp_path / "outputs").exists()
+    assert not (tmp_path / "outputs").exists()     # imported before anything is written

@@ -4,8 +4,9 @@ their own package and used through the normal CLI (docs/plugins.md).
 A plugin is a package named by a ``fedmoo.plugins`` entry point, or by ``FEDMOO_PLUGINS``
 (comma-separated names) when its folder holds the empty marker file ``fedmoo-plugin`` (so the
 variable cannot turn ``os`` into a plugin; found without importing anything), or one that
-declared a component in this process from Python (``note_registered``). Its ``hparams.py``
-declares its components, its ``conf/`` folder joins the config search path, and its modules are
+declared a component in this process from Python (``note_registered``). Its modules declare
+its components (fedmoo.config.hparams imports them), its ``conf/`` folder joins the config
+search path, and its modules are
 the only foreign ``_target_`` prefixes Hydra may instantiate. Imports only fedmoo.errors.
 """
 

@@ -6,8 +6,8 @@ group), so a run's config is checked before torch is imported. ``store`` puts ea
 Hydra's ConfigStore as ``hparams/<group>/<slug>``, which an option's YAML file may extend
 (``- /hparams/algo/fedmgda@_here_``), so Hydra refuses a key the component does not have;
 ``check`` refuses a value the declaration does not allow; ``resolve`` fills in the defaults.
-A plugin declares its components the same way in ``<package>/hparams.py``, which fedmoo loads
-without importing the package (docs/plugins.md).
+A plugin declares its components the same way, in any module of its package, beside their code:
+fedmoo imports a declared plugin's modules when it reads a config (docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ import copy
 import dataclasses
 import functools
 import importlib
-import importlib.util
 import pkgutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,6 @@ from fedmoo.config.knobs import Knob, integer, of, refusal
 
 GROUPS = ("algo", "attack", "model", "data", "partition")
 NOTES = ("name", "description")   # keys every option may hold besides its knobs
-PLUGIN_MODULE = "hparams"         # <plugin package>/hparams.py
 
 _DECLARED: dict[tuple[str, str], Declaration] = {}
 _LOADED: set[str] = set()
@@ -126,7 +123,7 @@ def _base(group: str) -> type | None:
 
 
 def _load() -> None:
-    """Import this package's declaration modules, then each plugin's ``hparams.py``."""
+    """Import this package's declaration modules, then each plugin's modules."""
     if "fedmoo" not in _LOADED:
         _LOADED.add("fedmoo")
         for mod in pkgutil.iter_modules(__path__):
@@ -136,26 +133,22 @@ def _load() -> None:
     for name in plugins.names():
         if name not in _LOADED:
             _LOADED.add(name)
-            _load_plugin(name, plugins.package_dir(name))
+            _load_plugin(name)
 
 
-def _load_plugin(name: str, folder) -> None:
-    """Run ``<folder>/hparams.py`` as module ``<name>.hparams`` without importing ``name``
-    (whose modules may import torch); a later ``import name.hparams`` finds it loaded."""
-    module = f"{name}.{PLUGIN_MODULE}"
-    path = None if folder is None else folder / f"{PLUGIN_MODULE}.py"
-    if module in sys.modules or path is None or not path.is_file():
-        return
-    spec = importlib.util.spec_from_file_location(module, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[module] = mod
+def _load_plugin(name: str) -> None:
+    """Import plugin ``name`` and, if it is a package, each of its modules but those named
+    ``_*``: their ``declare`` calls file its components."""
+    module = name
     try:
-        spec.loader.exec_module(mod)
-    except (Exception, SystemExit) as e:  # noqa: BLE001 - a plugin's file is the user's to fix
-        del sys.modules[module]         # (SystemExit: script-style code would end fedmoo with 0)
-        raise UserError(f"plugin {name!r}: {path} failed ({type(e).__name__}: {e}); it must "
-                        "declare hyperparameters without importing torch or exiting "
-                        "(docs/plugins.md)") from None
+        package = importlib.import_module(module)
+        for found in pkgutil.iter_modules(getattr(package, "__path__", [])):
+            if not found.name.startswith("_"):
+                module = f"{name}.{found.name}"
+                importlib.import_module(module)
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a plugin's code is the user's to fix
+        raise UserError(f"plugin {name!r}: importing {module} failed ({type(e).__name__}: "
+                        f"{e}); a plugin's modules must import without error or exit (docs/plugins.md)") from None
 
 
 def declared(group: str, slug: str) -> Declaration | None:
@@ -202,7 +195,7 @@ def check(group: str, section: dict[str, Any]) -> None:
     unknown = [key for key in section if key not in ks and key not in NOTES]
     if unknown and found is None:
         raise UserError(f"{group}.{unknown[0]}: {group}={slug} declares no hyperparameters; a "
-                        "plugin declares them in <package>/hparams.py (docs/plugins.md)")
+                        "plugin declares them with fedmoo.config.hparams.declare (docs/plugins.md)")
     if unknown:
         valid = ", ".join(ks) or "(none)"
         raise UserError(f"{group}.{unknown[0]} is not a hyperparameter of {group}={slug}; "
