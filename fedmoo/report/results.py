@@ -64,14 +64,11 @@ class RoundsWriter:
         self.columns = list(dict.fromkeys(k for r in self.rows for k in r))
         atomic_write_text(self.path, csv_text(self.columns, self.rows))
 
-    def _extend(self, row: dict[str, Any]) -> bool:
-        new = [k for k in row if k not in self.columns]
-        self.columns += new
-        return bool(new)
-
     def log(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
-        if self._extend(row) or len(self.rows) == 1:
+        new = [k for k in row if k not in self.columns]
+        self.columns += new
+        if new or len(self.rows) == 1:
             atomic_write_text(self.path, csv_text(self.columns, self.rows))
             return
         with open(self.path, "a", newline="") as f:

@@ -245,11 +245,6 @@ def _natural(v: str):
         return (1, 0.0, v)
 
 
-def is_count(key: str, m: dict[str, Any]) -> bool:
-    """Whether a table prints metric ``key`` (spec entry ``m``) as a count (no decimals)."""
-    return "decimals" not in m and COUNT_METRIC.search(key) is not None
-
-
 def fmt_value(x: float | None, decimals: int, count: bool = False) -> str:
     """One number as a table prints it: ``—`` for none; a count as ``8`` or ``8.5``."""
     if x is None or math.isnan(x):
@@ -264,7 +259,8 @@ def cell(r: dict[str, Any], m: dict[str, Any], dec: int, std: bool = True) -> st
     k = m["key"]
     mean, sd = r[f"{k}/mean"], r[f"{k}/std"]
     n = r.get(f"{k}/n", r.get("n_seeds", 2))
-    count, places = is_count(k, m), int(m.get("decimals", dec))
+    count = "decimals" not in m and COUNT_METRIC.search(k) is not None
+    places = int(m.get("decimals", dec))
     text = fmt_value(mean, places, count)
     if std and n != 1 and text != "—":
         text += f" ± {fmt_value(sd, places, count)}"
@@ -276,16 +272,12 @@ def escape_md(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                 "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                 "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
-                 "|": r"\textbar{}",
-                 "±": r"$\pm$", "Δ": r"$\Delta$", "—": "---", "≥": r"$\geq$", "≤": r"$\leq$"}
-
-
-def escape_latex(text: str) -> str:
-    """Text with LaTeX's special characters escaped (one pass, so escapes are not re-escaped)."""
-    return "".join(LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+# LaTeX's special characters, escaped in one pass (``str.translate``: escapes are not re-escaped)
+LATEX_ESCAPES = str.maketrans({
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
+    "±": r"$\pm$", "Δ": r"$\Delta$", "—": "---", "≥": r"$\geq$", "≤": r"$\leq$"})
 
 
 def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: list[str]) -> str:
@@ -324,7 +316,7 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
         out.insert(1, "|" + "---|" * len(lines[0]))
         return ((f"**{title}**\n\n" if title else "") + "\n".join(out) + "\n"
                 + (f"\n{footnote}\n" if footnote else ""))
-    out = [" & ".join(escape_latex(c) for c in cells) + r" \\" for cells in lines]
+    out = [" & ".join(str(c).translate(LATEX_ESCAPES) for c in cells) + r" \\" for cells in lines]
     out = ([f"% {title}"] if title else []) + [
         r"\begin{tabular}{l" + "c" * (len(lines[0]) - 1) + "}", r"\toprule", out[0], r"\midrule",
         *out[1:], r"\bottomrule", r"\end{tabular}"] + ([f"% {footnote}"] if footnote else [])
