@@ -206,21 +206,17 @@ def find_jobs(dirs: list[str | Path]) -> list[Job]:
         d = Path(d)
         if not d.exists():
             raise UserError(f"no such directory: {d}")
-        found = _outermost({p.parent.parent for p in d.rglob(".hydra/config.yaml")}
-                           | {p.parent for p in d.rglob("summary.json")})
+        found = ({p.parent.parent for p in d.rglob(".hydra/config.yaml")}
+                 | {p.parent for p in d.rglob("summary.json")})
         if not found:
             raise UserError(f"{d} holds no fedmoo run (no .hydra/config.yaml or summary.json "
                             "below it)")
-        jobs += [load_job(p) for p in found]
+        # not inside another job: trackers keep copies of a run's files in its directory
+        # (MLflow's mlartifacts/<id>/artifacts/summary.json), which are not jobs
+        jobs += [load_job(p) for p in sorted(found) if not any(a in found for a in p.parents)]
     fill_defaults(jobs)
     compare_data_and_builds(jobs)
     return jobs
-
-
-def _outermost(dirs: set[Path]) -> list[Path]:
-    """The job directories not inside another: trackers keep copies of a run's files in its
-    directory (MLflow's ``mlartifacts/<id>/artifacts/summary.json``), which are not jobs."""
-    return sorted(p for p in dirs if not any(a in dirs for a in p.parents))
 
 
 def fill_defaults(jobs: list[Job]) -> None:

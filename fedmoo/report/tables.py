@@ -200,12 +200,13 @@ def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
     rows_spec = spec.get("rows") or {}
     order = [str(v) for v in spec["pivot"].get("order") or []]
     cols = order + sorted({str(r[col_key]) for r in records} - set(order))
+    empty = dict.fromkeys([f"{c}/{s}" for c in cols for s in ("mean", "std")], math.nan)
     out: dict[tuple, dict[str, Any]] = {}
     primary = [k for k in (records[0]["_primary"] if records else keys) if k != col_key]
     for r in records:
         values = tuple(r[k] for k in row_keys)
         label, row_order, _ = _row(rows_spec, primary, row_keys, r)
-        rec = out.setdefault(values, {**dict(zip(row_keys, values)), "_label": label,
+        rec = out.setdefault(values, {**empty, **dict(zip(row_keys, values)), "_label": label,
                                       "_order": row_order, "n_seeds": r["n_seeds"], "_notes": []})
         c = r[col_key]
         rec[f"{c}/mean"], rec[f"{c}/std"] = r[f"{metric}/mean"], r[f"{metric}/std"]
@@ -214,10 +215,6 @@ def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
             rec[f"{c}/note"] = "/".join(r.get("_statuses") or ["missing"])
         rec["n_seeds"] = max(rec["n_seeds"], r["n_seeds"])
         rec["_notes"] += [f"{c}: {n}" for n in r.get("_notes") or []]
-    for rec in out.values():
-        for c in cols:
-            rec.setdefault(f"{c}/mean", math.nan)
-            rec.setdefault(f"{c}/std", math.nan)
     labels = spec["pivot"].get("labels") or {}
     title = spec.get("title") or f"{metric} by {col_key}"
     new_spec = {**spec, "title": title,
