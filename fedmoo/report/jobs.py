@@ -89,14 +89,12 @@ class Job:
                                    if v.get("fedmoo_git") else "")
 
     def identity(self) -> dict[str, Any]:
-        """The flattened configuration that determines the job's results, seed excluded, with
-        the defaults of the keys its record lacks (``filled``)."""
+        """The flattened configuration that determines the results (no seed), defaults filled."""
         flat = {**self.flat, **self.filled}
         return {k: v for k, v in flat.items() if is_result_key(k) and k not in self.seed_keys}
 
     def metric(self, key: str) -> float | None:
-        """summary.json's final value of ``key``; None when missing or not a number (noted in
-        ``bad_metrics``)."""
+        """summary.json's final ``key``; None if missing or not a number (in ``bad_metrics``)."""
         v = ((self.summary or {}).get("final") or {}).get(key)
         if v is None:
             return None
@@ -115,8 +113,7 @@ class Job:
             return None
 
     def rounds(self):
-        """rounds.csv's whole rows as a DataFrame (read once); sets ``rounds_problem`` and
-        ``rounds_note``."""
+        """rounds.csv's whole rows (read once; sets ``rounds_problem`` and ``rounds_note``)."""
         if self._rounds is None:
             if self.rows_path is None:
                 import pandas as pd
@@ -259,8 +256,7 @@ def compare_data_and_builds(jobs: list[Job]) -> None:
 
 
 def counts(job: Job, include_failed: bool = False) -> bool:
-    """Whether a report counts ``job``: completed, or (``--include-failed``) any job with a
-    configuration, whatever of its results can be read."""
+    """Whether a report counts ``job``: completed, or with ``--include-failed`` configured."""
     return job.status == "completed" or (include_failed and job.config is not None)
 
 
@@ -338,8 +334,7 @@ def group_jobs(jobs: list[Job]) -> list[Group]:
 
 
 def override_keys(groups: list[Group]) -> list[str]:
-    """Override keys whose values differ between configurations (seed and run-location keys
-    excluded), in the order they first appear."""
+    """The result keys overridden with different values in different configurations."""
     keys: list[str] = []
     for g in groups:
         for j in g.jobs + g.dropped:

@@ -43,8 +43,7 @@ def _fmt(v: Any) -> Any:
 
 
 def csv_text(columns: list[str], rows: Iterable[dict[str, Any]]) -> str:
-    """``rows`` as CSV text under the header ``columns`` (a key a row lacks: empty); ``''``
-    without columns."""
+    """``rows`` as CSV text under the header ``columns`` (a key a row lacks: empty)."""
     if not columns:
         return ""
     buf = io.StringIO()

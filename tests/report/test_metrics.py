@@ -11,6 +11,7 @@ from fedmoo.report.metrics import (
     accuracy_metrics,
     angle_to_uniform,
     kl_to_uniform,
+    percentile_sorted,
     tail_mean,
 )
 
@@ -32,18 +33,17 @@ def test_suite_on_four_clients():
     assert m["test/acc_client1"] == 100.0
 
 
-def test_percentiles_are_numpys_to_the_bit():
+def test_percentile_of_sorted_values_is_numpys_to_the_bit():
     # by hand: 4 values, q=5 -> position 0.15 between 25 and 50: 28.75; q=95 -> 2.85: 96.25
-    def p5_p95(acc):
-        m = accuracy_metrics(acc, np.ones(len(acc)), np.ones(len(acc)), np.zeros(len(acc)))
-        return m["test/acc_p5"], m["test/acc_p95"]
-
-    assert p5_p95(np.array([100.0, 25.0, 75.0, 50.0])) == pytest.approx((28.75, 96.25))
-    assert p5_p95(np.array([7.0])) == (7.0, 7.0)
+    s = np.array([25.0, 50.0, 75.0, 100.0])
+    assert percentile_sorted(s, 5) == pytest.approx(28.75)
+    assert percentile_sorted(s, 95) == pytest.approx(96.25)
+    assert percentile_sorted(np.array([7.0]), 5) == 7.0
     rng = np.random.default_rng(0)
     for n in (1, 2, 3, 10, 31, 100):
-        v = rng.uniform(0, 100, n)
-        assert p5_p95(v) == (float(np.percentile(v, 5)), float(np.percentile(v, 95)))
+        v = np.sort(rng.uniform(0, 100, n))
+        for q in (0, 5, 37.5, 50, 95, 100):
+            assert percentile_sorted(v, q) == float(np.percentile(v, q))
 
 
 def test_tail_mean_truncates():
