@@ -256,7 +256,7 @@ def compare_data_and_builds(jobs: list[Job]) -> None:
 
 
 def counts(job: Job, include_failed: bool = False) -> bool:
-    """Whether a report counts ``job``: completed, or with ``--include-failed`` configured."""
+    """Whether a report counts ``job``: completed, or (``--include-failed``) configured at all."""
     return job.status == "completed" or (include_failed and job.config is not None)
 
 
@@ -334,7 +334,7 @@ def group_jobs(jobs: list[Job]) -> list[Group]:
 
 
 def override_keys(groups: list[Group]) -> list[str]:
-    """The result keys overridden with different values in different configurations."""
+    """Result keys overridden differently in different configurations, in order of appearance."""
     keys: list[str] = []
     for g in groups:
         for j in g.jobs + g.dropped:
