@@ -85,19 +85,15 @@ def load(*paths: str | Path) -> Any:
         else:
             frames.append(pd.concat([pd.DataFrame([head] * len(rows), index=rows.index), rows],
                                     axis=1))
-    frame = pd.concat(frames, ignore_index=True)
-    ints = _integer_columns(frames)
-    frame[ints] = frame[ints].astype("Int64")
-    return frame
-
-
-def _integer_columns(frames: list[Any]) -> list[str]:
-    """The columns whose every value, in every job that has one, is an integer; read before
-    the frames are joined, where a job without the column would turn it into floats."""
-    ok: dict[str, bool] = {}
+    # integer columns: every value, in every job that has one, is an integer (judged per job:
+    # a job without the column turns it into floats once the frames are joined)
+    ints: dict[str, bool] = {}
     for f in frames:
         for col in f.columns:
             values = f[col].dropna().tolist()
             if values:
-                ok[col] = ok.get(col, True) and all(integer(v) for v in values)
-    return [col for col, yes in ok.items() if yes]
+                ints[col] = ints.get(col, True) and all(integer(v) for v in values)
+    frame = pd.concat(frames, ignore_index=True)
+    cols = [col for col, yes in ints.items() if yes]
+    frame[cols] = frame[cols].astype("Int64")
+    return frame

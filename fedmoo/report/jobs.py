@@ -89,14 +89,12 @@ class Job:
                                    if v.get("fedmoo_git") else "")
 
     def identity(self) -> dict[str, Any]:
-        """The flattened configuration that determines the job's results, seed excluded, with
-        the defaults of the keys its record lacks (``filled``)."""
+        """The flattened configuration that determines the results (no seed), defaults filled."""
         flat = {**self.flat, **self.filled}
         return {k: v for k, v in flat.items() if is_result_key(k) and k not in self.seed_keys}
 
     def metric(self, key: str) -> float | None:
-        """summary.json's final value of ``key``; None when missing or not a number (noted in
-        ``bad_metrics``)."""
+        """summary.json's final ``key``; None if missing or not a number (in ``bad_metrics``)."""
         v = ((self.summary or {}).get("final") or {}).get(key)
         if v is None:
             return None
@@ -115,8 +113,7 @@ class Job:
             return None
 
     def rounds(self):
-        """rounds.csv's whole rows as a DataFrame (read once); sets ``rounds_problem`` and
-        ``rounds_note``."""
+        """rounds.csv's whole rows (read once; sets ``rounds_problem`` and ``rounds_note``)."""
         if self._rounds is None:
             if self.rows_path is None:
                 import pandas as pd
@@ -206,21 +203,17 @@ def find_jobs(dirs: list[str | Path]) -> list[Job]:
         d = Path(d)
         if not d.exists():
             raise UserError(f"no such directory: {d}")
-        found = _outermost({p.parent.parent for p in d.rglob(".hydra/config.yaml")}
-                           | {p.parent for p in d.rglob("summary.json")})
+        found = ({p.parent.parent for p in d.rglob(".hydra/config.yaml")}
+                 | {p.parent for p in d.rglob("summary.json")})
         if not found:
             raise UserError(f"{d} holds no fedmoo run (no .hydra/config.yaml or summary.json "
                             "below it)")
-        jobs += [load_job(p) for p in found]
+        # not inside another job: trackers keep copies of a run's files in its directory
+        # (MLflow's mlartifacts/<id>/artifacts/summary.json), which are not jobs
+        jobs += [load_job(p) for p in sorted(found) if not any(a in found for a in p.parents)]
     fill_defaults(jobs)
     compare_data_and_builds(jobs)
     return jobs
-
-
-def _outermost(dirs: set[Path]) -> list[Path]:
-    """The job directories not inside another: trackers keep copies of a run's files in its
-    directory (MLflow's ``mlartifacts/<id>/artifacts/summary.json``), which are not jobs."""
-    return sorted(p for p in dirs if not any(a in dirs for a in p.parents))
 
 
 def fill_defaults(jobs: list[Job]) -> None:
@@ -263,8 +256,7 @@ def compare_data_and_builds(jobs: list[Job]) -> None:
 
 
 def counts(job: Job, include_failed: bool = False) -> bool:
-    """Whether a report counts ``job``: completed, or (``--include-failed``) any job with a
-    configuration, whatever of its results can be read."""
+    """Whether a report counts ``job``: completed, or (``--include-failed``) configured at all."""
     return job.status == "completed" or (include_failed and job.config is not None)
 
 
@@ -342,8 +334,7 @@ def group_jobs(jobs: list[Job]) -> list[Group]:
 
 
 def override_keys(groups: list[Group]) -> list[str]:
-    """Override keys whose values differ between configurations (seed and run-location keys
-    excluded), in the order they first appear."""
+    """Result keys overridden differently in different configurations, in order of appearance."""
     keys: list[str] = []
     for g in groups:
         for j in g.jobs + g.dropped:

@@ -43,8 +43,7 @@ def _fmt(v: Any) -> Any:
 
 
 def csv_text(columns: list[str], rows: Iterable[dict[str, Any]]) -> str:
-    """``rows`` as CSV text under the header ``columns`` (a key a row lacks: empty); ``''``
-    without columns."""
+    """``rows`` as CSV text under the header ``columns`` (a key a row lacks: empty)."""
     if not columns:
         return ""
     buf = io.StringIO()
@@ -64,14 +63,11 @@ class RoundsWriter:
         self.columns = list(dict.fromkeys(k for r in self.rows for k in r))
         atomic_write_text(self.path, csv_text(self.columns, self.rows))
 
-    def _extend(self, row: dict[str, Any]) -> bool:
-        new = [k for k in row if k not in self.columns]
-        self.columns += new
-        return bool(new)
-
     def log(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
-        if self._extend(row) or len(self.rows) == 1:
+        new = [k for k in row if k not in self.columns]
+        self.columns += new
+        if new or len(self.rows) == 1:
             atomic_write_text(self.path, csv_text(self.columns, self.rows))
             return
         with open(self.path, "a", newline="") as f:

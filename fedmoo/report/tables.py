@@ -200,12 +200,13 @@ def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
     rows_spec = spec.get("rows") or {}
     order = [str(v) for v in spec["pivot"].get("order") or []]
     cols = order + sorted({str(r[col_key]) for r in records} - set(order))
+    empty = dict.fromkeys([f"{c}/{s}" for c in cols for s in ("mean", "std")], math.nan)
     out: dict[tuple, dict[str, Any]] = {}
     primary = [k for k in (records[0]["_primary"] if records else keys) if k != col_key]
     for r in records:
         values = tuple(r[k] for k in row_keys)
         label, row_order, _ = _row(rows_spec, primary, row_keys, r)
-        rec = out.setdefault(values, {**dict(zip(row_keys, values)), "_label": label,
+        rec = out.setdefault(values, {**empty, **dict(zip(row_keys, values)), "_label": label,
                                       "_order": row_order, "n_seeds": r["n_seeds"], "_notes": []})
         c = r[col_key]
         rec[f"{c}/mean"], rec[f"{c}/std"] = r[f"{metric}/mean"], r[f"{metric}/std"]
@@ -214,10 +215,6 @@ def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
             rec[f"{c}/note"] = "/".join(r.get("_statuses") or ["missing"])
         rec["n_seeds"] = max(rec["n_seeds"], r["n_seeds"])
         rec["_notes"] += [f"{c}: {n}" for n in r.get("_notes") or []]
-    for rec in out.values():
-        for c in cols:
-            rec.setdefault(f"{c}/mean", math.nan)
-            rec.setdefault(f"{c}/std", math.nan)
     labels = spec["pivot"].get("labels") or {}
     title = spec.get("title") or f"{metric} by {col_key}"
     new_spec = {**spec, "title": title,
@@ -276,16 +273,12 @@ def escape_md(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                 "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                 "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
-                 "|": r"\textbar{}",
-                 "±": r"$\pm$", "Δ": r"$\Delta$", "—": "---", "≥": r"$\geq$", "≤": r"$\leq$"}
-
-
-def escape_latex(text: str) -> str:
-    """Text with LaTeX's special characters escaped (one pass, so escapes are not re-escaped)."""
-    return "".join(LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+# LaTeX's special characters, escaped in one pass (``str.translate``: escapes are not re-escaped)
+LATEX_ESCAPES = str.maketrans({
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
+    "±": r"$\pm$", "Δ": r"$\Delta$", "—": "---", "≥": r"$\geq$", "≤": r"$\leq$"})
 
 
 def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: list[str]) -> str:
@@ -324,7 +317,7 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
         out.insert(1, "|" + "---|" * len(lines[0]))
         return ((f"**{title}**\n\n" if title else "") + "\n".join(out) + "\n"
                 + (f"\n{footnote}\n" if footnote else ""))
-    out = [" & ".join(escape_latex(c) for c in cells) + r" \\" for cells in lines]
+    out = [" & ".join(str(c).translate(LATEX_ESCAPES) for c in cells) + r" \\" for cells in lines]
     out = ([f"% {title}"] if title else []) + [
         r"\begin{tabular}{l" + "c" * (len(lines[0]) - 1) + "}", r"\toprule", out[0], r"\midrule",
         *out[1:], r"\bottomrule", r"\end{tabular}"] + ([f"% {footnote}"] if footnote else [])
