@@ -267,6 +267,9 @@ def plot_metric(groups, label, metric: str, out: Path, logy: bool = False,
     if rounds.max() - rounds.min() < 2:        # one or two rounds: whole-number ticks around them
         ax.set_xlim(rounds.min() - 1, rounds.max() + 1)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if logy and not any((m > 0).any() for _, m, _ in drawn):
+        _warn(f"--logy: {metric} has no positive value; its plot keeps a linear axis")
+        logy = False
     if logy:
         log_axis(ax)
     elif hi == 1.0 and lo == 0.0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -83,6 +84,18 @@ def test_log_ticks_read_as_numbers(tmp_path, figures):
     fmt = ax.yaxis.get_major_formatter()
     assert fmt(2.0, 0) == "2" and fmt(0.01, 0) == "0.01"
     assert len([t for t in ax.get_yticks() if 1.5 <= t <= 2.8]) >= 3   # ticks inside the decade
+
+
+def test_log_axis_without_a_positive_value_stays_linear_and_says_so(tmp_path, figures, caplog):
+    _job(tmp_path, "r", ["algo=fedavg"], 0, {}, rounds=rounds([0.0, 0.0], "test/acc_worst5"))
+    groups = group_jobs(find_jobs([tmp_path]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")            # matplotlib's UserWarning once reached stderr
+        assert plots.plot_metric(groups, plots.labeller(groups, None), "test/acc_worst5",
+                                 tmp_path / "f.png", logy=True)
+    assert figures[-1].axes[0].get_yscale() == "linear"
+    assert [r.getMessage() for r in caplog.records] == [
+        "--logy: test/acc_worst5 has no positive value; its plot keeps a linear axis"]
 
 
 def test_spec_labels_name_the_curves(tmp_path):
