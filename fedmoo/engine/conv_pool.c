@@ -41,15 +41,6 @@
 #define ODD(a, b) SHUFFLE(a, b, 1, 3, 5, 7, 9, 11, 13, 15)
 #define NAME(f) f##_f32
 #include "conv_pool.c"
-#undef T
-#undef IT
-#undef EVEN
-#undef ODD
-#undef NAME
-#undef L
-#undef VEC
-#undef VI
-#undef VZERO
 
 #define T double
 #define IT int64_t
@@ -57,15 +48,6 @@
 #define ODD(a, b) SHUFFLE(a, b, 1, 3, 5, 7)
 #define NAME(f) f##_f64
 #include "conv_pool.c"
-#undef T
-#undef IT
-#undef EVEN
-#undef ODD
-#undef NAME
-#undef L
-#undef VEC
-#undef VI
-#undef VZERO
 
 #else
 
@@ -322,5 +304,16 @@ int NAME(conv_pool_relu_backward)(const T *g, const T *out, const uint8_t *arg, 
     free(bias);
     return 0;
 }
+
+/* the next type's pass defines them anew */
+#undef T
+#undef IT
+#undef EVEN
+#undef ODD
+#undef NAME
+#undef L
+#undef VEC
+#undef VI
+#undef VZERO
 
 #endif

@@ -19,8 +19,12 @@ def image_shape(input_shape: tuple[int, ...], model: str) -> tuple[int, int, int
     return input_shape
 
 
-def _after(size: int, kernel: int, pool: int = 1, padding: int = 0) -> int:
-    return (size + 2 * padding - kernel + 1) // pool
+def _flat(conv: nn.Conv2d, h: int, w: int, *pools: int) -> int:
+    """Dense inputs after convolutions like ``conv`` on h x w, each max-pooled by one of pools."""
+    k, p = conv.kernel_size[0], conv.padding[0]
+    for pool in pools:
+        h, w = (h + 2 * p - k + 1) // pool, (w + 2 * p - k + 1) // pool
+    return conv.out_channels * h * w
 
 
 class ConvPoolReLU(nn.Conv2d):
@@ -44,8 +48,7 @@ class CNNCifar(Model):
         self.conv1 = nn.Conv2d(c, 64, 5)
         self.conv2 = nn.Conv2d(64, 64, 5)
         self.lrn = nn.LocalResponseNorm(2)
-        hh, ww = _after(_after(h, 5, 2), 5, 2), _after(_after(w, 5, 2), 5, 2)
-        self.fc1 = nn.Linear(64 * hh * ww, 384)
+        self.fc1 = nn.Linear(_flat(self.conv2, h, w, 2, 2), 384)
         self.fc2 = nn.Linear(384, 192)
         self.fc3 = nn.Linear(192, num_classes)
 
@@ -69,8 +72,7 @@ class CNNFmnist(Model):
         self.conv2 = nn.Conv2d(10, 20, 5)
         self.drop2d = nn.Dropout2d(0.5)
         self.drop = nn.Dropout(0.5)
-        hh, ww = _after(_after(h, 5, 2), 5, 2), _after(_after(w, 5, 2), 5, 2)
-        self.fc1 = nn.Linear(20 * hh * ww, 50)
+        self.fc1 = nn.Linear(_flat(self.conv2, h, w, 2, 2), 50)
         self.fc2 = nn.Linear(50, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -93,8 +95,7 @@ class CNNFemnist(Model):
         self.conv2 = nn.Conv2d(32, 64, 3)
         self.drop1 = nn.Dropout(0.25)
         self.drop2 = nn.Dropout(0.5)
-        hh, ww = _after(_after(h, 3), 3, 2), _after(_after(w, 3), 3, 2)
-        self.fc1 = nn.Linear(64 * hh * ww, 128)
+        self.fc1 = nn.Linear(_flat(self.conv2, h, w, 1, 2), 128)
         self.fc2 = nn.Linear(128, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -114,8 +115,7 @@ class CNNMnist(Model):
         c, h, w = image_shape(input_shape, self.name)
         self.conv1 = nn.Conv2d(c, 32, 5, padding=2)
         self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
-        hh, ww = _after(_after(h, 5, 2, 2), 5, 2, 2), _after(_after(w, 5, 2, 2), 5, 2, 2)
-        self.fc1 = nn.Linear(64 * hh * ww, 512)
+        self.fc1 = nn.Linear(_flat(self.conv2, h, w, 2, 2), 512)
         self.fc2 = nn.Linear(512, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

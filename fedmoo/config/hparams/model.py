@@ -31,10 +31,6 @@ def groups_problem(value: Any) -> str | None:
             f"{', '.join(map(str, divisors[:-1]))} or {divisors[-1]}")
 
 
-def _groups() -> int:
-    return knob(2, "GroupNorm groups per layer", test=groups_problem)
-
-
 def _head_hidden(what: str = "one hidden ReLU layer of n units per head") -> Optional[int]:
     return knob(None, f"null = linear heads; n = {what}", lo=1)
 
@@ -60,7 +56,7 @@ class LSTM:
 
 @dataclass
 class ResNet:
-    groups: int = _groups()
+    groups: int = knob(2, "GroupNorm groups per layer", test=groups_problem)
 
 
 @dataclass
@@ -77,8 +73,7 @@ class MTLMLP:
 
 
 @dataclass
-class MTLResNet:
-    groups: int = _groups()
+class MTLResNet(ResNet):
     head_hidden: Optional[int] = _head_hidden()
 
 
