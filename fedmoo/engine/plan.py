@@ -29,6 +29,11 @@ class RoundPlan:
     def steps(self) -> int:
         return int(self.index.shape[1])
 
+    def take(self, rows: Tensor) -> RoundPlan:
+        """The plan of the rows ``rows`` (in that order, a row may repeat)."""
+        return RoundPlan(index=self.index[rows], weight=self.weight[rows],
+                         active=self.active[rows], last=self.last[rows], full=self.full)
+
 
 def make_plan(client_ids: list[int], offsets: Tensor, sizes: Tensor, batch_size: int | None,
               epochs: int, local_steps: int | None, gen: torch.Generator, train_index: Tensor,
@@ -102,10 +107,7 @@ def longest_first(plan: RoundPlan, src: Tensor) -> tuple[RoundPlan, Tensor]:
     and a step can leave the finished rows out by slicing."""
     steps = plan.active.sum(1)
     order = torch.argsort(-steps, stable=True)
-    rank = torch.argsort(order)
-    out = RoundPlan(index=plan.index[order], weight=plan.weight[order],
-                    active=plan.active[order], last=plan.last[order], full=plan.full)
-    return out, rank[src]
+    return plan.take(order), torch.argsort(order)[src]
 
 
 def active_rows(plan: RoundPlan) -> list[int]:
