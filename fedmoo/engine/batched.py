@@ -203,7 +203,6 @@ class BatchedEngine:
                          None if tt.full_batch else sgd.batch_size, 1, tt.local_steps,
                          torch.Generator().manual_seed(seed), data.train.index, dtype)
         views = layout.pack(w, layout.empty(rows.count, w))
-        anchor = layout.pack(w, layout.empty(1, w))
         bufs = [torch.zeros_like(v) for v in views] if sgd.momentum else None
         momentum = sgd.momentum or None
         scale = None
@@ -215,7 +214,7 @@ class BatchedEngine:
         for s in range(plan.steps):
             idx, weight = plan.index[:, s], plan.weight[:, s]
             lr = sgd.lr if plan.full[s] else lr_plan[:, s]
-            rule = RowSGD(views, bufs, anchor, lr, None, momentum, sgd.weight_decay)
+            rule = RowSGD(views, bufs, None, lr, None, momentum, sgd.weight_decay)
             losses = self._step(rule, gather(data.x, idx), gather(data.y, idx), weight, scale,
                                 rows.weights)
             loss_after += losses * plan.last[:, s]
