@@ -229,12 +229,8 @@ class BatchedEngine:
         member brings its run's engine, which must share this engine's model architecture and
         sample tensors. Per-task training (FMGDA, FSMGDA) trains each such member on its own.
         Each member's numbers are those of its run alone (``train_rows``)."""
-        out: list[Cohort | None] = [None] * len(members)
-        rows = [i for i, m in enumerate(members) if m.spec.task_training is None]
-        for i, m in enumerate(members):
-            if m.spec.task_training is not None:
-                out[i] = m.engine._train_tasks(m.ids, m.w, m.spec, m.seed)
-        if rows:
-            for i, c in zip(rows, train_rows(self, [members[i] for i in rows])):
-                out[i] = c
-        return out
+        out = {i: m.engine._train_tasks(m.ids, m.w, m.spec, m.seed)
+               for i, m in enumerate(members) if m.spec.task_training is not None}
+        rows = [i for i in range(len(members)) if i not in out]
+        out.update(zip(rows, train_rows(self, [members[i] for i in rows])))
+        return [out[i] for i in range(len(members))]

@@ -75,11 +75,10 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
     classes: dict[tuple, list[int]] = {}
     for i, m in enumerate(members):
         classes.setdefault(_arithmetic(engine, m), []).append(i)
-    out: list[Cohort | None] = [None] * len(members)
+    out: dict[int, Cohort] = {}
     for rows in classes.values():
-        for i, c in zip(rows, _train_stack(engine, [members[i] for i in rows])):
-            out[i] = c
-    return out   # type: ignore[return-value]
+        out.update(zip(rows, _train_stack(engine, [members[i] for i in rows])))
+    return [out[i] for i in range(len(members))]
 
 
 def _arithmetic(engine, m: Member) -> tuple:
