@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from fedmoo.engine.common import batch_layout
@@ -92,9 +93,9 @@ def stack_plans(plans: list[RoundPlan]) -> RoundPlan:
         idx = p.index[:, :1, :1].expand(k, steps, width).clone()
         idx[:, :s, :b] = p.index
         index.append(idx)
-        weight.append(_pad(p.weight, (k, steps, width)))
-        active.append(_pad(p.active, (k, steps)))
-        last.append(_pad(p.last, (k, steps)))
+        weight.append(F.pad(p.weight, (0, width - b, 0, steps - s)))
+        active.append(F.pad(p.active, (0, steps - s)))
+        last.append(F.pad(p.last, (0, steps - s)))
     full = [all(s < p.steps and p.full[s] for p in plans) for s in range(steps)]
     return RoundPlan(index=torch.cat(index), weight=torch.cat(weight), active=torch.cat(active),
                      last=torch.cat(last), full=full)
@@ -114,10 +115,3 @@ def active_rows(plan: RoundPlan) -> list[int]:
     """Per step, how many rows take it (on the host); the rows taking a step are the first
     ones when the plan is ``longest_first``."""
     return [int(n) for n in plan.active.sum(0).tolist()]
-
-
-def _pad(t: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """``t`` in the corner of a zero tensor of ``shape``."""
-    out = t.new_zeros(shape)
-    out[tuple(slice(0, n) for n in t.shape)] = t
-    return out
