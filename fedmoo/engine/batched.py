@@ -1,15 +1,10 @@
-"""The fast engine: the K cohort clients train in lockstep as one batched program.
-
-The R client copies (R = K, or 2K with Ditto's personal models) are stacked, one ``[R, ...]``
-tensor per parameter (fedmoo.engine.layout); each local step gathers the K minibatches with one
-index kernel, runs the model once for all rows and applies SGD with per-row factors
-(fedmoo.engine.rowsgd). The program is the lockstep program (fedmoo.engine.lockstep: the model's
-torch.fx graph on the stacked values, every ``nn.Linear`` a client-batched layer that writes its
-SGD update during the backward pass) or, for models fx cannot trace and with ``compile: true``,
-``torch.vmap`` over the whole model. Both differentiate ``sum_r scale_r * loss_r`` and draw
-dropout masks per row; unequal clients are padded (fedmoo.engine.plan: weight 0, learning rate
-0) and nothing in the local loop reads a tensor on the host. It reproduces the sequential engine
-up to floating-point reduction order (tests/engine checks both programs in float64).
+"""The fast engine: the cohort's clients (and Ditto's personal copies) train in lockstep as one
+batched program on stacked parameters (fedmoo.engine.layout), with per-row SGD
+(fedmoo.engine.rowsgd) and padded minibatch plans (fedmoo.engine.plan). The program is the
+lockstep program (fedmoo.engine.lockstep) or, for models fx cannot trace and with
+``compile: true``, ``torch.vmap`` over the whole model. It reproduces the sequential engine up to
+floating-point reduction order (tests/engine checks both programs in float64); docs/PERFORMANCE.md,
+"How the batched engine works".
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Local training of one or several runs' cohorts as one stack of rows.
 
-A row is one client copy being trained: client k of run r (and, for Ditto, k's personal copy
-beside it), with its own run's global model, minibatch plan, learning rate, momentum, weight
-decay, proximal weight, loss scale and label map. Each row's products keep the shapes they have
-alone, only more rows share each kernel along its batch dimension, so a run's numbers are its
-numbers alone bit for bit (``fedmoo.run.group`` and ``hydra/launcher=lockstep`` train a whole
-sweep at once this way).
-
-The group's ``engine`` supplies the program and the sample tensors; each ``Member`` brings its
-run's own engine (partition, client settings). All members share the model architecture and the
-sample tensors (the caller checks).
+A row is one client copy being trained (client k of run r, and Ditto's personal copy beside it)
+with its own run's global model, minibatch plan, SGD settings, loss scale and label map. Rows
+share each kernel only along its batch dimension, so a run's numbers are its numbers alone bit
+for bit (``fedmoo.run.group`` and ``hydra/launcher=lockstep`` train a whole sweep at once this
+way). The group's ``engine`` supplies the program and the sample tensors, which every member
+shares with the model architecture (the caller checks); each ``Member`` brings its run's engine.
 """
 
 from __future__ import annotations
