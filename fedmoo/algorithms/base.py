@@ -65,17 +65,17 @@ class Algorithm:
         ``server/harmed`` (the move against the cohort's updates, fedmoo.moo.descent);
         ``diagnose=False`` leaves those three out (a round that writes no row)."""
         direction, step, changes, diag = self.step(state, cohort)
-        w = state.w - step * direction
+        new = dataclasses.replace(state, w=state.w - step * direction, round=state.round + 1,
+                                  **changes)
         if not diagnose:
-            return dataclasses.replace(state, w=w, round=state.round + 1, **changes), diag
+            return new, diag
         # the updates' norms and rounding level, once for both diagnostics
         norms, noise = update_norms(cohort.deltas, cohort.task_mask)
-        move = direction * float(step)
-        min_cos, harmed = common_descent(cohort.deltas, move, cohort.task_mask, noise=noise,
-                                         norms=norms)
+        min_cos, harmed = common_descent(cohort.deltas, direction * float(step), cohort.task_mask,
+                                         noise=noise, norms=norms)
         diag = {"server/d_norm": move_norm(cohort.deltas, direction, noise=noise),
                 "server/min_cos": min_cos, "server/harmed": float(harmed), **diag}
-        return dataclasses.replace(state, w=w, round=state.round + 1, **changes), diag
+        return new, diag
 
     def step(
         self, state: ServerState, cohort: Cohort

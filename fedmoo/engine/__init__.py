@@ -1,14 +1,10 @@
 """Local training of a cohort. ``build(engine_cfg, model, data, sgd)`` returns an engine
-(``fedmoo.engine.base.Engine``) that trains with the client's SGD settings ``sgd``
-(``fedmoo.engine.base.LocalSGD``).
+(``fedmoo.engine.base.Engine``) that trains with the client's SGD settings ``sgd``.
 
 ``engine_cfg`` is a name (``auto``, ``sequential``, ``batched``) or a mapping such as
-``{name: batched, program: vmap, compile: true}``: ``program`` picks the batched engine's program
-(``auto``: the torch.fx lockstep program where the model traces, else vmap over the whole model),
-``compile`` runs the vmap step through ``torch.compile`` (off by default). ``auto`` (the default)
-is ``batched`` where it is faster (``resolve_auto``), else ``sequential``; the choice and its
-reason are recorded in summary.json. If the batched engine ``auto`` chose fails to build
-(a device error while tracing its program, say), the sequential engine runs, with a warning.
+``{name: batched, program: vmap, compile: true}`` (the ``engine.*`` knobs). ``auto`` is
+``batched`` where it is faster (``resolve_auto``), else ``sequential``, the sequential engine with
+a warning when the batched one fails to build; the choice and its reason go to summary.json.
 """
 
 from __future__ import annotations

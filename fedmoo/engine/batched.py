@@ -1,15 +1,10 @@
-"""The fast engine: the K cohort clients train in lockstep as one batched program.
-
-The R client copies (R = K, or 2K with Ditto's personal models) are stacked, one ``[R, ...]``
-tensor per parameter (fedmoo.engine.layout); each local step gathers the K minibatches with one
-index kernel, runs the model once for all rows and applies SGD with per-row factors
-(fedmoo.engine.rowsgd). The program is the lockstep program (fedmoo.engine.lockstep: the model's
-torch.fx graph on the stacked values, every ``nn.Linear`` a client-batched layer that writes its
-SGD update during the backward pass) or, for models fx cannot trace and with ``compile: true``,
-``torch.vmap`` over the whole model. Both differentiate ``sum_r scale_r * loss_r`` and draw
-dropout masks per row; unequal clients are padded (fedmoo.engine.plan: weight 0, learning rate
-0) and nothing in the local loop reads a tensor on the host. It reproduces the sequential engine
-up to floating-point reduction order (tests/engine checks both programs in float64).
+"""The fast engine: the cohort's clients (and Ditto's personal copies) train in lockstep as one
+batched program on stacked parameters (fedmoo.engine.layout), with per-row SGD
+(fedmoo.engine.rowsgd) and padded minibatch plans (fedmoo.engine.plan). The program is the
+lockstep program (fedmoo.engine.lockstep) or, for models fx cannot trace and with
+``compile: true``, ``torch.vmap`` over the whole model. It reproduces the sequential engine up to
+floating-point reduction order (tests/engine checks both programs in float64); docs/PERFORMANCE.md,
+"How the batched engine works".
 """
 
 from __future__ import annotations
@@ -203,7 +198,6 @@ class BatchedEngine:
                          None if tt.full_batch else sgd.batch_size, 1, tt.local_steps,
                          torch.Generator().manual_seed(seed), data.train.index, dtype)
         views = layout.pack(w, layout.empty(rows.count, w))
-        anchor = layout.pack(w, layout.empty(1, w))
         bufs = [torch.zeros_like(v) for v in views] if sgd.momentum else None
         momentum = sgd.momentum or None
         scale = None
@@ -215,7 +209,7 @@ class BatchedEngine:
         for s in range(plan.steps):
             idx, weight = plan.index[:, s], plan.weight[:, s]
             lr = sgd.lr if plan.full[s] else lr_plan[:, s]
-            rule = RowSGD(views, bufs, anchor, lr, None, momentum, sgd.weight_decay)
+            rule = RowSGD(views, bufs, None, lr, None, momentum, sgd.weight_decay)
             losses = self._step(rule, gather(data.x, idx), gather(data.y, idx), weight, scale,
                                 rows.weights)
             loss_after += losses * plan.last[:, s]
@@ -230,12 +224,8 @@ class BatchedEngine:
         member brings its run's engine, which must share this engine's model architecture and
         sample tensors. Per-task training (FMGDA, FSMGDA) trains each such member on its own.
         Each member's numbers are those of its run alone (``train_rows``)."""
-        out: list[Cohort | None] = [None] * len(members)
-        rows = [i for i, m in enumerate(members) if m.spec.task_training is None]
-        for i, m in enumerate(members):
-            if m.spec.task_training is not None:
-                out[i] = m.engine._train_tasks(m.ids, m.w, m.spec, m.seed)
-        if rows:
-            for i, c in zip(rows, train_rows(self, [members[i] for i in rows])):
-                out[i] = c
-        return out
+        out = {i: m.engine._train_tasks(m.ids, m.w, m.spec, m.seed)
+               for i, m in enumerate(members) if m.spec.task_training is not None}
+        rows = [i for i in range(len(members)) if i not in out]
+        out.update(zip(rows, train_rows(self, [members[i] for i in rows])))
+        return [out[i] for i in range(len(members))]

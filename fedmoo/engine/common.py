@@ -42,11 +42,12 @@ def eval_chunk(x: Tensor) -> int:
     return max(64, CPU_CHUNK_BYTES // max(1, math.prod(x.shape[1:]) * x.element_size()))
 
 
-def round_seed(seed: int, round_idx: int) -> int:
-    """A 63-bit seed for everything random in round ``round_idx`` of a run seeded ``seed``: each
-    round is reproducible on its own (exact resume, engine equivalence)."""
-    return int(np.random.SeedSequence([int(seed), int(round_idx)]).generate_state(1, np.uint64)[0]
-               >> np.uint64(1))
+def round_seed(seed: int, round_idx: int, *more: int) -> int:
+    """A 63-bit seed for everything random in round ``round_idx`` of a run seeded ``seed`` (and
+    ``more``: a Flower client's index): each round is reproducible on its own (exact resume,
+    engine equivalence)."""
+    keys = [int(k) for k in (seed, round_idx, *more)]
+    return int(np.random.SeedSequence(keys).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 def seed_torch(seed: int, device: torch.device) -> None:

@@ -1,12 +1,8 @@
-"""``relu(max_pool2d(conv2d(x), 2))`` forward and backward in one CPU kernel (``conv_pool.c``),
-for the fast layout of MultiLeNet's blocks (``fedmoo.models.cnn.ConvPoolReLU``).
-
-Forward: a block with one input channel computes its convolution only where the pool reads it
-and pools at once; other blocks run oneDNN's convolution, then the kernel's pool and ReLU.
-Backward: only each window's maximum carries gradient, so the weight, bias and input gradients
-are sums over the pooled maxima's patches: a quarter of a dense convolution's backward, and no
-zero-filled gradient of the convolution's output. The numbers equal torch's operators up to the
-order of float sums (tests/engine/test_conv_pool.py: float64 to 1e-12, NaN and ties included).
+"""``relu(max_pool2d(conv2d(x), 2))`` forward and backward in one CPU kernel (``conv_pool.c``), for
+the fast layout of MultiLeNet's blocks (``fedmoo.models.cnn.ConvPoolReLU``): only each pool
+window's maximum carries gradient, so the backward pass is a quarter of a dense convolution's.
+Equal to torch's operators up to the order of float sums (tests/engine/test_conv_pool.py: float64
+to 1e-12, NaN and ties included); docs/PERFORMANCE.md ("MultiLeNet's blocks as one C kernel").
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""How a CPU runs steps and evaluations over many samples (FMGDA's full local batches) quickly.
-
-- ``step_chunk``: chunks of about ``CPU_STEP_BYTES`` of input, the gradient summed over them, so
-  the activations stay in the caches and the allocator reuses its blocks.
-- ``each_row``: independent trainings (FMGDA's rows) side by side, one intra-op thread each:
-  MultiLeNet's small kernels scale across cores far better this way than inside one op.
-- ``fast_layout``: a channels-last copy of a convolutional network, its conv-pool-ReLU blocks
-  run by fedmoo's C kernel (``fedmoo.engine.conv_pool``: 2.6x on a MultiLeNet step), its other
-  one-channel convolutions as ``RowConv2d``.
-
-Only the order of float sums changes (tests/engine/test_tasks_fast.py: 1e-10 in float64).
-Measured on the 2-core VM in docs/PERFORMANCE.md ("FMGDA on MultiFashion").
+"""How a CPU runs steps and evaluations over many samples (FMGDA's full local batches) quickly:
+steps summed over cache-sized chunks (``step_chunk``), independent rows side by side on one
+thread each (``each_row``), and a channels-last copy of a convolutional network whose blocks run
+fedmoo's C kernel (``fast_layout``). Only the order of float sums changes
+(tests/engine/test_tasks_fast.py: 1e-10 in float64); measured in docs/PERFORMANCE.md ("FMGDA on
+MultiFashion").
 """
 
 from __future__ import annotations

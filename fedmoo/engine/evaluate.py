@@ -42,9 +42,7 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
         owner = s.owner()
         index = s.index
         if clients is not None:
-            keep = torch.zeros(n_clients, dtype=torch.bool, device=dev)
-            keep[clients.to(dev)] = True
-            mask = keep[owner]
+            mask = torch.isin(owner, clients.to(dev))
             owner, index = owner[mask], index[mask]
         loss, correct = _forward_stats(model, data, index, chunk)
         if tail:

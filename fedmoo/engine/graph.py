@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from fedmoo.engine.common import gather, relabel
-from fedmoo.engine.rowsgd import Steps
+from fedmoo.engine.plan import RoundPlan
 from fedmoo.errors import UserError
 
 WARMUP = 3   # eager steps before the capture (PyTorch asks for a few on a side stream)
@@ -62,11 +62,12 @@ def run_steps(body: Callable[[], None], load: Callable[[int], None], steps: int,
         graph.replay()
 
 
-def train_steps_graphed(engine, steps: Steps, capture: bool) -> Tensor:
-    """Every step of the round (``steps.plan``: one row per stacked row) through the engine's
-    program, reading its inputs from fixed tensors; returns the rows' losses over their last
+def train_steps_graphed(engine, plan: RoundPlan, stack, capture: bool) -> Tensor:
+    """Every step of the round (``plan``: one row per stacked row) through the engine's
+    program, reading its inputs from fixed tensors; ``stack`` (fedmoo.engine.stacked) brings the
+    rows' update rule, label maps and loss factors. Returns the rows' losses over their last
     epoch ``[R]``."""
-    data, plan, rule = engine.data, steps.plan, steps.rule
+    data, rule = engine.data, stack.rule
     views, lr = rule.views, rule.lr
     total, dtype, device = plan.index.shape[0], views[0].dtype, views[0].device
     lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active   # [R, S]
@@ -81,8 +82,8 @@ def train_steps_graphed(engine, steps: Steps, capture: bool) -> Tensor:
         last.copy_(plan.last[:, s])
 
     def body() -> None:
-        x, y = gather(data.x, idx), relabel(steps.label_map, gather(data.y, idx))
-        loss_after.add_(engine._step(rule.with_lr(step_lr), x, y, weight, steps.scale) * last)
+        x, y = gather(data.x, idx), relabel(stack.label_map, gather(data.y, idx))
+        loss_after.add_(engine._step(rule.with_lr(step_lr), x, y, weight, stack.scale) * last)
 
     if capture and engine.graph_pool is None:
         engine.graph_pool = torch.cuda.graph_pool_handle()

@@ -1,12 +1,8 @@
-"""Stacked client parameters: one contiguous ``[R, ...]`` tensor per parameter tensor ("slots").
-
-The global model travels as a flat ``[d]`` vector (fedmoo.params); ``pack`` / ``unpack`` /
-``deltas`` convert between ``[R, d]`` and the slots. Each slot is contiguous so every batched
-kernel reads one dense operand (on the CPU, in-place ``baddbmm_`` on views of an ``[R, d]`` block
-falls back to one ``addmm_`` per row), and every ``nn.Linear`` weight is stored transposed
-(``[in, out]``; the model sees an ``[out, in]`` view): on the CPU, ``torch.bmm`` with a
-transposed batched operand takes a much slower path (compare ``torch.bmm(x, w)`` and
-``torch.bmm(x, w.transpose(1, 2))`` for x ``[10, 10, 3072]``).
+"""Stacked client parameters: one contiguous ``[R, ...]`` tensor per parameter tensor ("slots"),
+every ``nn.Linear`` weight stored transposed (``[in, out]``; the model sees an ``[out, in]``
+view): each batched kernel reads one dense operand, and on the CPU ``torch.bmm`` takes a much
+slower path with a transposed batched operand (docs/PERFORMANCE.md). ``pack`` / ``unpack`` /
+``deltas`` convert between the flat ``[R, d]`` layout (fedmoo.params) and the slots.
 """
 
 from __future__ import annotations

@@ -1,34 +1,16 @@
-"""The lockstep program: the model's ``torch.fx`` graph run on client-batched values.
+"""The lockstep program: the model's ``torch.fx`` graph run node by node on client-batched values
+``[R, B, ...]`` (docs/PERFORMANCE.md, "How the batched engine works").
 
-Every value of the program carries the R rows in front (``[R, B, ...]``). Each node of the graph
-runs as follows.
+How each node runs is decided once, on the probe batch ``build`` runs (``_kind``): an
+``nn.Linear`` called once as a fused layer whose backward pass applies its SGD update
+(``_FusedLinear``: the weight gradient never exists as a tensor), convolutions and GroupNorm as
+one grouped op over the rows, a module's own ``stacked_forward`` (fedmoo.models.lstm), elementwise
+and per-sample ops on the stacked tensor, anything else as ``vmap`` over its batched arguments
+(``randomness="different"``: each row draws its own random numbers).
 
-- **An nn.Linear called once** runs as a fused client-batched layer (``_FusedLinear``). Its forward
-  pass is one ``baddbmm`` with the weight stored ``[R, in, out]`` (fedmoo.engine.layout). Its
-  backward pass computes the input gradient and then applies this step's SGD update to the
-  layer's weight and bias (fedmoo.engine.rowsgd). With plain SGD that is one ``baddbmm`` writing
-  ``p -= lr h^T d``: the weight gradient is never materialised, which halves the memory traffic
-  of the step.
-- **A convolution** (zero padding) runs as one grouped convolution over the R rows.
-- **A module with a ``stacked_forward(params, *inputs)`` method** runs that: its own code for R
-  stacked copies (fedmoo.models.lstm.LSTMLayer). torch.fx keeps such modules whole.
-- **Any other module with trainable parameters** (GroupNorm, embeddings, a Linear called twice)
-  runs as ``vmap(functional_call)`` over per-row parameter leaves. Autograd gives the gradients
-  of these leaves (and the convolutions'); the update follows the backward pass.
-- **Parameterless ops** run on the stacked tensor directly where that is exact:
-  - elementwise ops (activations; dropout draws an independent mask per element, so per row);
-  - per-sample ops (pooling, local response normalisation, ``nn.Flatten``) on the ``[R*B, ...]``
-    view;
-  - ``flatten(a)`` as ``flatten(a + 1)``.
-- **Every other function or method** runs as ``vmap`` over its batched arguments with
-  ``randomness="different"``, so each row draws its own random numbers. Shape queries
-  (``x.size(0)``, ``x.shape``) run on row 0.
-
-How each node runs is decided once, on the probe batch that ``build`` runs, and kept.
-
-``LockstepProgram.build`` returns None for a model that torch.fx cannot trace (the LSTM's loop
-over a tensor's length) or whose program does not reproduce the model's output on a probe batch;
-the batched engine then runs vmap over the whole model.
+``LockstepProgram.build`` returns None for a model that torch.fx cannot trace or whose program
+does not reproduce the model's output on the probe batch; the batched engine then runs vmap over
+the whole model.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """fedmoo's C kernels (``conv_pool.c``), compiled once per machine with the system's C compiler
-and loaded with ctypes: compiling against torch's C++ headers (``torch.utils.cpp_extension``)
-takes a minute on 2 cores, plain C a second, and ctypes releases the GIL, so rows on threads run
-in parallel.
-
-The library is built with ``-march=native`` into ``<user cache>/fedmoo/native/<key>/``, the key
-a digest of the source, compiler, flags and CPU, so a home shared by different machines keeps a
-build per kind of CPU. It is written by a rename with its SHA-256 digest beside it and checked
-before loading (a truncated copy would kill the process with SIGBUS inside ``dlopen``); one that
-fails the check is rebuilt under a file lock, with a warning. ``FEDMOO_NATIVE=0`` turns the
-kernels off; without a compiler, or when the build fails, one warning and torch's operators run
-(the same numbers up to float rounding).
+(``-march=native``, cached per source, compiler and CPU) and loaded with ctypes: plain C compiles
+in a second where torch's C++ extensions take a minute, and ctypes releases the GIL. A library is
+written by a rename with its SHA-256 digest beside it and checked before loading (a truncated
+copy would end the process with SIGBUS inside ``dlopen``). ``FEDMOO_NATIVE=0``, no compiler or a
+failed build: one warning, and torch's operators run. docs/PERFORMANCE.md ("MultiLeNet's blocks
+as one C kernel").
 """
 
 from __future__ import annotations

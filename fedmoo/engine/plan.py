@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from fedmoo.engine.common import batch_layout
@@ -28,6 +29,11 @@ class RoundPlan:
     @property
     def steps(self) -> int:
         return int(self.index.shape[1])
+
+    def take(self, rows: Tensor) -> RoundPlan:
+        """The plan of the rows ``rows`` (in that order, a row may repeat)."""
+        return RoundPlan(index=self.index[rows], weight=self.weight[rows],
+                         active=self.active[rows], last=self.last[rows], full=self.full)
 
 
 def make_plan(client_ids: list[int], offsets: Tensor, sizes: Tensor, batch_size: int | None,
@@ -87,9 +93,9 @@ def stack_plans(plans: list[RoundPlan]) -> RoundPlan:
         idx = p.index[:, :1, :1].expand(k, steps, width).clone()
         idx[:, :s, :b] = p.index
         index.append(idx)
-        weight.append(_pad(p.weight, (k, steps, width)))
-        active.append(_pad(p.active, (k, steps)))
-        last.append(_pad(p.last, (k, steps)))
+        weight.append(F.pad(p.weight, (0, width - b, 0, steps - s)))
+        active.append(F.pad(p.active, (0, steps - s)))
+        last.append(F.pad(p.last, (0, steps - s)))
     full = [all(s < p.steps and p.full[s] for p in plans) for s in range(steps)]
     return RoundPlan(index=torch.cat(index), weight=torch.cat(weight), active=torch.cat(active),
                      last=torch.cat(last), full=full)
@@ -102,20 +108,10 @@ def longest_first(plan: RoundPlan, src: Tensor) -> tuple[RoundPlan, Tensor]:
     and a step can leave the finished rows out by slicing."""
     steps = plan.active.sum(1)
     order = torch.argsort(-steps, stable=True)
-    rank = torch.argsort(order)
-    out = RoundPlan(index=plan.index[order], weight=plan.weight[order],
-                    active=plan.active[order], last=plan.last[order], full=plan.full)
-    return out, rank[src]
+    return plan.take(order), torch.argsort(order)[src]
 
 
 def active_rows(plan: RoundPlan) -> list[int]:
     """Per step, how many rows take it (on the host); the rows taking a step are the first
     ones when the plan is ``longest_first``."""
     return [int(n) for n in plan.active.sum(0).tolist()]
-
-
-def _pad(t: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """``t`` in the corner of a zero tensor of ``shape``."""
-    out = t.new_zeros(shape)
-    out[tuple(slice(0, n) for n in t.shape)] = t
-    return out

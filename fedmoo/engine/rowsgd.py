@@ -16,8 +16,6 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from fedmoo.engine.plan import RoundPlan
-
 Rows = float | Tensor  # a hyperparameter shared by all rows, or one value per row ``[R]``
 AddGrad = Callable[[Tensor, Rows], object]
 
@@ -114,15 +112,3 @@ class RowSGD:
     def with_lr(self, lr: Rows) -> "RowSGD":
         """The same rule with this step's learning rates (padded steps: 0 for finished rows)."""
         return replace(self, lr=lr)
-
-
-@dataclass
-class Steps:
-    """A round's local steps of R stacked rows: their plan (one row per stacked row), update
-    rule, label maps ``[R, C]`` and loss factors ``[R]`` (None when no row relabels or
-    scales)."""
-
-    plan: RoundPlan
-    rule: RowSGD
-    label_map: Tensor | None
-    scale: Tensor | None

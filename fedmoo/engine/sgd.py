@@ -1,11 +1,7 @@
-"""Minibatch SGD for the sequential engine, with ``torch.optim.SGD``'s arithmetic.
-
-Not ``torch.optim.SGD`` itself: its first ``step()`` imports ``torch._dynamo`` (about 1.5 s on
-the 2-core machine, paid by every run on its first round) for features fedmoo never uses
-(foreach/fused kernels, compile-awareness). The update below is the single-tensor path of
-``torch.optim.SGD`` (no dampening, no Nesterov), so results are bit-identical:
-``d = g + wd * p``; ``b = d`` on the first step, else ``b = m * b + d``; ``p -= lr * b``.
-A parameter without a gradient takes no step, as there.
+"""Minibatch SGD for the sequential engine, ``torch.optim.SGD``'s single-tensor arithmetic (no
+dampening, no Nesterov; bit-identical): ``d = g + wd * p``; ``b = d`` on the first step, else
+``b = m * b + d``; ``p -= lr * b``; a parameter without a gradient takes no step. Not
+``torch.optim.SGD`` itself: its first ``step()`` imports ``torch._dynamo`` (about 1.5 s a run).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Local training of one or several runs' cohorts as one stack of rows.
 
-A row is one client copy being trained: client k of run r (and, for Ditto, k's personal copy
-beside it), with its own run's global model, minibatch plan, learning rate, momentum, weight
-decay, proximal weight, loss scale and label map. Each row's products keep the shapes they have
-alone, only more rows share each kernel along its batch dimension, so a run's numbers are its
-numbers alone bit for bit (``fedmoo.run.group`` and ``hydra/launcher=lockstep`` train a whole
-sweep at once this way).
-
-The group's ``engine`` supplies the program and the sample tensors; each ``Member`` brings its
-run's own engine (partition, client settings). All members share the model architecture and the
-sample tensors (the caller checks).
+A row is one client copy being trained (client k of run r, and Ditto's personal copy beside it)
+with its own run's global model, minibatch plan, SGD settings, loss scale and label map. Rows
+share each kernel only along its batch dimension, so a run's numbers are its numbers alone bit
+for bit (``fedmoo.run.group`` and ``hydra/launcher=lockstep`` train a whole sweep at once this
+way). The group's ``engine`` supplies the program and the sample tensors, which every member
+shares with the model architecture (the caller checks); each ``Member`` brings its run's engine.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from fedmoo.engine.common import entrywise, gather, relabel
 from fedmoo.engine.linear_head import RowOrder
 from fedmoo.engine.graph import train_steps_graphed
 from fedmoo.engine.plan import RoundPlan, longest_first, make_plan, stack_plans
-from fedmoo.engine.rowsgd import Rows, RowSGD, Steps
+from fedmoo.engine.rowsgd import Rows, RowSGD
 from fedmoo.state import Cohort
 
 # Rows of one source (runs of one seed and partition, Ditto's personal rows) whose step inputs
@@ -75,11 +71,10 @@ def train_rows(engine, members: list[Member]) -> list[Cohort]:
     classes: dict[tuple, list[int]] = {}
     for i, m in enumerate(members):
         classes.setdefault(_arithmetic(engine, m), []).append(i)
-    out: list[Cohort | None] = [None] * len(members)
+    out: dict[int, Cohort] = {}
     for rows in classes.values():
-        for i, c in zip(rows, _train_stack(engine, [members[i] for i in rows])):
-            out[i] = c
-    return out   # type: ignore[return-value]
+        out.update(zip(rows, _train_stack(engine, [members[i] for i in rows])))
+    return [out[i] for i in range(len(members))]
 
 
 def _arithmetic(engine, m: Member) -> tuple:
@@ -118,10 +113,7 @@ class _Stack:
         """The plan with one row per stacked row."""
         if self.sources == list(range(self.total)):
             return self.base
-        src = torch.tensor(self.sources, device=self.base.index.device)
-        return RoundPlan(index=self.base.index[src], weight=self.base.weight[src],
-                         active=self.base.active[src], last=self.base.last[src],
-                         full=self.base.full)
+        return self.base.take(torch.tensor(self.sources, device=self.base.index.device))
 
 
 def _train_stack(engine, members: list[Member]) -> list[Cohort]:
@@ -133,8 +125,7 @@ def _train_stack(engine, members: list[Member]) -> list[Cohort]:
                                   for m, lm in zip(members, stack.label_maps)]
     engine.model.train()
     if engine.head is None:
-        loss_after = _train_steps(engine, Steps(stack.row_plan(), stack.rule, stack.label_map,
-                                                stack.scale))
+        loss_after = _train_steps(engine, stack)
     else:                         # closed form (fedmoo.engine.linear_head)
         loss_after, measured = _train_closed_form(engine, stack, first)
     if first:                     # measured with the first step
@@ -237,13 +228,13 @@ def _train_closed_form(engine, stack: _Stack, first: bool
                              data.y, stack.rule, before=first, reuse=reuse)
 
 
-def _train_steps(engine, steps: Steps) -> Tensor:
+def _train_steps(engine, stack: _Stack) -> Tensor:
     """Every step of the round without the closed form (the engine's lockstep or vmap
     program); returns the rows' losses over their last epoch ``[R]``."""
-    rule, plan = steps.rule, steps.plan
+    rule, plan = stack.rule, stack.row_plan()
     views = rule.views
     if engine.cuda_graph:
-        return train_steps_graphed(engine, steps, capture=views[0].is_cuda)
+        return train_steps_graphed(engine, plan, stack, capture=views[0].is_cuda)
     data, lr = engine.data, rule.lr
     lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active
     loss_after = torch.zeros(plan.index.shape[0], dtype=views[0].dtype, device=views[0].device)
@@ -251,8 +242,8 @@ def _train_steps(engine, steps: Steps) -> Tensor:
         for s in range(plan.steps):
             idx, weight = plan.index[:, s], plan.weight[:, s]
             step = rule.with_lr(lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s])
-            x, y = gather(data.x, idx), relabel(steps.label_map, gather(data.y, idx))
-            loss_after += engine._step(step, x, y, weight, steps.scale) * plan.last[:, s]
+            x, y = gather(data.x, idx), relabel(stack.label_map, gather(data.y, idx))
+            loss_after += engine._step(step, x, y, weight, stack.scale) * plan.last[:, s]
     return loss_after
 
 

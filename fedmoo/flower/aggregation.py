@@ -96,11 +96,6 @@ class ServerRule:
             off += n
         return out
 
-    def eval_arrays(self) -> list[np.ndarray]:
-        """The model the algorithm reports (e.g. AFL's averaged iterate), when it is global."""
-        p = self.algo.eval_params(self.state)
-        return self.arrays(p if p.dim() == 1 else self.state.w)
-
     # -- the round ----------------------------------------------------------------------------
     def client_config(self) -> dict[str, float]:
         """What the clients must know about their local objective this round."""

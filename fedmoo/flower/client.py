@@ -21,7 +21,8 @@ from flwr.clientapp import ClientApp
 from torch import Tensor, nn
 
 from fedmoo.engine.base import LocalSGD
-from fedmoo.engine.common import client_batches, forward_stats, param_views, sample_losses
+from fedmoo.engine.common import (client_batches, forward_stats, param_views, round_seed,
+                                  sample_losses)
 from fedmoo.flower.aggregation import (ACC_BEFORE, ACC_TRAINED, CLIENT_ID, EVAL_TRAINED, LOCAL_LR,
                                        LOSS_AFTER, LOSS_BEFORE, LOSS_TRAINED, PROX_MU, ROUND)
 from fedmoo.params import set_flat
@@ -30,12 +31,6 @@ from fedmoo.params import set_flat
 def trainable_arrays(model: nn.Module) -> list[np.ndarray]:
     """The model's trainable parameters as numpy arrays (the arrays the strategy exchanges)."""
     return [p.detach().cpu().numpy().copy() for p in model.parameters() if p.requires_grad]
-
-
-def client_seed(seed: int, server_round: int, client_id: int) -> int:
-    """Seed of one client's minibatch order in one round (independent of the other clients)."""
-    return int(np.random.SeedSequence([int(seed), int(server_round), int(client_id)])
-               .generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 class LocalTrainer:
@@ -65,7 +60,7 @@ class LocalTrainer:
         set_flat(model, w)
         idx = torch.arange(y.shape[0], device=y.device)
         lb, cb = forward_stats(model, x, y, idx, self.task)
-        seed = client_seed(self.seed, server_round, self.client_id) if generator_seed is None \
+        seed = round_seed(self.seed, server_round, self.client_id) if generator_seed is None \
             else generator_seed
         gen = torch.Generator().manual_seed(seed)
         anchor = param_views(model, w)

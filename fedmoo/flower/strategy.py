@@ -41,7 +41,6 @@ def _sampling(rule: ServerRule, kwargs: dict[str, Any], fraction: str, nodes: st
     return {fraction: k / n, nodes: k, available: n, "fraction_evaluate": 0.0, **kwargs}
 
 
-
 class FedmooStrategy(MessageFedAvg):
     """A fedmoo algorithm as a Message-API Flower strategy: ``algo`` as ``ServerRule`` takes it,
     ``initial_arrays`` the model's ``trainable_arrays``; further keywords go to Flower's FedAvg.

@@ -30,6 +30,11 @@ class LogReg(Model):
         return torch.softmax(out, dim=1) if self.softmax_output else out
 
 
+def relu_layers(sizes: list[int]) -> list[nn.Module]:
+    """``nn.Linear(a, b), nn.ReLU()`` for each consecutive pair ``a, b`` of ``sizes``."""
+    return [m for a, b in zip(sizes[:-1], sizes[1:]) for m in (nn.Linear(a, b), nn.ReLU())]
+
+
 class MLP(Model):
     """Fully connected ReLU network ``in -> hidden[0] -> ... -> num_classes``."""
 
@@ -38,11 +43,7 @@ class MLP(Model):
     def __init__(self, input_shape: tuple[int, ...], num_classes: int, **hyperparameters):
         super().__init__(hyperparameters)
         sizes = [math.prod(input_shape), *self.hparams["hidden"]]
-        layers: list[nn.Module] = []
-        for a, b in zip(sizes[:-1], sizes[1:]):
-            layers += [nn.Linear(a, b), nn.ReLU()]
-        layers.append(nn.Linear(sizes[-1], num_classes))
-        self.net = nn.Sequential(*layers)
+        self.net = nn.Sequential(*relu_layers(sizes), nn.Linear(sizes[-1], num_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x.flatten(1))

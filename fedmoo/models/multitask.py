@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from fedmoo.config.knobs import integer
 from fedmoo.models.base import Model
 from fedmoo.models.cnn import ConvPoolReLU, image_shape
+from fedmoo.models.linear import relu_layers
 from fedmoo.models.resnet import FEATURES, stem_and_blocks
 
 HEADS = "heads."
@@ -89,10 +90,7 @@ class MTLMLP(MultiTaskNet):
 
     def make_trunk(self, input_shape):
         sizes = [math.prod(input_shape), *self.hparams["hidden"]]
-        layers: list[nn.Module] = [nn.Flatten()]
-        for a, b in zip(sizes[:-1], sizes[1:]):
-            layers += [nn.Linear(a, b), nn.ReLU()]
-        return nn.Sequential(*layers), sizes[-1]
+        return nn.Sequential(nn.Flatten(), *relu_layers(sizes)), sizes[-1]
 
 
 class _ResNetTrunk(nn.Module):

@@ -63,17 +63,13 @@ def descent_cosines(x: Tensor, d: Tensor, only: Tensor | None = None,
     return cos.clamp(-1.0, 1.0)
 
 
-def noise_level(x: Tensor, held: Tensor | None = None, norms: Tensor | None = None) -> float:
+def noise_level(x: Tensor, held: Tensor, norms: Tensor | None = None) -> float:
     """Length below which a combination of the rows of ``x [R, d]`` is rounding, not a move:
-    ``ZERO_REL[dtype] * max ||x_r||`` over the rows ``held [R]`` marks (all by default)."""
-    if held is not None and not bool(held.any()):
+    ``ZERO_REL[dtype] * max ||x_r||`` over the rows ``held [R]`` marks."""
+    if not bool(held.any()):
         return 0.0
-    if norms is None:
-        norms = row_norms(x, held)
-    if norms.numel() == 0:
-        return 0.0
-    rel = ZERO_REL.get(x.dtype, 64 * torch.finfo(x.dtype).eps)
-    return rel * float(norms.max())
+    norms = row_norms(x, held) if norms is None else norms
+    return ZERO_REL.get(x.dtype, 64 * torch.finfo(x.dtype).eps) * float(norms.max())
 
 
 def update_norms(x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, float]:
@@ -103,16 +99,16 @@ def move_norm(x: Tensor, d: Tensor, mask: Tensor | None = None,
 
 
 def common_descent(x: Tensor, d: Tensor, mask: Tensor | None = None,
-                   tol: float = HARM_TOL, noise: float | None = None,
-                   norms: Tensor | None = None) -> tuple[float, int]:
+                   noise: float | None = None, norms: Tensor | None = None) -> tuple[float, int]:
     """``(min_cos, harmed)`` of the server direction ``d [d]`` against the updates ``x``.
 
-    ``x [K, d]``: the smallest cosine between an update and ``d``, and the number of clients with a
-    cosine below ``-tol``. ``x [K, S, d]`` (per-task updates): over the (client, task) rows that
-    ``mask [K, S]`` marks held; ``harmed`` counts clients with at least one harmed task. No rows, or
-    a ``d`` no longer than the updates' rounding level (``noise_level``), gives ``(0.0, 0)``; a
-    cosine only counts as harm below ``-max(tol, noise / ||d||)``, the most rounding can tilt it.
-    ``noise``, ``norms``: the updates' ``update_norms`` when the caller has them."""
+    ``x [K, d]``: the smallest cosine between an update and ``d``, and the number of clients with
+    a cosine below ``-HARM_TOL``. ``x [K, S, d]`` (per-task updates): over the (client, task) rows
+    that ``mask [K, S]`` marks held; ``harmed`` counts clients with at least one harmed task. No
+    rows, or a ``d`` no longer than the updates' rounding level (``noise_level``), gives
+    ``(0.0, 0)``; a cosine only counts as harm below ``-max(HARM_TOL, noise / ||d||)``, the most
+    rounding can tilt it. ``noise``, ``norms``: the updates' ``update_norms`` when the caller has
+    them."""
     held = _held(x, mask)
     k, s = held.shape
     if not bool(held.any()):
@@ -123,5 +119,5 @@ def common_descent(x: Tensor, d: Tensor, mask: Tensor | None = None,
         return 0.0, 0
     cos = descent_cosines(x, d, held, norms).view(k, s)
     min_cos = float(cos[held].min())
-    harmed = int(((cos < -max(tol, noise / d_norm)) & held).any(1).sum())
+    harmed = int(((cos < -max(HARM_TOL, noise / d_norm)) & held).any(1).sum())
     return min_cos, harmed
