@@ -6,6 +6,7 @@ Torch is imported lazily so ``fedmoo --help`` and ``fedmoo list`` are instant.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import shlex
@@ -88,7 +89,8 @@ def cmd_run(args: list[str]) -> int:
     from fedmoo.cli.status import exit_status
     from fedmoo.errors import DivergenceError
 
-    trace = overrides.wants_traceback(args) or bool(os.environ.get("HYDRA_FULL_ERROR"))
+    trace = (any(a.lstrip("+") in ("debug=traceback", "traceback=true") for a in args)
+             or bool(os.environ.get("HYDRA_FULL_ERROR")))
     # Make Hydra raise its composition errors (instead of printing a block and exiting with 1)
     # so they become one line and exit status 2 here.
     os.environ["HYDRA_FULL_ERROR"] = "1"
@@ -101,11 +103,7 @@ def cmd_run(args: list[str]) -> int:
             failed = app.main()
         else:
             failed = hydra_run.run(app.task, planned)
-    except Refused as e:   # fedmoo.cli.precheck: refused before Hydra made any directory
-        if trace:
-            traceback.print_exc()
-        return _fail(str(e))
-    except (UserError, DivergenceError) as e:  # a plugin's, or the job's with debug=true
+    except (Refused, UserError, DivergenceError) as e:  # a check's, a plugin's, a debug=true job's
         if trace:
             traceback.print_exc()
         log.error("%s", e)
@@ -148,32 +146,14 @@ def cmd_table(args: list[str]) -> int:
     return tables.main(args, compose)    # a spec's rows are compared with their recipe
 
 
-def cmd_prepare(args: list[str]) -> int:
-    from fedmoo.cli import prepare
-
-    return prepare.main(args)
-
-
-def cmd_describe(args: list[str]) -> int:
-    from fedmoo.cli import describe
-
-    return describe.main(args)
+def _main_of(module: str):
+    """The command whose ``main(args)`` is in ``module``, imported when the command runs."""
+    return lambda args: importlib.import_module(module).main(args)
 
 
-def cmd_plot(args: list[str]) -> int:
-    from fedmoo.report import plots
-
-    return plots.main(args)
-
-
-def cmd_pareto(args: list[str]) -> int:
-    from fedmoo.report import pareto
-
-    return pareto.main(args)
-
-
-COMMANDS = {"run": cmd_run, "prepare": cmd_prepare, "list": cmd_list, "describe": cmd_describe,
-            "table": cmd_table, "plot": cmd_plot, "pareto": cmd_pareto}
+COMMANDS = {"run": cmd_run, "prepare": _main_of("fedmoo.cli.prepare"), "list": cmd_list,
+            "describe": _main_of("fedmoo.cli.describe"), "table": cmd_table,
+            "plot": _main_of("fedmoo.report.plots"), "pareto": _main_of("fedmoo.report.pareto")}
 
 
 class Output:

@@ -7,7 +7,7 @@ from fedmoo.errors import UserError
 from fedmoo.report.checks import did_you_mean
 
 
-def option_text(group: str | None, option: str) -> str:
+def option_text(group: str, option: str) -> str:
     """What ``fedmoo list GROUP OPTION`` prints: for a component's option (algo, attack, model,
     data, partition), each hyperparameter the option composes to, its default when the option
     changes it, and its help (fedmoo.config.hparams); for the other groups, the option's file."""
@@ -15,8 +15,6 @@ def option_text(group: str | None, option: str) -> str:
     from fedmoo.cli.config import compose
     from fedmoo.config.knobs import show
 
-    if group is None:
-        raise UserError("fedmoo list OPTION needs its group first: fedmoo list algo fedfv")
     options = group_options(group)
     if option not in options:
         raise UserError(f"{group} has no option {option!r}{did_you_mean(option, options)}; "

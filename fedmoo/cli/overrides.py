@@ -72,10 +72,6 @@ def aliases(args: list[str]) -> list[str]:
             if a.lower() != "debug=false"]
 
 
-def wants_traceback(args: list[str]) -> bool:
-    return any(a.lstrip("+") in ("debug=traceback", "traceback=true") for a in args)
-
-
 def top_level_keys(groups: tuple[str, ...]) -> set[str]:
     """The schema's top-level keys, the groups of config.yaml's defaults list, the CLI's groups,
     hydra."""

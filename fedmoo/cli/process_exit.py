@@ -34,7 +34,6 @@ def exit_process(code: int) -> None:
         pass
     else:
         on_exit.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        on_exit.restype = ctypes.c_int
         libc.fflush(None)
         on_exit(ctypes.cast(quick_exit, ctypes.c_void_p), None)
     gc.freeze()

@@ -79,33 +79,17 @@ def _targets(node: Any, key: str):
             yield from _targets(v, f"{key}.{k}")
 
 
-class LoaderProxy(ConfigLoader):
-    """A config loader that hands every call to ``loader`` (a base for loaders that add to
-    Hydra's, through Hydra's public ConfigLoader interface)."""
+class LoaderProxy:
+    """Hydra's config loader ``loader``, each attribute not defined here handed to it: a base for
+    loaders that add to Hydra's (Hydra calls them through ConfigLoader's methods only)."""
 
     def __init__(self, loader: ConfigLoader) -> None:
         self.loader = loader
 
-    def load_configuration(self, *args: Any, **kwargs: Any) -> Any:
-        return self.loader.load_configuration(*args, **kwargs)
-
-    def load_sweep_config(self, master_config: Any, sweep_overrides: list[str]) -> Any:
-        return self.loader.load_sweep_config(master_config, sweep_overrides)
-
-    def get_search_path(self) -> Any:
-        return self.loader.get_search_path()
-
-    def get_sources(self) -> Any:
-        return self.loader.get_sources()
-
-    def list_groups(self, parent_name: str) -> Any:
-        return self.loader.list_groups(parent_name)
-
-    def get_group_options(self, *args: Any, **kwargs: Any) -> Any:
-        return self.loader.get_group_options(*args, **kwargs)
-
-    def compute_defaults_list(self, *args: Any, **kwargs: Any) -> Any:
-        return self.loader.compute_defaults_list(*args, **kwargs)
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "loader":   # unpickling looks up before __dict__
+            raise AttributeError(name)
+        return getattr(self.loader, name)
 
 
 class CheckedLoader(LoaderProxy):

@@ -141,8 +141,8 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
         train, val, test = _partition.split_fractions(parts, tuple(hp["fractions"]), rng,
                                                       tuple(hp["order"]))
 
-    if hp["max_per_client"] is not None:
-        train = _cap(train, hp["max_per_client"], rng)
+    if (cap := hp["max_per_client"]) is not None:   # a random n of each client's (FMGDA's 256)
+        train = [np.sort(rng.choice(p, cap, replace=False)) if len(p) > cap else p for p in train]
     empty = [k for k, p in enumerate(train) if len(p) == 0]
     if empty:
         raise UserError(
@@ -171,18 +171,12 @@ def federate(source: Source, part_cfg: dict[str, Any], num_clients: int | None) 
     )
 
 
-def _cap(train: list[np.ndarray], n, rng: np.random.Generator) -> list[np.ndarray]:
-    """Keep a random ``n`` of each client's training samples (FMGDA's 256 per client)."""
-    return [np.sort(rng.choice(p, n, replace=False)) if len(p) > n else p for p in train]
-
-
 def _compact(x, y, splits):
     """Keep only the samples some client uses and renumber their labels 0..C'-1 in label order
     (e.g. FMNIST classes 0, 2, 6 -> 0, 1, 2 for a 3-class model)."""
     if y.dim() != 1:
         raise UserError("partition.compact_labels=true needs single-label data")
-    lists = [s for s in splits if s is not None]
-    used = np.unique(np.concatenate([p for parts in lists for p in parts]))
+    used = np.unique(np.concatenate([p for parts in splits if parts is not None for p in parts]))
     new_pos = np.full(len(y), -1, dtype=np.int64)
     new_pos[used] = np.arange(len(used))
     y_used = y[torch.from_numpy(used)]

@@ -54,16 +54,13 @@ VOCAB = {
         "Hungary", "Guatemala", "Nicaragua", "Scotland", "Thailand", "Yugoslavia", "El-Salvador",
         "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands"],
 }
-NUM_FEATURES = sum(len(v) for v in VOCAB.values())   # 99
+FEATURE = {cv: i for i, cv in enumerate((c, v) for c, vs in VOCAB.items() for v in vs)}  # one-hot
+NUM_FEATURES = len(FEATURE)   # 99
 DOMAINS = ["phd", "non-phd"]
 
 
 def parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Adult file -> (features [n, 99] float32, labels [n], domain [n] 0=phd / 1=non-phd)."""
-    offsets, off = {}, 0
-    for col, vocab in VOCAB.items():
-        offsets[col] = (off, {v: i for i, v in enumerate(vocab)})
-        off += len(vocab)
     rows, labels, domain = [], [], []
     for lineno, line in enumerate(read_text(path, "re-download the file").splitlines(), 1):
         line = line.strip()
@@ -75,14 +72,14 @@ def parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                             f"{len(FIELDS)}; re-download the file")
         rec = dict(zip(FIELDS, vals))
         hot = []
-        for col, (start, index) in offsets.items():
+        for col in VOCAB:
             v = rec[col]
             if v == "?":
                 continue
-            if v not in index:
+            if (col, v) not in FEATURE:
                 raise UserError(f"{path}:{lineno}: unknown {col} value {v!r}; "
                                 "re-download the file")
-            hot.append(start + index[v])
+            hot.append(FEATURE[col, v])
         income = rec["income"].rstrip(".")
         if income not in LABELS:
             raise UserError(f"{path}:{lineno}: income {rec['income']!r} is neither <=50K nor "

@@ -29,17 +29,13 @@ VERSION = 1
 log = logging.getLogger(__name__)
 
 
-def content_hash(path: Path) -> str | None:
-    """SHA-256 of a file's bytes; None when it cannot be read (the loader's build then reports
-    it by name)."""
-    try:
-        return md5sum(path, "sha256")
-    except OSError:
-        return None
-
-
 def _key(name: str, options: dict, files: list[Path]) -> str:
-    contents = [(str(p), content_hash(p)) for p in sorted(files)]
+    contents = []
+    for p in sorted(files):
+        try:
+            contents.append((str(p), md5sum(p, "sha256")))
+        except OSError:       # unreadable: the loader's build then reports it by name
+            contents.append((str(p), None))
     blob = json.dumps([VERSION, name, options, contents], sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 

@@ -105,11 +105,6 @@ def download(res: Resource, folder: Path) -> Path:
     return dest
 
 
-def _inside(root: Path, name: str) -> bool:
-    target = (root / name).resolve()
-    return target == root or root in target.parents
-
-
 def _plan(archive: Path, root: Path, entries) -> list:
     """Check ``(member, name, is_dir, is_file, size)`` entries; return the members to write."""
     out, total = [], 0
@@ -119,7 +114,7 @@ def _plan(archive: Path, root: Path, entries) -> list:
             raise ValueError(f"{archive.name} has more than {MAX_MEMBERS} members; refused")
         if not (is_dir or is_file):
             raise ValueError(f"archive member {name!r} is a link or special file; refused")
-        if not _inside(root, name) or Path(name).is_absolute():
+        if Path(name).is_absolute() or not (root / name).resolve().is_relative_to(root):
             raise ValueError(f"archive member {name!r} would escape {root}; refused")
         total += size
         check_expansion(archive.name, total, packed)

@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import hashlib
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -120,7 +120,6 @@ class FederatedData:
     task: str = "classification"
     client_names: list[str] | None = None
     class_names: list[str] | None = None
-    meta: dict = field(default_factory=dict)
     task_mask: Tensor | None = None       # [N, S] bool objective indicator (multi-task data)
     task_names: list[str] | None = None
     source_digest: str | None = None      # Source.digest of the samples it was federated from

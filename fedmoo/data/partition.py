@@ -130,22 +130,19 @@ def objective_indicator(tasks, tasks_per_client, num_clients: int, task_names: l
     draws n distinct tasks per client with the partition generator (after the samples are
     assigned, so the partition does not change). The declaration refuses both set."""
     s = len(task_names)
-    if tasks_per_client is not None:
-        n = tasks_per_client
-        if n > s:
-            raise UserError(f"partition.tasks_per_client={n!r} must be an integer in [1, {s}] "
-                            f"(this data has {s} tasks)")
-        a = np.zeros((num_clients, s), dtype=bool)
-        for k in range(num_clients):
-            a[k, rng.choice(s, n, replace=False)] = True
-        return a
-    if tasks == "all" or tasks is None:
+    if tasks_per_client is None and tasks in ("all", None):
         return np.ones((num_clients, s), dtype=bool)
-    if isinstance(tasks, str) or len(tasks) != num_clients:
-        have = "a string" if isinstance(tasks, str) else f"{len(tasks)} lists"
-        raise UserError(f"partition.tasks must be all or one list of tasks per client "
-                        f"({num_clients} lists), got {have}; e.g. partition.tasks=all")
     a = np.zeros((num_clients, s), dtype=bool)
+    if tasks_per_client is not None:
+        if tasks_per_client > s:
+            raise UserError(f"partition.tasks_per_client={tasks_per_client!r} must be an integer "
+                            f"in [1, {s}] (this data has {s} tasks)")
+        for k in range(num_clients):
+            a[k, rng.choice(s, tasks_per_client, replace=False)] = True
+        return a
+    if len(tasks) != num_clients:       # (a list: the declaration refuses anything else)
+        raise UserError(f"partition.tasks must be all or one list of tasks per client "
+                        f"({num_clients} lists), got {len(tasks)} lists; e.g. partition.tasks=all")
     for k, held in enumerate(tasks):
         held = [held] if isinstance(held, (int, str)) else list(held)
         if not held:

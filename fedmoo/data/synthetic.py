@@ -21,8 +21,7 @@ BYTES_PER_SAMPLE = DIM * 4 + 8 + 8 + 1
 
 
 def generate(num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: int = 0,
-             iid: bool = False, max_samples: int | None = None,
-             train_fraction: float = 0.9) -> Source:
+             iid: bool = False, max_samples: int | None = None) -> Source:
     fix = ("set fewer num_clients (data.num_users) or cap the samples per user with "
            "data.max_samples")
     fewest = min(50, max_samples or 50)       # every user has at least this many samples
@@ -60,7 +59,7 @@ def generate(num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: i
         y_all[start:end] = np.argmax(x @ w + b, axis=1)
         x_all[start:end] = x                   # float64 -> float32, rounded as torch's .float()
         perm = rng.permutation(sizes[k])
-        n_train = int(train_fraction * sizes[k])
+        n_train = int(0.9 * sizes[k])         # the module docstring's 90/10 split
         is_test[start + perm[n_train:]] = True
         start = end
     return Source(
