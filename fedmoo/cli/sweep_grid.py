@@ -10,8 +10,8 @@ def grid(overrides: Sequence[Any]) -> list[list[str]]:
     """Every job's overrides from parsed ``overrides`` (Hydra's ``Override``s): the cartesian
     product of their values, the first key varying slowest; a key given twice keeps its first
     place and its last value (Hydra's basic sweeper's grid). A comma list, ``range(...)`` and
-    ``choice(...)`` are swept; an interval cannot be (HydraException)."""
-    from hydra.errors import HydraException
+    ``choice(...)`` are swept; an interval cannot be (UserError)."""
+    from fedmoo.errors import UserError
 
     values: dict[str, list[str]] = {}
     for o in overrides:
@@ -22,6 +22,6 @@ def grid(overrides: Sequence[Any]) -> list[list[str]]:
             values[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
         else:
             kind = o.value_type.name if o.value_type is not None else "this sweep"
-            raise HydraException(f"{key}: fedmoo's sweeper does not sweep {kind} (use a comma "
+            raise UserError(f"{key}: fedmoo's sweeper does not sweep {kind} (use a comma "
                                  "list, range(...) or choice(...))")
     return [list(job) for job in itertools.product(*values.values())]

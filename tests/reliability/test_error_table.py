@@ -29,6 +29,9 @@ CASES = [
     pytest.param(["engine=batched", "engine.program=vmap"],
                  ["engine.program cannot be set on its own",
                   "'engine={name:batched,program:VALUE}'"], id="engine-option-alone"),
+    pytest.param(["-m", "seed=interval(0,1)"],     # was a traceback and exit status 1
+                 ["seed: fedmoo's sweeper does not sweep INTERVAL_SWEEP", "range(...)"],
+                 id="interval-sweep"),
     pytest.param(["client.lrr=0.1"], ["client.lrr is not a config key", "did you mean client.lr",
                                       "weight_decay"], id="unknown-key"),
     # wrong types and out-of-range values
