@@ -108,10 +108,11 @@ def main(args: list[str]) -> int:
     p.add_argument("overrides", nargs="*", help="the same overrides as `fedmoo run`")
     ns = p.parse_args(args)
 
-    from fedmoo.cli.overrides import aliases, check_overrides
+    from fedmoo.cli.groups import GROUPS
+    from fedmoo.cli.overrides import aliases, check_new_keys, check_overrides
 
     overrides = aliases(ns.overrides)
-    err = check_overrides(overrides)
+    err = check_overrides(overrides) or check_new_keys(overrides, GROUPS)
     if err:
         raise UserError(err)
     jobs = expand(overrides, ns.multirun)

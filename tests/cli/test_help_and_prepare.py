@@ -87,6 +87,13 @@ def test_prepare_says_where_the_data_is(capsys, tmp_path, monkeypatch):
     assert "ready: data=synthetic in memory (generated, no files):" in capsys.readouterr().out
 
 
+def test_prepare_refuses_a_key_run_refuses(capsys):
+    """``prepare -m +x=1`` once prepared data for a sweep that ``run`` then refused."""
+    assert main(["prepare", "-m", "data=digits", "+x=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'+x=1' adds a config key 'x' that fedmoo does not use" in err[0]
+
+
 def test_missing_fashion_mnist_names_debians_package(tmp_path, monkeypatch):
     from fedmoo.data import mnist
 
