@@ -23,6 +23,7 @@ from fedmoo.report.results import (atomic_write_text, read_summary, to_jsonable,
                                    write_json)
 from fedmoo.run import checkpoint, identity, locks
 from fedmoo.data.federated import tensors_digest
+from fedmoo.state import state_from_dict
 
 # Files a run writes; ``resume=false`` deletes them before starting over.
 RESULT_FILES = ("summary.json", "rounds.csv", "clients.csv", "model.pt", checkpoint.FILENAME,
@@ -54,7 +55,14 @@ class RunDir:
         return self.path / name
 
     def __enter__(self) -> RunDir:
-        self._write_test()
+        try:
+            self.file(".fedmoo").mkdir(parents=True, exist_ok=True)
+            probe = self.file(".fedmoo-write-test")
+            probe.write_text("")
+            probe.unlink()
+        except OSError as e:
+            raise UserError(f"output directory {self.path} is not writable ({e.strerror or e}); "
+                            "set hydra.run.dir (or hydra.sweep.dir) to a writable path") from None
         self._lock = locks.try_lock(self.file(LOCK))
         if self._lock is None:
             raise RunDirBusy(
@@ -98,16 +106,6 @@ class RunDir:
                                   f"{self.path}; resume=false runs it again)")
         return summary
 
-    def _write_test(self) -> None:
-        try:
-            self.file(".fedmoo").mkdir(parents=True, exist_ok=True)
-            probe = self.file(".fedmoo-write-test")
-            probe.write_text("")
-            probe.unlink()
-        except OSError as e:
-            raise UserError(f"output directory {self.path} is not writable ({e.strerror or e}); "
-                            "set hydra.run.dir (or hydra.sweep.dir) to a writable path") from None
-
     def check_same_config(self, old: dict[str, Any], what: str, as_json: bool = False) -> None:
         """Never mix two runs in one directory: ``old`` (read back from JSON with ``as_json``)
         must be this run's configuration."""
@@ -134,12 +132,10 @@ class RunDir:
         ckpt = checkpoint.load(self.path, device)
         if ckpt is None:
             return state, [], 0.0
-        path = self.file(checkpoint.FILENAME)
-        checkpoint.check_fields(ckpt, path)
-        self.check_same_config(ckpt["config"], "checkpointed")
-        checkpoint.check(ckpt, path, state, checkpoint.rng_state(), self.data_digest,
-                           int(self.cfg["rounds"]), int(self.cfg["eval_every"]))
-        state = checkpoint.restore_state(ckpt, state)
+        checkpoint.check(ckpt, self.file(checkpoint.FILENAME), state, self.data_digest,
+                         int(self.cfg["rounds"]), int(self.cfg["eval_every"]),
+                         lambda config: self.check_same_config(config, "checkpointed"))
+        state = state_from_dict(state, ckpt["state"])
         checkpoint.set_rng_state(ckpt["rng"])
         self.resumed_from = int(state.round)
         return state, ckpt["rows"], float(ckpt["elapsed_s"])
@@ -175,7 +171,8 @@ class RunDir:
                  clients: list[dict[str, Any]], model: torch.nn.Module) -> None:
         """clients.csv and model.pt, then summary.json; the checkpoint is no longer needed."""
         write_csv(self.file("clients.csv"), clients)
-        checkpoint.save_model(self.file("model.pt"), model)
+        checkpoint.atomic_torch_save({k: v.detach().cpu() for k, v in model.state_dict().items()},
+                                     self.file("model.pt"))
         self.summary("completed", state, final, wall)
         self.file(checkpoint.FILENAME).unlink(missing_ok=True)
 
