@@ -111,7 +111,7 @@ def _interrupt_all(sessions: list[Session], stop) -> None:
     raised = None
     for s in sessions:
         try:
-            s.interrupt(stop)
+            s.rundir.interrupted(stop, s.state, s.writer.rows, s.final, s.elapsed())
         except RunInterrupted as e:
             raised = e
     if raised is not None and len(sessions) > 1:
@@ -172,45 +172,43 @@ class Session:
         """Check, build and resume the run; its completed result when the directory already
         holds it (nothing left to do), else None."""
         with self._no_space():
-            return self._start()
-
-    def _start(self) -> RunResult | None:
-        cfg, rundir = self.cfg, self.rundir
-        schema.check(cfg)     # fedmoo run checked it before Hydra made the directory; Python's
-        num_clients, per_round = schema.cohort(cfg)     # callers reach the loop directly
-        done = rundir.open(resume=cfg["resume"])
-        if done is not None:
-            return RunResult(run_dir=rundir.path, status="completed", final=done.get("final") or {},
-                             wall_time_s=float(done.get("wall_time_s") or 0.0), skipped=True)
-        self.seed, self.rounds = int(cfg["seed"]), int(cfg["rounds"])
-        parts = self.parts = build_parts(cfg, num_clients, per_round, rundir)
-        algo, attack, device = parts.algo, parts.attack, parts.device
-        state = algo.init(get_flat(parts.model), num_clients=parts.num_clients)
-        self.evaluator = RoundEvaluator(cfg, algo, parts.model, parts.federation, attack.groups(),
-                                        state.w)
-        state, rows, self.elapsed0 = (rundir.resume(state, device) if cfg["resume"]
-                                      else (state, [], 0.0))
-        self.state = state
-        self.next_round = rundir.resumed_from
-        rundir.accept()   # every check passed: from here on this run owns the directory's record
-        rundir.info = parts.describe(cfg)
-        self.sampler = ClientSampler(parts.num_clients, parts.per_round, self.seed,
-                                     forced=attack.forced_clients,
-                                     scheme=cfg["sampling"],
-                                     sizes=parts.federation.train.sizes.cpu().numpy())
-        self.writer = RoundsWriter(rundir.file("rounds.csv"), rows)
-        self.clients_log = (ClientsRoundsWriter(rundir.file("clients_rounds.csv"),
-                                                rundir.resumed_from)
-                            if cfg["log_clients_every"] else None)
-        self.final = rows[-1] if rows else {}
-        self.last_eval = (time.perf_counter(), rundir.resumed_from)
-        self.bar = self._stack.enter_context(open_bar(
-            self.rounds, rundir.resumed_from, f"{algo.name} on {cfg['data']['name']}",
-            self.show_progress))
-        self.tracker = self._stack.enter_context(contextlib.closing(
-            loggers.build(cfg["logger"], rundir.path, identity.run_config(cfg),
-                          _overrides(rundir.record))))
-        return None
+            cfg, rundir = self.cfg, self.rundir
+            # fedmoo run checked the config before Hydra made the directory; Python's callers
+            schema.check(cfg)   # reach the loop directly
+            num_clients, per_round = schema.cohort(cfg)
+            done = rundir.open(resume=cfg["resume"])
+            if done is not None:
+                return RunResult(run_dir=rundir.path, status="completed",
+                                 final=done.get("final") or {},
+                                 wall_time_s=float(done.get("wall_time_s") or 0.0), skipped=True)
+            self.seed, self.rounds = int(cfg["seed"]), int(cfg["rounds"])
+            parts = self.parts = build_parts(cfg, num_clients, per_round, rundir)
+            algo, attack, device = parts.algo, parts.attack, parts.device
+            state = algo.init(get_flat(parts.model), num_clients=parts.num_clients)
+            self.evaluator = RoundEvaluator(cfg, algo, parts.model, parts.federation,
+                                            attack.groups(), state.w)
+            state, rows, self.elapsed0 = (rundir.resume(state, device) if cfg["resume"]
+                                          else (state, [], 0.0))
+            self.state = state
+            self.next_round = rundir.resumed_from
+            rundir.accept()   # every check passed: this run owns the directory's record
+            rundir.info = parts.describe(cfg)
+            self.sampler = ClientSampler(parts.num_clients, parts.per_round, self.seed,
+                                         forced=attack.forced_clients, scheme=cfg["sampling"],
+                                         sizes=parts.federation.train.sizes.cpu().numpy())
+            self.writer = RoundsWriter(rundir.file("rounds.csv"), rows)
+            self.clients_log = (ClientsRoundsWriter(rundir.file("clients_rounds.csv"),
+                                                    rundir.resumed_from)
+                                if cfg["log_clients_every"] else None)
+            self.final = rows[-1] if rows else {}
+            self.last_eval = (time.perf_counter(), rundir.resumed_from)
+            self.bar = self._stack.enter_context(open_bar(
+                self.rounds, rundir.resumed_from, f"{algo.name} on {cfg['data']['name']}",
+                self.show_progress))
+            self.tracker = self._stack.enter_context(contextlib.closing(
+                loggers.build(cfg["logger"], rundir.path, identity.run_config(cfg),
+                              _overrides(rundir.record))))
+            return None
 
     def clock(self) -> None:
         """Training starts now: the next row's ``time/round_s`` counts from here."""
@@ -288,10 +286,6 @@ class Session:
         """Whether round ``done`` evaluates (``eval_every``) or logs per-client rows
         (``log_clients_every``); the last round always does."""
         return done % self.cfg[key] == 0 or done == self.rounds
-
-    def interrupt(self, stop) -> None:
-        """Checkpoint, record ``status: interrupted`` and raise RunInterrupted."""
-        self.rundir.interrupted(stop, self.state, self.writer.rows, self.final, self.elapsed())
 
     def complete(self) -> RunResult:
         """The run's files final (``guard`` calls it)."""
