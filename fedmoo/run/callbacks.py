@@ -38,22 +38,19 @@ def as_typed(overrides) -> list[str]:
     return [str(o) for o in OmegaConf.to_container(overrides, resolve=False)]
 
 
-def _job_overrides() -> list[str] | None:
-    """The overrides of the job Hydra is running in this process (None outside a Hydra job)."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return as_typed(HydraConfig.get().overrides.task)
-    except Exception:  # noqa: BLE001 - no Hydra job here (a test, fedmoo.api)
-        return None
-
-
 def note_job_failure(job: Path, message: str, overrides: list[str] | None = None) -> None:
     """Mark ``job`` as failed in the running sweep (best effort), naming its own ``overrides``
     (else the running Hydra job's): the directory's ``.hydra`` record may be another job's."""
+    if overrides is None:
+        try:
+            from hydra.core.hydra_config import HydraConfig
+
+            overrides = as_typed(HydraConfig.get().overrides.task)
+        except Exception:  # noqa: BLE001 - no Hydra job here (a test, fedmoo.api)
+            pass
     notes = _notes(Path(job))
     notes.append({"token": os.environ.get(TOKEN, ""), "message": message,
-                  "overrides": overrides if overrides is not None else _job_overrides()})
+                  "overrides": overrides})
     try:
         (Path(job) / NOTE).parent.mkdir(parents=True, exist_ok=True)
         (Path(job) / NOTE).write_text(json.dumps(notes))
@@ -91,7 +88,7 @@ def job_outcomes(sweep_dir: Path, since: float | None = None) -> list[tuple[Path
         if refused and failed:
             continue                        # the refusal's own record (record_failure)
         if refused and (summary is None or since is None
-                        or _mtime(job / "summary.json") < since):
+                        or (job / "summary.json").stat().st_mtime < since):
             continue                        # an older result, not a job of this sweep
         if summary is None:
             out.append((job, "missing", "no summary.json: the job was killed or crashed", kept))
@@ -99,13 +96,6 @@ def job_outcomes(sweep_dir: Path, since: float | None = None) -> list[tuple[Path
             out.append((job, str(summary.get("status")), str(summary.get("message") or ""),
                         kept))
     return out
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
 
 
 def _overrides(job: Path) -> str:

@@ -1,15 +1,11 @@
 """A sweep's jobs trained together: the runs of a group advance round by round in one program.
 
 ``run_jobs`` starts every job's session (as ``fedmoo run`` alone), groups the sessions that
-can share one program and drives each group with fedmoo.run.loop.drive: every round the rows of
-all the group's cohorts (run x client) train in one call of the batched engine; each run's
-attack, server rule, evaluation and files go on as alone, and its numbers are those of the job
-alone, bit for bit (docs/scaling.md).
-
-Two runs share a group (docs/scaling.md) when both train with the uncompiled batched engine and
-the same program, their models have the same architecture, dtype and device, and their sample
-tensors are equal (the group keeps one copy); a group holds at most ``max_rows`` clients per
-round. A run that fits no group trains alone, in the same process.
+can share one program (``Planner``) and drives each group with fedmoo.run.loop.drive: every
+round the rows of all the group's cohorts (run x client) train in one call of the batched
+engine; each run's attack, server rule, evaluation and files go on as alone, and its numbers
+are those of the job alone, bit for bit (docs/scaling.md). A run that fits no group trains
+alone, in the same process.
 """
 
 from __future__ import annotations
@@ -117,7 +113,9 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
 
 class Planner:
     """Sorts started sessions into classes of compatible runs as they come (so each run's copy
-    of the samples is dropped at once for its class's), then cuts the classes into groups."""
+    of the samples is dropped at once for its class's), then cuts the classes into groups of at
+    most ``max_rows`` clients per round. Compatible: the uncompiled batched engine, the same
+    program, model architecture, dtype and device, and equal sample tensors."""
 
     def __init__(self, max_rows: int):
         self.max_rows = max_rows

@@ -1,24 +1,13 @@
 """Live experiment tracking next to the CSV files (rounds.csv stays the source of truth).
 
-``logger`` is one name or a list (``logger=[tensorboard,mlflow]``):
-
-- ``none`` (default): nothing extra.
-- ``tensorboard``: every numeric column of every rounds.csv row as a scalar (step = the round)
-  in ``<run dir>/tensorboard``, on disk within 2 s; at the end the config as hparams with the
-  final metrics (``final/<name>``).
-- ``mlflow``: an MLflow run in experiment ``fedmoo`` (or ``MLFLOW_EXPERIMENT_NAME``): the
-  config as parameters (dotted keys), every row as metrics, the final metrics and, as
-  artifacts, summary.json, rounds.csv, clients.csv and ``.hydra/config.yaml``. Tracking URI:
-  ``MLFLOW_TRACKING_URI``, else ``<run dir>/mlflow.db`` (fedmoo.run.mlflow_writer).
-- ``wandb``: a W&B run in project ``fedmoo`` (or ``WANDB_PROJECT``): the config, every row and
-  the final metrics as its summary; files under ``$WANDB_DIR/wandb``, else ``<run dir>/wandb``
-  (fedmoo.run.wandb_writer).
-
-A tracked run is named after its overrides and tagged with its run directory and sweep
-(``run_label``). Non-finite values are skipped (trackers reject them). MLflow's and W&B's runs
-are owned by child processes, so that a run never waits on them (fedmoo.run.tracker_process). A
-tracker that cannot start stops the run (a UserError); one that fails after it started is one
-warning, and the run goes on without it (``Trackers``).
+``logger`` is one name or a list (``logger=[tensorboard,mlflow]``) of ``none`` (default),
+``tensorboard`` (``<run dir>/tensorboard``), ``mlflow`` (fedmoo.run.mlflow_writer) and
+``wandb`` (fedmoo.run.wandb_writer): every rounds.csv row's finite numbers (trackers reject the
+others), the config and the final metrics. A tracked run is named after its overrides and
+tagged with its run directory and sweep (``run_label``). MLflow's and W&B's runs are owned by
+child processes, so that a run never waits on them (fedmoo.run.tracker_process). A tracker that
+cannot start stops the run (a UserError); one that fails after it started is one warning, and
+the run goes on without it (``Trackers``).
 """
 
 from __future__ import annotations

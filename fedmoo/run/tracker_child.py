@@ -44,14 +44,6 @@ def say(line: str) -> None:
         pass
 
 
-def log_to(path: str | None) -> None:
-    """stderr (MLflow's, W&B's and our lines) appended to ``path`` from now on."""
-    if path:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(fd, 2)
-        os.close(fd)
-
-
 def first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
@@ -119,7 +111,10 @@ def serve(writer) -> int:
     head = inbox.get()
     if head is None:            # prestarted and never used
         return 0
-    log_to(head.get("log"))
+    if head.get("log"):     # stderr (MLflow's, W&B's and our lines) appended to it from now on
+        fd = os.open(head["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)
+        os.close(fd)
     try:
         if warm_error is not None:
             raise warm_error
