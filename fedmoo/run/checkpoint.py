@@ -3,10 +3,8 @@
 ``checkpoint.pt`` holds only tensors, numbers, strings and containers of those, so it loads
 with ``torch.load(weights_only=True)``; it is written atomically, so a run killed while saving
 keeps the previous checkpoint. Before anything in it is used, a checkpoint is checked whole
-against the run's own live state (``algo.init``'s state, this process's RNG states): its fields,
-data digest, state fields with each tensor's dtype and shape, RNG states, round and rows (they
-go to rounds.csv as they are); the first thing that does not fit is named in one line (a
-UserError). The configuration itself is compared by RunDir (config_diff).
+against the run's own live state (``check``): the first thing that does not fit is named in
+one line (a UserError).
 """
 
 from __future__ import annotations
@@ -140,7 +138,8 @@ def _refused(path: Path):
 def check(ckpt: dict[str, Any], path: Path, template: ServerState, data_digest: str | None,
           rounds: int, eval_every: int, same_config: Callable[[dict], None]) -> None:
     """Raise a UserError naming the first part of ``ckpt`` that does not fit this run: its
-    fields, then its configuration (``same_config`` raises its own error), then the rest."""
+    fields, its configuration (``same_config`` raises its own error), data digest, state
+    (``template``: each tensor's dtype and shape), round, rows and RNG states."""
     with _refused(path):
         _same_keys(set(ckpt), set(FIELDS), "field", "")
         if not isinstance(ckpt["config"], dict):

@@ -108,21 +108,16 @@ def _finish(live: list[Session], failures: dict) -> list[Session]:
 
 def _interrupt_all(sessions: list[Session], stop) -> None:
     """Checkpoint every session, then raise one RunInterrupted for them all."""
-    raised = None
-    for s in sessions:
-        try:
-            s.rundir.interrupted(stop, s.state, s.writer.rows, s.final, s.elapsed())
-        except RunInterrupted as e:
-            raised = e
-    if raised is not None and len(sessions) > 1:
+    said = [s.rundir.interrupted(stop, s.state, s.writer.rows, s.final, s.elapsed())
+            for s in sessions]
+    if len(sessions) > 1:
         rounds = sorted({int(s.state.round) for s in sessions})
         after = str(rounds[0]) if len(rounds) == 1 else f"{rounds[0]}-{rounds[-1]}"
-        raise RunInterrupted(
-            f"stopped by {stop.name} after round {after}; checkpoints saved for the "
-            f"{len(sessions)} runs training together; to continue, run the same command again "
-            "(same hydra.sweep.dir)", stop.signum)
-    if raised is not None:
-        raise raised
+        said = [f"stopped by {stop.name} after round {after}; checkpoints saved for the "
+                f"{len(sessions)} runs training together; to continue, run the same command "
+                "again (same hydra.sweep.dir)"]
+    if said:
+        raise RunInterrupted(said[0], stop.signum)
 
 
 class Session:
@@ -196,8 +191,8 @@ class Session:
             self.sampler = ClientSampler(parts.num_clients, parts.per_round, self.seed,
                                          forced=attack.forced_clients, scheme=cfg["sampling"],
                                          sizes=parts.federation.train.sizes.cpu().numpy())
-            self.writer = RoundsWriter(rundir.file("rounds.csv"), rows)
-            self.clients_log = (ClientsRoundsWriter(rundir.file("clients_rounds.csv"),
+            self.writer = RoundsWriter(rundir.path / "rounds.csv", rows)
+            self.clients_log = (ClientsRoundsWriter(rundir.path / "clients_rounds.csv",
                                                     rundir.resumed_from)
                                 if cfg["log_clients_every"] else None)
             self.final = rows[-1] if rows else {}

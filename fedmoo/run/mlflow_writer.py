@@ -1,15 +1,9 @@
-"""``logger=mlflow``'s writer: a child process that owns the MLflow run
-(fedmoo.run.loggers starts it, fedmoo.run.tracker_child is its message loop).
+"""``logger=mlflow``'s writer: a child process (fedmoo.run.tracker_child) that owns the MLflow
+run, so that importing MLflow and the store's commits run beside the training.
 
-Importing MLflow and opening a SQLite store take seconds of CPU, and every write commits to
-disk: in a process of its own that work runs beside the training. The head message is
-``{"uri", "experiment", "run_name", "tags", "params"}``; rows go in batches of up to 1000
-metrics (each ``log_batch`` is a SQLite transaction), at most ``FLUSH_S`` seconds late. A run
-that ends without its final message is KILLED.
-
-Jobs may share one SQLite store: the schema and the experiment are created, and every write
-made, under a file lock beside the database (``<db>.lock``). A new store starts as a copy of
-an empty one that this MLflow version made once (``_copy_empty_store``).
+The head message is ``{"uri", "experiment", "run_name", "tags", "params"}``; a run that ends
+without its final message is KILLED. Jobs may share one SQLite store: the schema and the
+experiment are created, and every write made, under a file lock beside it (``<db>.lock``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """The run directory's lifecycle: one class that knows every file a run keeps there.
 
-A run holds the directory's lock for its whole life (``with RunDir(...)``: a second process is
-refused, naming the holder), resumes from and saves checkpoints (of its own configuration only)
-and finishes with summary.json (always last, atomically).
-
-Hydra writes ``.hydra/`` before fedmoo runs, even for a run fedmoo then refuses. So an accepted
-run (``accept``: every check passed) writes its own Hydra files to ``.hydra/`` and keeps a copy
-in ``.fedmoo/hydra/``, which a run refused before acceptance puts back (``restore_record``): the
-directory's config record always belongs to the result beside it.
+A run holds the directory's lock for its whole life (a second process is refused, naming the
+holder), resumes from and saves checkpoints of its own configuration only, and finishes with
+summary.json (always last, atomically). Hydra writes ``.hydra/`` even for a run fedmoo then
+refuses, so an accepted run keeps a copy in ``.fedmoo/hydra/``, which a refused run puts back
+(``restore_record``): the config record always belongs to the result beside it.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from typing import Any
 
 import torch
 
-from fedmoo.errors import DivergenceError, RunInterrupted, UserError
+from fedmoo.errors import DivergenceError, UserError
 from fedmoo.report.results import (atomic_write_text, read_summary, to_jsonable, write_csv,
                                    write_json)
 from fedmoo.run import checkpoint, identity, locks
@@ -51,22 +48,19 @@ class RunDir:
         self.accepted = False
         self._lock: locks.HeldLock | None = None
 
-    def file(self, name: str) -> Path:
-        return self.path / name
-
     def __enter__(self) -> RunDir:
         try:
-            self.file(".fedmoo").mkdir(parents=True, exist_ok=True)
-            probe = self.file(".fedmoo-write-test")
+            (self.path / ".fedmoo").mkdir(parents=True, exist_ok=True)
+            probe = self.path / ".fedmoo-write-test"
             probe.write_text("")
             probe.unlink()
         except OSError as e:
             raise UserError(f"output directory {self.path} is not writable ({e.strerror or e}); "
                             "set hydra.run.dir (or hydra.sweep.dir) to a writable path") from None
-        self._lock = locks.try_lock(self.file(LOCK))
+        self._lock = locks.try_lock(self.path / LOCK)
         if self._lock is None:
             raise RunDirBusy(
-                f"{self.path} is in use by another fedmoo run ({locks.holder(self.file(LOCK))}); "
+                f"{self.path} is in use by another fedmoo run ({locks.holder(self.path / LOCK)}); "
                 "wait for it to end or stop it, or give this run another hydra.run.dir "
                 "(hydra.sweep.dir for -m)")
         return self
@@ -83,7 +77,7 @@ class RunDir:
         self.accepted = True
         if not self.record:
             return
-        for folder in (self.file(".hydra"), self.file(RECORD)):
+        for folder in (self.path / ".hydra", self.path / RECORD):
             folder.mkdir(parents=True, exist_ok=True)
             for name, text in self.record.items():
                 atomic_write_text(folder / name, text)
@@ -94,10 +88,10 @@ class RunDir:
         discard whatever an earlier run left."""
         if not resume:
             for name in RESULT_FILES:
-                self.file(name).unlink(missing_ok=True)
-            shutil.rmtree(self.file(RECORD), ignore_errors=True)
+                (self.path / name).unlink(missing_ok=True)
+            shutil.rmtree(self.path / RECORD, ignore_errors=True)
             return None
-        summary = read_summary(self.file("summary.json"))
+        summary = read_summary(self.path / "summary.json")
         if summary is None or summary.get("status") not in FINISHED:
             return None
         self.check_same_config(summary.get("config") or {}, summary["status"], as_json=True)
@@ -117,8 +111,8 @@ class RunDir:
                             "resume=false to discard it")
 
     def write_federation(self, attack, federation) -> None:
-        write_json(self.file("attack.json"), attack.describe())
-        federation.save_partition(self.file("partition.npz"))
+        write_json(self.path / "attack.json", attack.describe())
+        federation.save_partition(self.path / "partition.npz")
         self.data_digest = federation.digest()
         # the data's own identity, for the reports: the samples and labels, not the partition,
         # which follows the seed in most recipes (seeds of one configuration share it)
@@ -132,7 +126,7 @@ class RunDir:
         ckpt = checkpoint.load(self.path, device)
         if ckpt is None:
             return state, [], 0.0
-        checkpoint.check(ckpt, self.file(checkpoint.FILENAME), state, self.data_digest,
+        checkpoint.check(ckpt, self.path / checkpoint.FILENAME, state, self.data_digest,
                          int(self.cfg["rounds"]), int(self.cfg["eval_every"]),
                          lambda config: self.check_same_config(config, "checkpointed"))
         state = state_from_dict(state, ckpt["state"])
@@ -144,18 +138,18 @@ class RunDir:
         return checkpoint.save(self.path, state, rows, self.cfg, elapsed, self.data_digest)
 
     def interrupted(self, stop, state, rows: list[dict[str, Any]], final: dict[str, Any],
-                    elapsed: float) -> None:
-        """Checkpoint, record ``status: interrupted`` and raise RunInterrupted."""
+                    elapsed: float) -> str:
+        """Checkpoint and record ``status: interrupted``; returns what to tell the user."""
         path = self.save_checkpoint(state, rows, elapsed)
         msg = (f"stopped by {stop.name} after round {int(state.round)}; checkpoint saved to "
                f"{path}; to continue, run the same command again in the same directory "
                "(hydra.run.dir, or hydra.sweep.dir for -m)")
         self.summary("interrupted", state, final, elapsed, msg)
-        raise RunInterrupted(msg, stop.signum)
+        return msg
 
     def summary(self, status: str, state, final: dict[str, Any], wall: float,
                 message: str | None = None) -> None:
-        write_json(self.file("summary.json"), {
+        write_json(self.path / "summary.json", {
             "status": status,
             "message": message,
             "rounds_completed": int(state.round),
@@ -170,11 +164,11 @@ class RunDir:
     def complete(self, state, final: dict[str, Any], wall: float,
                  clients: list[dict[str, Any]], model: torch.nn.Module) -> None:
         """clients.csv and model.pt, then summary.json; the checkpoint is no longer needed."""
-        write_csv(self.file("clients.csv"), clients)
+        write_csv(self.path / "clients.csv", clients)
         checkpoint.atomic_torch_save({k: v.detach().cpu() for k, v in model.state_dict().items()},
-                                     self.file("model.pt"))
+                                     self.path / "model.pt")
         self.summary("completed", state, final, wall)
-        self.file(checkpoint.FILENAME).unlink(missing_ok=True)
+        (self.path / checkpoint.FILENAME).unlink(missing_ok=True)
 
 
 def restore_record(run_dir: Path) -> None:

@@ -1,12 +1,9 @@
-"""A tracker whose run is owned by a child process (``logger=mlflow``: fedmoo.run.mlflow_writer,
-``logger=wandb``: fedmoo.run.wandb_writer; the child's loop and protocol: fedmoo.run.tracker_child).
+"""A tracker whose run is owned by a child process (fedmoo.run.tracker_child's protocol).
 
-A run never waits on a tracker: its children start before it imports torch (``prestart``), so
-that importing a tracker overlaps the run's own start-up, and finish in the background at nice
-10 once the run's files are complete, with their log in ``<run dir>/tracker-<name>.log``. A
-child that is never taken reads end of input when this process ends, and ends without touching
-any store. A job in a launcher's worker process (joblib's) still waits: the worker's end kills
-its children.
+A run never waits on a tracker: its children start before it imports torch (``prestart``), and
+finish in the background once the run's files are complete, with their log in ``<run
+dir>/tracker-<name>.log``. A child never taken ends without touching any store. A job in a
+launcher's worker process (joblib's) still waits: the worker's end kills its children.
 """
 
 from __future__ import annotations
