@@ -133,18 +133,12 @@ class RoundEvaluator:
         tr = fed.train.sizes.cpu().numpy()
         te = fed.split(self.split).sizes.cpu().numpy()
         names = fed.client_names
+        tasks = range(ev.loss.shape[1]) if ev.loss.ndim > 1 else ()   # accuracy, loss: their means
         return [
             {"client": k, **({"name": names[k]} if names else {}), "num_train": int(tr[k]),
              f"num_{self.split}": int(te[k]), "accuracy": float(np.mean(ev.acc[k])),
-             "loss": float(np.mean(ev.loss[k])), **_task_columns(ev, k)}
+             "loss": float(np.mean(ev.loss[k])),
+             **{f"task{t}_{name}": float(v[k, t]) for t in tasks
+                for name, v in (("accuracy", ev.acc), ("loss", ev.loss))}}
             for k in range(fed.num_clients)
         ]
-
-
-def _task_columns(ev: ClientEval, k: int) -> dict[str, float]:
-    """Per-task accuracy and loss of client k on multi-task data (``accuracy`` / ``loss`` are then
-    the means over all tasks)."""
-    if ev.loss.ndim == 1:
-        return {}
-    return {f"task{t}_{name}": float(v[k, t]) for t in range(ev.loss.shape[1])
-            for name, v in (("accuracy", ev.acc), ("loss", ev.loss))}

@@ -120,26 +120,23 @@ def _interrupt_all(sessions: list[Session], stop) -> None:
         raise RunInterrupted(said[0], stop.signum)
 
 
-class Session:
-    """One run in its directory (a context manager holding the directory's lock)."""
+class Session(contextlib.ExitStack):
+    """One run in its directory (a context manager holding the directory's lock, then its
+    progress bar and trackers)."""
 
     def __init__(self, cfg: dict[str, Any], run_dir: str | Path,
                  record: dict[str, str] | None = None, progress: bool | None = None):
+        super().__init__()
         self.cfg = cfg = schema.fill(cfg)    # a partial config (Python callers): the defaults
         self.t_start = time.perf_counter()
         self.rundir = RunDir(run_dir, cfg, record)
         self.show_progress = cfg["progress"] if progress is None else progress
         self.parts: Parts | None = None
         self.result: RunResult | None = None   # set when the run completes (its files final)
-        self._stack = contextlib.ExitStack()
 
-    # -- the directory ---------------------------------------------------------------------
     def __enter__(self) -> Session:
-        self._stack.enter_context(self.rundir)
+        self.enter_context(self.rundir)
         return self
-
-    def __exit__(self, *exc) -> bool | None:
-        return self._stack.__exit__(*exc)
 
     def guard(self, failures: dict, fn, *args):
         """``fn(*args)``; an exception is recorded in ``failures`` under this session."""
@@ -162,7 +159,6 @@ class Session:
                             "while writing it; free some space and run the same command again "
                             "(it continues from the last checkpoint)") from None
 
-    # -- life --------------------------------------------------------------------------------
     def start(self) -> RunResult | None:
         """Check, build and resume the run; its completed result when the directory already
         holds it (nothing left to do), else None."""
@@ -197,10 +193,10 @@ class Session:
                                 if cfg["log_clients_every"] else None)
             self.final = rows[-1] if rows else {}
             self.last_eval = (time.perf_counter(), rundir.resumed_from)
-            self.bar = self._stack.enter_context(open_bar(
+            self.bar = self.enter_context(open_bar(
                 self.rounds, rundir.resumed_from, f"{algo.name} on {cfg['data']['name']}",
                 self.show_progress))
-            self.tracker = self._stack.enter_context(contextlib.closing(
+            self.tracker = self.enter_context(contextlib.closing(
                 loggers.build(cfg["logger"], rundir.path, identity.run_config(cfg),
                               _overrides(rundir.record))))
             return None

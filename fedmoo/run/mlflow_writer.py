@@ -23,14 +23,6 @@ BATCH = 1000    # MLflow's limit of metrics in one log_batch call
 FLUSH_S = 2.0   # rows wait at most this long before they are written
 
 
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///path`` tracking URI (None for other stores)."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    path = uri[len("sqlite:///"):].split("?", 1)[0]
-    return Path("/" + path.lstrip("/")) if uri.startswith("sqlite:////") else Path(path)
-
-
 def refusal(head: dict[str, Any], e: BaseException) -> str:
     """The one line a user reads when MLflow refuses the tracking store."""
     uri, text = head["uri"], str(e)
@@ -53,7 +45,10 @@ class Writer:
         for name in ("mlflow", "alembic"):           # their notes (creating tables) stay quiet
             logging.getLogger(name).setLevel(logging.WARNING)
         self.Metric, self.uri = Metric, head["uri"]
-        db = sqlite_path(self.uri)
+        db = None                       # the database file of a sqlite:///path store
+        if self.uri.startswith("sqlite:///"):
+            path = self.uri[len("sqlite:///"):].split("?", 1)[0]
+            db = Path("/" + path.lstrip("/")) if self.uri.startswith("sqlite:////") else Path(path)
         self.lock = (FileLock(str(db) + ".lock", thread_local=False) if db is not None
                      else nullcontext())
         if db is not None:
