@@ -9,6 +9,7 @@ a job failed or left no result (``failed_jobs``); diverged jobs are listed but a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -42,20 +43,16 @@ def note_job_failure(job: Path, message: str, overrides: list[str] | None = None
     """Mark ``job`` as failed in the running sweep (best effort), naming its own ``overrides``
     (else the running Hydra job's): the directory's ``.hydra`` record may be another job's."""
     if overrides is None:
-        try:
+        with contextlib.suppress(Exception):   # no Hydra job here (a test, fedmoo.api)
             from hydra.core.hydra_config import HydraConfig
 
             overrides = as_typed(HydraConfig.get().overrides.task)
-        except Exception:  # noqa: BLE001 - no Hydra job here (a test, fedmoo.api)
-            pass
     notes = _notes(Path(job))
     notes.append({"token": os.environ.get(TOKEN, ""), "message": message,
                   "overrides": overrides})
-    try:
+    with contextlib.suppress(OSError):
         (Path(job) / NOTE).parent.mkdir(parents=True, exist_ok=True)
         (Path(job) / NOTE).write_text(json.dumps(notes))
-    except OSError:
-        pass
 
 
 def _notes(job: Path) -> list[dict[str, Any]]:

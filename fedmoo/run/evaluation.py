@@ -2,7 +2,7 @@
 
 Column names are the report layer's (``fedmoo.report.metrics``); the numbers come from the
 engine's per-client evaluation (``fedmoo.engine.evaluate``). A client without samples on the
-split is missing (``missing_as_nan``): NaN in every file, left out of the statistics, counted.
+split is missing (``_evaluate``): NaN in every file, left out of the statistics, counted.
 """
 
 from __future__ import annotations
@@ -21,17 +21,6 @@ from fedmoo.engine.cpu_layout import fast_layout, step_chunk
 from fedmoo.report.metrics import accuracy_metrics, group_metrics, rounds_to_threshold, task_metrics
 
 log = logging.getLogger(__name__)
-
-
-def missing_as_nan(ev: ClientEval) -> ClientEval:
-    """``ev`` with the accuracy and loss of clients without samples on the split set to NaN:
-    they are missing, not 0 % (the metrics leave them out and count them)."""
-    empty = np.asarray(ev.count) == 0
-    if not empty.any():
-        return ev
-    mask = empty.reshape(-1, *([1] * (np.ndim(ev.acc) - 1)))
-    return dataclasses.replace(ev, acc=np.where(mask, np.nan, ev.acc),
-                               loss=np.where(mask, np.nan, ev.loss))
 
 
 class RoundEvaluator:
@@ -68,8 +57,14 @@ class RoundEvaluator:
                          empty, federation.num_clients, self.split, self.split, self.split)
 
     def _evaluate(self, split: str, params: Tensor) -> ClientEval:
-        return missing_as_nan(evaluate_clients(self.model, self.data, split, params,
-                                               chunk=self.chunk))
+        """Clients without samples on ``split``: NaN accuracy and loss (missing, not 0 %)."""
+        ev = evaluate_clients(self.model, self.data, split, params, chunk=self.chunk)
+        empty = np.asarray(ev.count) == 0
+        if not empty.any():
+            return ev
+        mask = empty.reshape(-1, *([1] * (np.ndim(ev.acc) - 1)))
+        return dataclasses.replace(ev, acc=np.where(mask, np.nan, ev.acc),
+                                   loss=np.where(mask, np.nan, ev.loss))
 
     def _metrics(self, ev: ClientEval, prefix: str, normalise: bool = False) -> dict[str, float]:
         if self.tasks:     # multi-task data: per-task columns

@@ -9,6 +9,7 @@ refuses, so an accepted run keeps a copy in ``.fedmoo/hydra/``, which a refused 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 from typing import Any
@@ -191,7 +192,5 @@ def record_failure(run_dir: Path, message: str, error: str, trace: str | None = 
     out = {"status": "failed", "message": message, "error": error}
     if trace:
         out["traceback"] = trace
-    try:
+    with contextlib.suppress(OSError):
         write_json(Path(run_dir) / "summary.json", out)
-    except OSError:
-        pass

@@ -32,11 +32,9 @@ def say(line: str) -> None:
     line = line.replace("\n", " ") + "\n"
     sys.stderr.write(line)
     sys.stderr.flush()
-    try:
+    with contextlib.suppress(OSError):      # the run ended: the log has it
         sys.stdout.write(line)
         sys.stdout.flush()
-    except OSError:          # the run ended: the log has it
-        pass
 
 
 def first_line(e: BaseException) -> str:
