@@ -131,21 +131,15 @@ class SweepReport(Callback):
         except (OSError, ValueError):
             self.previous = None
 
-    def _restore_multirun(self, sweep_dir: Path, outcomes) -> bool:
-        """Put the earlier multirun.yaml back if no job of this sweep wrote a result."""
-        if self.previous is None or not outcomes or any(s != "refused" for _, s, _, _ in outcomes):
-            return False
-        try:
-            atomic_write_text(sweep_dir / MULTIRUN, self.previous)
-        except OSError:
-            return False
-        return True
-
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         logs.setup()    # stderr only from here: the last job's run log is not the sweep's
         sweep_dir = Path(str(config.hydra.sweep.dir))
         outcomes = job_outcomes(sweep_dir, self.started)
-        restored = self._restore_multirun(sweep_dir, outcomes)
+        restored = False      # the earlier multirun.yaml put back: no job of this sweep ran
+        if self.previous is not None and outcomes and all(s == "refused" for _, s, *_ in outcomes):
+            with contextlib.suppress(OSError):
+                atomic_write_text(sweep_dir / MULTIRUN, self.previous)
+                restored = True
         counts = Counter(status for _, status, _, _ in outcomes)
         bad = [o for o in outcomes if o[1] != "completed"]
         failed = self.failed = failing(outcomes)
