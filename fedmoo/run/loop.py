@@ -1,12 +1,10 @@
 """The round loop: sample -> train -> attack -> update -> evaluate -> record.
 
 It never branches on algorithm names: the algorithm, the attack and the engine are built from
-the config (``run.setup``) and meet only through the contracts in ``fedmoo.state``. A run
-checkpoints every ``checkpoint_every`` rounds and on SIGTERM/SIGINT, resumes from
-``checkpoint.pt``, skips a directory holding its finished result and stops with ``status:
-diverged`` (docs/troubleshooting.md). A ``Session`` is one run's life in its directory, split
-at the engine (``begin``, train, ``update``, ``record``): ``run`` drives one session,
-fedmoo.run.group the sessions of a sweep together.
+the config (``run.setup``) and meet only through the contracts in ``fedmoo.state``. A
+``Session`` is one run's life in its directory, split at the engine (``begin``, train,
+``update``, ``record``): ``run`` drives one session, fedmoo.run.group the sessions of a sweep
+together.
 """
 
 from __future__ import annotations

@@ -66,7 +66,6 @@ class ChildTracker:
         self.ended = threading.Event()            # its last line came: done or error
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        self.done = False
         self._send({**head, "log": str(log_file)})
 
     def _read(self) -> None:
@@ -130,7 +129,5 @@ class ChildTracker:
     def close(self) -> None:
         """End of input: without a final message the child ends the tracked run as failed by
         itself (a stopping run never waits on it)."""
-        if not self.done:
-            self.done = True
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
+        with contextlib.suppress(OSError):     # closing it twice is a no-op
+            self.proc.stdin.close()
