@@ -79,8 +79,7 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
             else:
                 sessions[i] = session
                 planner.add(i, session)
-        plan = planner.plan()
-        plan.total = len(jobs)
+        plan = planner.plan(total=len(jobs))
         for g in (g for g in plan.groups if len(g) > 1):
             for i in g:
                 sessions[i].rundir.info["trained_with"] = f"lockstep group of {len(g)} runs"
@@ -137,7 +136,7 @@ class Planner:
                 return
         self.classes.append((sig, s, [(i, s)]))
 
-    def plan(self) -> Plan:
+    def plan(self, total: int) -> Plan:
         groups: list[list[int]] = []
         for _, _, members in self.classes:
             current: list[int] = []
@@ -150,7 +149,7 @@ class Planner:
                 current.append(i)
                 rows += n
             groups.append(current)
-        return Plan(groups=groups, alone=self.alone)
+        return Plan(groups=groups, alone=self.alone, total=total)
 
 
 # Leaf modules whose arithmetic in a group is proven bit for bit that of a run alone

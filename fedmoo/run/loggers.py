@@ -25,7 +25,7 @@ from fedmoo.errors import UserError
 from fedmoo.run.launchers import plugin_available
 from fedmoo.run import tracker_process
 from fedmoo.run.tracker_child import first_line
-from fedmoo.run.tracker_process import ChildTracker, numbers
+from fedmoo.run.tracker_process import WRITERS, ChildTracker, numbers
 from fedmoo.report.jobs import flatten
 from fedmoo.config.schema import LOGGERS
 
@@ -102,9 +102,6 @@ class TensorBoardLogger(NullLogger):
         self.events.close()
 
 
-WRITERS = {"mlflow": "fedmoo.run.mlflow_writer", "wandb": "fedmoo.run.wandb_writer"}
-
-
 def selected(names: str | list[str] | None) -> list[str]:
     """The ``logger`` config key as a list of names."""
     return ["none"] if names is None else [names] if isinstance(names, str) else list(names)
@@ -124,12 +121,11 @@ def _mlflow(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str])
     _need("mlflow")
     uri = (os.environ.get("MLFLOW_TRACKING_URI")
            or f"sqlite:///{(Path(run_dir) / 'mlflow.db').resolve()}")
-    return ChildTracker(WRITERS["mlflow"], "mlflow", {
+    return ChildTracker("mlflow", {
         "uri": uri, "experiment": os.environ.get("MLFLOW_EXPERIMENT_NAME", "fedmoo"),
         "run_name": name, "tags": tags,
         "params": {k: str(v)[:500] for k, v in flatten(cfg).items()}},
-        uri, Path(run_dir) / "tracker-mlflow.log",
-        confirm=bool(os.environ.get("MLFLOW_TRACKING_URI")))
+        uri, run_dir, confirm=bool(os.environ.get("MLFLOW_TRACKING_URI")))
 
 
 def _wandb(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]) -> ChildTracker:
@@ -138,11 +134,10 @@ def _wandb(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]) 
     where = Path(os.environ.get("WANDB_DIR") or run_dir)
     (where / "wandb").mkdir(parents=True, exist_ok=True)
     project = os.environ.get("WANDB_PROJECT", "fedmoo")
-    return ChildTracker(WRITERS["wandb"], "wandb", {
+    return ChildTracker("wandb", {
         "project": project, "name": name, "group": sweep_name(tags.get("fedmoo.sweep")),
         "dir": str(where), "config": cfg},
-        f"W&B project {project} (files in {where / 'wandb'})",
-        Path(run_dir) / "tracker-wandb.log",
+        f"W&B project {project} (files in {where / 'wandb'})", run_dir,
         confirm=os.environ.get("WANDB_MODE") not in ("offline", "disabled"))
 
 

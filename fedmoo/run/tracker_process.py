@@ -23,6 +23,7 @@ from fedmoo.errors import UserError
 
 log = logging.getLogger(__name__)
 _spare: dict[str, subprocess.Popen] = {}   # children started ahead of their run, by module
+WRITERS = {"mlflow": "fedmoo.run.mlflow_writer", "wandb": "fedmoo.run.wandb_writer"}
 
 
 def numbers(row: dict[str, Any]) -> dict[str, float]:
@@ -56,10 +57,10 @@ class ChildTracker:
 
     FILES = ("summary.json", "rounds.csv", "clients.csv", ".hydra/config.yaml")
 
-    def __init__(self, module: str, name: str, head: dict[str, Any], where: str,
-                 log_file: Path, confirm: bool):
-        self.name, self.where, self.log_file, self.confirm = name, where, log_file, confirm
-        self.proc = _spare.pop(module, None) or _spawn(module)
+    def __init__(self, name: str, head: dict[str, Any], where: str, run_dir: Path, confirm: bool):
+        self.name, self.where, self.confirm = name, where, confirm
+        self.log_file = log_file = Path(run_dir) / f"tracker-{name}.log"
+        self.proc = _spare.pop(WRITERS[name], None) or _spawn(WRITERS[name])
         self.error: str | None = None             # the child's error line
         self.started = False                      # its ready line came: the tracked run exists
         self.answered = threading.Event()         # its first line came: ready or error
