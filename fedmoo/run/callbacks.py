@@ -9,6 +9,7 @@ a job failed or left no result (``failed_jobs``); diverged jobs are listed but a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -38,27 +39,20 @@ def as_typed(overrides) -> list[str]:
     return [str(o) for o in OmegaConf.to_container(overrides, resolve=False)]
 
 
-def _job_overrides() -> list[str] | None:
-    """The overrides of the job Hydra is running in this process (None outside a Hydra job)."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return as_typed(HydraConfig.get().overrides.task)
-    except Exception:  # noqa: BLE001 - no Hydra job here (a test, fedmoo.api)
-        return None
-
-
 def note_job_failure(job: Path, message: str, overrides: list[str] | None = None) -> None:
     """Mark ``job`` as failed in the running sweep (best effort), naming its own ``overrides``
     (else the running Hydra job's): the directory's ``.hydra`` record may be another job's."""
+    if overrides is None:
+        with contextlib.suppress(Exception):   # no Hydra job here (a test, fedmoo.api)
+            from hydra.core.hydra_config import HydraConfig
+
+            overrides = as_typed(HydraConfig.get().overrides.task)
     notes = _notes(Path(job))
     notes.append({"token": os.environ.get(TOKEN, ""), "message": message,
-                  "overrides": overrides if overrides is not None else _job_overrides()})
-    try:
+                  "overrides": overrides})
+    with contextlib.suppress(OSError):
         (Path(job) / NOTE).parent.mkdir(parents=True, exist_ok=True)
         (Path(job) / NOTE).write_text(json.dumps(notes))
-    except OSError:
-        pass
 
 
 def _notes(job: Path) -> list[dict[str, Any]]:
@@ -91,7 +85,7 @@ def job_outcomes(sweep_dir: Path, since: float | None = None) -> list[tuple[Path
         if refused and failed:
             continue                        # the refusal's own record (record_failure)
         if refused and (summary is None or since is None
-                        or _mtime(job / "summary.json") < since):
+                        or (job / "summary.json").stat().st_mtime < since):
             continue                        # an older result, not a job of this sweep
         if summary is None:
             out.append((job, "missing", "no summary.json: the job was killed or crashed", kept))
@@ -99,13 +93,6 @@ def job_outcomes(sweep_dir: Path, since: float | None = None) -> list[tuple[Path
             out.append((job, str(summary.get("status")), str(summary.get("message") or ""),
                         kept))
     return out
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
 
 
 def _overrides(job: Path) -> str:
@@ -144,21 +131,15 @@ class SweepReport(Callback):
         except (OSError, ValueError):
             self.previous = None
 
-    def _restore_multirun(self, sweep_dir: Path, outcomes) -> bool:
-        """Put the earlier multirun.yaml back if no job of this sweep wrote a result."""
-        if self.previous is None or not outcomes or any(s != "refused" for _, s, _, _ in outcomes):
-            return False
-        try:
-            atomic_write_text(sweep_dir / MULTIRUN, self.previous)
-        except OSError:
-            return False
-        return True
-
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         logs.setup()    # stderr only from here: the last job's run log is not the sweep's
         sweep_dir = Path(str(config.hydra.sweep.dir))
         outcomes = job_outcomes(sweep_dir, self.started)
-        restored = self._restore_multirun(sweep_dir, outcomes)
+        restored = False      # the earlier multirun.yaml put back: no job of this sweep ran
+        if self.previous is not None and outcomes and all(s == "refused" for _, s, *_ in outcomes):
+            with contextlib.suppress(OSError):
+                atomic_write_text(sweep_dir / MULTIRUN, self.previous)
+                restored = True
         counts = Counter(status for _, status, _, _ in outcomes)
         bad = [o for o in outcomes if o[1] != "completed"]
         failed = self.failed = failing(outcomes)

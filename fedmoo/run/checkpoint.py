@@ -3,10 +3,8 @@
 ``checkpoint.pt`` holds only tensors, numbers, strings and containers of those, so it loads
 with ``torch.load(weights_only=True)``; it is written atomically, so a run killed while saving
 keeps the previous checkpoint. Before anything in it is used, a checkpoint is checked whole
-against the run's own live state (``algo.init``'s state, this process's RNG states): its fields,
-data digest, state fields with each tensor's dtype and shape, RNG states, round and rows (they
-go to rounds.csv as they are); the first thing that does not fit is named in one line (a
-UserError). The configuration itself is compared by RunDir (config_diff).
+against the run's own live state (``check``): the first thing that does not fit is named in
+one line (a UserError).
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ import contextlib
 import io
 import math
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import torch
 from fedmoo.errors import UserError
 from fedmoo.report.results import atomic_write
 from fedmoo.run.identity import run_config
-from fedmoo.state import ServerState, state_from_dict, state_to_dict
+from fedmoo.state import ServerState, state_to_dict
 
 FORMAT = 2   # 2: the data digest (``data``); every field is checked on resume (``check``)
 FILENAME = "checkpoint.pt"
@@ -122,16 +121,6 @@ def load(run_dir: Path, device: torch.device) -> dict[str, Any] | None:
     return ckpt
 
 
-def restore_state(ckpt: dict[str, Any], template: ServerState) -> ServerState:
-    """The saved algorithm state, rebuilt with the class of ``algo.init``'s state."""
-    return state_from_dict(template, ckpt["state"])
-
-
-def save_model(path: Path, model: torch.nn.Module) -> None:
-    """The final model's ``state_dict`` (weights only), written atomically."""
-    atomic_torch_save({k: v.detach().cpu() for k, v in model.state_dict().items()}, path)
-
-
 class Misfit(Exception):
     """What in a checkpoint does not fit (the message names it)."""
 
@@ -146,24 +135,20 @@ def _refused(path: Path):
                         "resume=false to start over") from None
 
 
-def check_fields(ckpt: dict[str, Any], path: Path) -> None:
-    """The checkpoint has exactly the fields this version writes, its config a mapping (so the
-    configurations can be compared before the rest)."""
+def check(ckpt: dict[str, Any], path: Path, template: ServerState, data_digest: str | None,
+          rounds: int, eval_every: int, same_config: Callable[[dict], None]) -> None:
+    """Raise a UserError naming the first part of ``ckpt`` that does not fit this run: its
+    fields, its configuration (``same_config`` raises its own error), data digest, state
+    (``template``: each tensor's dtype and shape), round, rows and RNG states."""
     with _refused(path):
         _same_keys(set(ckpt), set(FIELDS), "field", "")
         if not isinstance(ckpt["config"], dict):
             raise Misfit("its config is not a mapping")
+        same_config(ckpt["config"])
+        _check(ckpt, template, data_digest, rounds, eval_every)
 
 
-def check(ckpt: dict[str, Any], path: Path, template: ServerState, rng_template: dict[str, Any],
-          data_digest: str | None, rounds: int, eval_every: int) -> None:
-    """Raise a UserError naming the first part of ``ckpt`` (its fields checked by
-    ``check_fields``) that does not fit this run."""
-    with _refused(path):
-        _check(ckpt, template, rng_template, data_digest, rounds, eval_every)
-
-
-def _check(ckpt, template, rng_template, data_digest, rounds, eval_every) -> None:
+def _check(ckpt, template, data_digest, rounds, eval_every) -> None:
     if data_digest is not None and ckpt["data"] != data_digest:
         raise Misfit("it was trained on other data (the samples, labels or partition differ: "
                      "another data_dir or changed dataset files); resume it on the data it was "
@@ -184,7 +169,7 @@ def _check(ckpt, template, rng_template, data_digest, rounds, eval_every) -> Non
     if saved["round"] != rnd:
         raise Misfit(f"round {rnd} differs from its state's round {saved['round']!r}")
     _check_rows(ckpt["rows"], rnd, rounds, eval_every)
-    rng = ckpt["rng"]
+    rng, rng_template = ckpt["rng"], rng_state()
     if not isinstance(rng, dict):
         raise Misfit("rng is not a mapping of generator states")
     _same_keys(set(rng) - {"cuda"}, set(rng_template) - {"cuda"}, "RNG state", "")

@@ -1,15 +1,11 @@
 """A sweep's jobs trained together: the runs of a group advance round by round in one program.
 
 ``run_jobs`` starts every job's session (as ``fedmoo run`` alone), groups the sessions that
-can share one program and drives each group with fedmoo.run.loop.drive: every round the rows of
-all the group's cohorts (run x client) train in one call of the batched engine; each run's
-attack, server rule, evaluation and files go on as alone, and its numbers are those of the job
-alone, bit for bit (docs/scaling.md).
-
-Two runs share a group (docs/scaling.md) when both train with the uncompiled batched engine and
-the same program, their models have the same architecture, dtype and device, and their sample
-tensors are equal (the group keeps one copy); a group holds at most ``max_rows`` clients per
-round. A run that fits no group trains alone, in the same process.
+can share one program (``Planner``) and drives each group with fedmoo.run.loop.drive: every
+round the rows of all the group's cohorts (run x client) train in one call of the batched
+engine; each run's attack, server rule, evaluation and files go on as alone, and its numbers
+are those of the job alone, bit for bit (docs/scaling.md). A run that fits no group trains
+alone, in the same process.
 """
 
 from __future__ import annotations
@@ -83,8 +79,7 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
             else:
                 sessions[i] = session
                 planner.add(i, session)
-        plan = planner.plan()
-        plan.total = len(jobs)
+        plan = planner.plan(total=len(jobs))
         for g in (g for g in plan.groups if len(g) > 1):
             for i in g:
                 sessions[i].rundir.info["trained_with"] = f"lockstep group of {len(g)} runs"
@@ -117,7 +112,9 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
 
 class Planner:
     """Sorts started sessions into classes of compatible runs as they come (so each run's copy
-    of the samples is dropped at once for its class's), then cuts the classes into groups."""
+    of the samples is dropped at once for its class's), then cuts the classes into groups of at
+    most ``max_rows`` clients per round. Compatible: the uncompiled batched engine, the same
+    program, model architecture, dtype and device, and equal sample tensors."""
 
     def __init__(self, max_rows: int):
         self.max_rows = max_rows
@@ -139,7 +136,7 @@ class Planner:
                 return
         self.classes.append((sig, s, [(i, s)]))
 
-    def plan(self) -> Plan:
+    def plan(self, total: int) -> Plan:
         groups: list[list[int]] = []
         for _, _, members in self.classes:
             current: list[int] = []
@@ -152,7 +149,7 @@ class Planner:
                 current.append(i)
                 rows += n
             groups.append(current)
-        return Plan(groups=groups, alone=self.alone)
+        return Plan(groups=groups, alone=self.alone, total=total)
 
 
 # Leaf modules whose arithmetic in a group is proven bit for bit that of a run alone

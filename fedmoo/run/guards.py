@@ -20,7 +20,6 @@ def check_diverged(w, losses, round_done: int,
     limit = cfg["diverge_norm"]
     models = {"the global model": w} if isinstance(w, torch.Tensor) else w
     norms = {name: _norm(m) for name, m in models.items()}
-    fix = _fix(cfg)
     losses = [] if losses is None else [losses] if isinstance(losses, torch.Tensor) else losses
     bad = [name for name, n in norms.items() if not np.isfinite(n)]
     big = [name for name, n in norms.items() if limit is not None and n > float(limit)]
@@ -34,12 +33,13 @@ def check_diverged(w, losses, round_done: int,
         what = f"{big[0]}'s norm {norms[big[0]]:.3g} exceeds diverge_norm={float(limit):g}"
     else:
         return
-    raise DivergenceError(f"training diverged in round {round_done}: {what}; {fix}")
+    raise _diverged(round_done, what, cfg)
 
 
-def _fix(cfg: dict[str, Any]) -> str:
-    return (f"lower client.lr (now {cfg['client']['lr']}) or the server step size, or check the "
-            "algo.* and attack settings")
+def _diverged(round_done: int, what: str, cfg: dict[str, Any]) -> DivergenceError:
+    return DivergenceError(f"training diverged in round {round_done}: {what}; lower client.lr "
+                           f"(now {cfg['client']['lr']}) or the server step size, or check the "
+                           "algo.* and attack settings")
 
 
 def _norm(w: torch.Tensor) -> float:
@@ -66,5 +66,4 @@ def check_row(row: dict[str, Any], round_done: int, cfg: dict[str, Any]) -> None
     bad = [k for k, v in row.items() if "loss" in k.split("/")[-1]
            and isinstance(v, float) and not math.isfinite(v)]
     if bad:
-        raise DivergenceError(f"training diverged in round {round_done}: {bad[0]} is not "
-                              f"finite; {_fix(cfg)}")
+        raise _diverged(round_done, f"{bad[0]} is not finite", cfg)

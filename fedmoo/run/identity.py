@@ -17,9 +17,7 @@ from fedmoo.report.results import read_summary, to_jsonable
 VOLATILE_KEYS = ("progress", "traceback", "resume", "checkpoint_every", "device", "data_dir", "threads",
                  "logger", "deterministic")
 # Keys (dotted) added to the config after runs were checkpointed without them, with the value such
-# a run ran with: a checkpoint that lacks one is compared as if it held that value. The partition
-# keys came with their declaration (fedmoo.config.hparams.partition), which every partition's
-# config holds.
+# a run ran with: a checkpoint that lacks one is compared as if it held that value.
 ADDED_KEYS = {"tf32": False, "partition.tasks": "all", "partition.tasks_per_client": None,
               "partition.max_per_client": None}
 # Keys a checkpoint may hold that the config no longer has: FedMGDA's ``algo.total_rounds`` was

@@ -7,6 +7,7 @@ host, since when) lets a refused process name the holder; it is informative only
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -45,10 +46,8 @@ def try_lock(path: Path) -> HeldLock | None:
         return None
     note = {"pid": os.getpid(), "host": socket.gethostname(),
             "since": time.strftime("%Y-%m-%d %H:%M:%S")}
-    try:
+    with contextlib.suppress(OSError):      # the note is a courtesy; the lock is what counts
         _holder_file(path).write_text(json.dumps(note))
-    except OSError:
-        pass   # the note is a courtesy; the lock is what counts
     return HeldLock(lock, path)
 
 

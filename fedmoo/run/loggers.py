@@ -1,24 +1,13 @@
 """Live experiment tracking next to the CSV files (rounds.csv stays the source of truth).
 
-``logger`` is one name or a list (``logger=[tensorboard,mlflow]``):
-
-- ``none`` (default): nothing extra.
-- ``tensorboard``: every numeric column of every rounds.csv row as a scalar (step = the round)
-  in ``<run dir>/tensorboard``, on disk within 2 s; at the end the config as hparams with the
-  final metrics (``final/<name>``).
-- ``mlflow``: an MLflow run in experiment ``fedmoo`` (or ``MLFLOW_EXPERIMENT_NAME``): the
-  config as parameters (dotted keys), every row as metrics, the final metrics and, as
-  artifacts, summary.json, rounds.csv, clients.csv and ``.hydra/config.yaml``. Tracking URI:
-  ``MLFLOW_TRACKING_URI``, else ``<run dir>/mlflow.db`` (fedmoo.run.mlflow_writer).
-- ``wandb``: a W&B run in project ``fedmoo`` (or ``WANDB_PROJECT``): the config, every row and
-  the final metrics as its summary; files under ``$WANDB_DIR/wandb``, else ``<run dir>/wandb``
-  (fedmoo.run.wandb_writer).
-
-A tracked run is named after its overrides and tagged with its run directory and sweep
-(``run_label``). Non-finite values are skipped (trackers reject them). MLflow's and W&B's runs
-are owned by child processes, so that a run never waits on them (fedmoo.run.tracker_process). A
-tracker that cannot start stops the run (a UserError); one that fails after it started is one
-warning, and the run goes on without it (``Trackers``).
+``logger`` is one name or a list (``logger=[tensorboard,mlflow]``) of ``none`` (default),
+``tensorboard`` (``<run dir>/tensorboard``), ``mlflow`` (fedmoo.run.mlflow_writer) and
+``wandb`` (fedmoo.run.wandb_writer): every rounds.csv row's finite numbers (trackers reject the
+others), the config and the final metrics. A tracked run is named after its overrides and
+tagged with its run directory and sweep (``run_label``). MLflow's and W&B's runs are owned by
+child processes, so that a run never waits on them (fedmoo.run.tracker_process). A tracker that
+cannot start stops the run (a UserError); one that fails after it started is one warning, and
+the run goes on without it (``Trackers``).
 """
 
 from __future__ import annotations
@@ -36,7 +25,7 @@ from fedmoo.errors import UserError
 from fedmoo.run.launchers import plugin_available
 from fedmoo.run import tracker_process
 from fedmoo.run.tracker_child import first_line
-from fedmoo.run.tracker_process import ChildTracker, numbers
+from fedmoo.run.tracker_process import WRITERS, ChildTracker, numbers
 from fedmoo.report.jobs import flatten
 from fedmoo.config.schema import LOGGERS
 
@@ -113,9 +102,6 @@ class TensorBoardLogger(NullLogger):
         self.events.close()
 
 
-WRITERS = {"mlflow": "fedmoo.run.mlflow_writer", "wandb": "fedmoo.run.wandb_writer"}
-
-
 def selected(names: str | list[str] | None) -> list[str]:
     """The ``logger`` config key as a list of names."""
     return ["none"] if names is None else [names] if isinstance(names, str) else list(names)
@@ -135,12 +121,11 @@ def _mlflow(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str])
     _need("mlflow")
     uri = (os.environ.get("MLFLOW_TRACKING_URI")
            or f"sqlite:///{(Path(run_dir) / 'mlflow.db').resolve()}")
-    return ChildTracker(WRITERS["mlflow"], "mlflow", {
+    return ChildTracker("mlflow", {
         "uri": uri, "experiment": os.environ.get("MLFLOW_EXPERIMENT_NAME", "fedmoo"),
         "run_name": name, "tags": tags,
         "params": {k: str(v)[:500] for k, v in flatten(cfg).items()}},
-        uri, Path(run_dir) / "tracker-mlflow.log",
-        confirm=bool(os.environ.get("MLFLOW_TRACKING_URI")))
+        uri, run_dir, confirm=bool(os.environ.get("MLFLOW_TRACKING_URI")))
 
 
 def _wandb(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]) -> ChildTracker:
@@ -149,11 +134,10 @@ def _wandb(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]) 
     where = Path(os.environ.get("WANDB_DIR") or run_dir)
     (where / "wandb").mkdir(parents=True, exist_ok=True)
     project = os.environ.get("WANDB_PROJECT", "fedmoo")
-    return ChildTracker(WRITERS["wandb"], "wandb", {
+    return ChildTracker("wandb", {
         "project": project, "name": name, "group": sweep_name(tags.get("fedmoo.sweep")),
         "dir": str(where), "config": cfg},
-        f"W&B project {project} (files in {where / 'wandb'})",
-        Path(run_dir) / "tracker-wandb.log",
+        f"W&B project {project} (files in {where / 'wandb'})", run_dir,
         confirm=os.environ.get("WANDB_MODE") not in ("offline", "disabled"))
 
 

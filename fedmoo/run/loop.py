@@ -1,12 +1,10 @@
 """The round loop: sample -> train -> attack -> update -> evaluate -> record.
 
 It never branches on algorithm names: the algorithm, the attack and the engine are built from
-the config (``run.setup``) and meet only through the contracts in ``fedmoo.state``. A run
-checkpoints every ``checkpoint_every`` rounds and on SIGTERM/SIGINT, resumes from
-``checkpoint.pt``, skips a directory holding its finished result and stops with ``status:
-diverged`` (docs/troubleshooting.md). A ``Session`` is one run's life in its directory, split
-at the engine (``begin``, train, ``update``, ``record``): ``run`` drives one session,
-fedmoo.run.group the sessions of a sweep together.
+the config (``run.setup``) and meet only through the contracts in ``fedmoo.state``. A
+``Session`` is one run's life in its directory, split at the engine (``begin``, train,
+``update``, ``record``): ``run`` drives one session, fedmoo.run.group the sessions of a sweep
+together.
 """
 
 from __future__ import annotations
@@ -108,43 +106,35 @@ def _finish(live: list[Session], failures: dict) -> list[Session]:
 
 def _interrupt_all(sessions: list[Session], stop) -> None:
     """Checkpoint every session, then raise one RunInterrupted for them all."""
-    raised = None
-    for s in sessions:
-        try:
-            s.interrupt(stop)
-        except RunInterrupted as e:
-            raised = e
-    if raised is not None and len(sessions) > 1:
+    said = [s.rundir.interrupted(stop, s.state, s.writer.rows, s.final, s.elapsed())
+            for s in sessions]
+    if len(sessions) > 1:
         rounds = sorted({int(s.state.round) for s in sessions})
         after = str(rounds[0]) if len(rounds) == 1 else f"{rounds[0]}-{rounds[-1]}"
-        raise RunInterrupted(
-            f"stopped by {stop.name} after round {after}; checkpoints saved for the "
-            f"{len(sessions)} runs training together; to continue, run the same command again "
-            "(same hydra.sweep.dir)", stop.signum)
-    if raised is not None:
-        raise raised
+        said = [f"stopped by {stop.name} after round {after}; checkpoints saved for the "
+                f"{len(sessions)} runs training together; to continue, run the same command "
+                "again (same hydra.sweep.dir)"]
+    if said:
+        raise RunInterrupted(said[0], stop.signum)
 
 
-class Session:
-    """One run in its directory (a context manager holding the directory's lock)."""
+class Session(contextlib.ExitStack):
+    """One run in its directory (a context manager holding the directory's lock, then its
+    progress bar and trackers)."""
 
     def __init__(self, cfg: dict[str, Any], run_dir: str | Path,
                  record: dict[str, str] | None = None, progress: bool | None = None):
+        super().__init__()
         self.cfg = cfg = schema.fill(cfg)    # a partial config (Python callers): the defaults
         self.t_start = time.perf_counter()
         self.rundir = RunDir(run_dir, cfg, record)
         self.show_progress = cfg["progress"] if progress is None else progress
         self.parts: Parts | None = None
         self.result: RunResult | None = None   # set when the run completes (its files final)
-        self._stack = contextlib.ExitStack()
 
-    # -- the directory ---------------------------------------------------------------------
     def __enter__(self) -> Session:
-        self._stack.enter_context(self.rundir)
+        self.enter_context(self.rundir)
         return self
-
-    def __exit__(self, *exc) -> bool | None:
-        return self._stack.__exit__(*exc)
 
     def guard(self, failures: dict, fn, *args):
         """``fn(*args)``; an exception is recorded in ``failures`` under this session."""
@@ -167,50 +157,47 @@ class Session:
                             "while writing it; free some space and run the same command again "
                             "(it continues from the last checkpoint)") from None
 
-    # -- life --------------------------------------------------------------------------------
     def start(self) -> RunResult | None:
         """Check, build and resume the run; its completed result when the directory already
         holds it (nothing left to do), else None."""
         with self._no_space():
-            return self._start()
-
-    def _start(self) -> RunResult | None:
-        cfg, rundir = self.cfg, self.rundir
-        schema.check(cfg)     # fedmoo run checked it before Hydra made the directory; Python's
-        num_clients, per_round = schema.cohort(cfg)     # callers reach the loop directly
-        done = rundir.open(resume=cfg["resume"])
-        if done is not None:
-            return RunResult(run_dir=rundir.path, status="completed", final=done.get("final") or {},
-                             wall_time_s=float(done.get("wall_time_s") or 0.0), skipped=True)
-        self.seed, self.rounds = int(cfg["seed"]), int(cfg["rounds"])
-        parts = self.parts = build_parts(cfg, num_clients, per_round, rundir)
-        algo, attack, device = parts.algo, parts.attack, parts.device
-        state = algo.init(get_flat(parts.model), num_clients=parts.num_clients)
-        self.evaluator = RoundEvaluator(cfg, algo, parts.model, parts.federation, attack.groups(),
-                                        state.w)
-        state, rows, self.elapsed0 = (rundir.resume(state, device) if cfg["resume"]
-                                      else (state, [], 0.0))
-        self.state = state
-        self.next_round = rundir.resumed_from
-        rundir.accept()   # every check passed: from here on this run owns the directory's record
-        rundir.info = parts.describe(cfg)
-        self.sampler = ClientSampler(parts.num_clients, parts.per_round, self.seed,
-                                     forced=attack.forced_clients,
-                                     scheme=cfg["sampling"],
-                                     sizes=parts.federation.train.sizes.cpu().numpy())
-        self.writer = RoundsWriter(rundir.file("rounds.csv"), rows)
-        self.clients_log = (ClientsRoundsWriter(rundir.file("clients_rounds.csv"),
-                                                rundir.resumed_from)
-                            if cfg["log_clients_every"] else None)
-        self.final = rows[-1] if rows else {}
-        self.last_eval = (time.perf_counter(), rundir.resumed_from)
-        self.bar = self._stack.enter_context(open_bar(
-            self.rounds, rundir.resumed_from, f"{algo.name} on {cfg['data']['name']}",
-            self.show_progress))
-        self.tracker = self._stack.enter_context(contextlib.closing(
-            loggers.build(cfg["logger"], rundir.path, identity.run_config(cfg),
-                          _overrides(rundir.record))))
-        return None
+            cfg, rundir = self.cfg, self.rundir
+            # fedmoo run checked the config before Hydra made the directory; Python's callers
+            schema.check(cfg)   # reach the loop directly
+            num_clients, per_round = schema.cohort(cfg)
+            done = rundir.open(resume=cfg["resume"])
+            if done is not None:
+                return RunResult(run_dir=rundir.path, status="completed",
+                                 final=done.get("final") or {},
+                                 wall_time_s=float(done.get("wall_time_s") or 0.0), skipped=True)
+            self.seed, self.rounds = int(cfg["seed"]), int(cfg["rounds"])
+            parts = self.parts = build_parts(cfg, num_clients, per_round, rundir)
+            algo, attack, device = parts.algo, parts.attack, parts.device
+            state = algo.init(get_flat(parts.model), num_clients=parts.num_clients)
+            self.evaluator = RoundEvaluator(cfg, algo, parts.model, parts.federation,
+                                            attack.groups(), state.w)
+            state, rows, self.elapsed0 = (rundir.resume(state, device) if cfg["resume"]
+                                          else (state, [], 0.0))
+            self.state = state
+            self.next_round = rundir.resumed_from
+            rundir.accept()   # every check passed: this run owns the directory's record
+            rundir.info = parts.describe(cfg)
+            self.sampler = ClientSampler(parts.num_clients, parts.per_round, self.seed,
+                                         forced=attack.forced_clients, scheme=cfg["sampling"],
+                                         sizes=parts.federation.train.sizes.cpu().numpy())
+            self.writer = RoundsWriter(rundir.path / "rounds.csv", rows)
+            self.clients_log = (ClientsRoundsWriter(rundir.path / "clients_rounds.csv",
+                                                    rundir.resumed_from)
+                                if cfg["log_clients_every"] else None)
+            self.final = rows[-1] if rows else {}
+            self.last_eval = (time.perf_counter(), rundir.resumed_from)
+            self.bar = self.enter_context(open_bar(
+                self.rounds, rundir.resumed_from, f"{algo.name} on {cfg['data']['name']}",
+                self.show_progress))
+            self.tracker = self.enter_context(contextlib.closing(
+                loggers.build(cfg["logger"], rundir.path, identity.run_config(cfg),
+                              _overrides(rundir.record))))
+            return None
 
     def clock(self) -> None:
         """Training starts now: the next row's ``time/round_s`` counts from here."""
@@ -288,10 +275,6 @@ class Session:
         """Whether round ``done`` evaluates (``eval_every``) or logs per-client rows
         (``log_clients_every``); the last round always does."""
         return done % self.cfg[key] == 0 or done == self.rounds
-
-    def interrupt(self, stop) -> None:
-        """Checkpoint, record ``status: interrupted`` and raise RunInterrupted."""
-        self.rundir.interrupted(stop, self.state, self.writer.rows, self.final, self.elapsed())
 
     def complete(self) -> RunResult:
         """The run's files final (``guard`` calls it)."""

@@ -1,15 +1,9 @@
-"""``logger=mlflow``'s writer: a child process that owns the MLflow run
-(fedmoo.run.loggers starts it, fedmoo.run.tracker_child is its message loop).
+"""``logger=mlflow``'s writer: a child process (fedmoo.run.tracker_child) that owns the MLflow
+run, so that importing MLflow and the store's commits run beside the training.
 
-Importing MLflow and opening a SQLite store take seconds of CPU, and every write commits to
-disk: in a process of its own that work runs beside the training. The head message is
-``{"uri", "experiment", "run_name", "tags", "params"}``; rows go in batches of up to 1000
-metrics (each ``log_batch`` is a SQLite transaction), at most ``FLUSH_S`` seconds late. A run
-that ends without its final message is KILLED.
-
-Jobs may share one SQLite store: the schema and the experiment are created, and every write
-made, under a file lock beside the database (``<db>.lock``). A new store starts as a copy of
-an empty one that this MLflow version made once (``_copy_empty_store``).
+The head message is ``{"uri", "experiment", "run_name", "tags", "params"}``; a run that ends
+without its final message is KILLED. Jobs may share one SQLite store: the schema and the
+experiment are created, and every write made, under a file lock beside it (``<db>.lock``).
 """
 
 from __future__ import annotations
@@ -27,14 +21,6 @@ NAME = "mlflow"
 PARAMS = 100    # MLflow's limit of params (and tags) in one log_batch call
 BATCH = 1000    # MLflow's limit of metrics in one log_batch call
 FLUSH_S = 2.0   # rows wait at most this long before they are written
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///path`` tracking URI (None for other stores)."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    path = uri[len("sqlite:///"):].split("?", 1)[0]
-    return Path("/" + path.lstrip("/")) if uri.startswith("sqlite:////") else Path(path)
 
 
 def refusal(head: dict[str, Any], e: BaseException) -> str:
@@ -59,7 +45,10 @@ class Writer:
         for name in ("mlflow", "alembic"):           # their notes (creating tables) stay quiet
             logging.getLogger(name).setLevel(logging.WARNING)
         self.Metric, self.uri = Metric, head["uri"]
-        db = sqlite_path(self.uri)
+        db = None                       # the database file of a sqlite:///path store
+        if self.uri.startswith("sqlite:///"):
+            path = self.uri[len("sqlite:///"):].split("?", 1)[0]
+            db = Path("/" + path.lstrip("/")) if self.uri.startswith("sqlite:////") else Path(path)
         self.lock = (FileLock(str(db) + ".lock", thread_local=False) if db is not None
                      else nullcontext())
         if db is not None:

@@ -1,28 +1,27 @@
 """The run directory's lifecycle: one class that knows every file a run keeps there.
 
-A run holds the directory's lock for its whole life (``with RunDir(...)``: a second process is
-refused, naming the holder), resumes from and saves checkpoints (of its own configuration only)
-and finishes with summary.json (always last, atomically).
-
-Hydra writes ``.hydra/`` before fedmoo runs, even for a run fedmoo then refuses. So an accepted
-run (``accept``: every check passed) writes its own Hydra files to ``.hydra/`` and keeps a copy
-in ``.fedmoo/hydra/``, which a run refused before acceptance puts back (``restore_record``): the
-directory's config record always belongs to the result beside it.
+A run holds the directory's lock for its whole life (a second process is refused, naming the
+holder), resumes from and saves checkpoints of its own configuration only, and finishes with
+summary.json (always last, atomically). Hydra writes ``.hydra/`` even for a run fedmoo then
+refuses, so an accepted run keeps a copy in ``.fedmoo/hydra/``, which a refused run puts back
+(``restore_record``): the config record always belongs to the result beside it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from fedmoo.errors import DivergenceError, RunInterrupted, UserError
+from fedmoo.errors import DivergenceError, UserError
 from fedmoo.report.results import (atomic_write_text, read_summary, to_jsonable, write_csv,
                                    write_json)
 from fedmoo.run import checkpoint, identity, locks
 from fedmoo.data.federated import tensors_digest
+from fedmoo.state import state_from_dict
 
 # Files a run writes; ``resume=false`` deletes them before starting over.
 RESULT_FILES = ("summary.json", "rounds.csv", "clients.csv", "model.pt", checkpoint.FILENAME,
@@ -50,15 +49,19 @@ class RunDir:
         self.accepted = False
         self._lock: locks.HeldLock | None = None
 
-    def file(self, name: str) -> Path:
-        return self.path / name
-
     def __enter__(self) -> RunDir:
-        self._write_test()
-        self._lock = locks.try_lock(self.file(LOCK))
+        try:
+            (self.path / ".fedmoo").mkdir(parents=True, exist_ok=True)
+            probe = self.path / ".fedmoo-write-test"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as e:
+            raise UserError(f"output directory {self.path} is not writable ({e.strerror or e}); "
+                            "set hydra.run.dir (or hydra.sweep.dir) to a writable path") from None
+        self._lock = locks.try_lock(self.path / LOCK)
         if self._lock is None:
             raise RunDirBusy(
-                f"{self.path} is in use by another fedmoo run ({locks.holder(self.file(LOCK))}); "
+                f"{self.path} is in use by another fedmoo run ({locks.holder(self.path / LOCK)}); "
                 "wait for it to end or stop it, or give this run another hydra.run.dir "
                 "(hydra.sweep.dir for -m)")
         return self
@@ -75,7 +78,7 @@ class RunDir:
         self.accepted = True
         if not self.record:
             return
-        for folder in (self.file(".hydra"), self.file(RECORD)):
+        for folder in (self.path / ".hydra", self.path / RECORD):
             folder.mkdir(parents=True, exist_ok=True)
             for name, text in self.record.items():
                 atomic_write_text(folder / name, text)
@@ -86,10 +89,10 @@ class RunDir:
         discard whatever an earlier run left."""
         if not resume:
             for name in RESULT_FILES:
-                self.file(name).unlink(missing_ok=True)
-            shutil.rmtree(self.file(RECORD), ignore_errors=True)
+                (self.path / name).unlink(missing_ok=True)
+            shutil.rmtree(self.path / RECORD, ignore_errors=True)
             return None
-        summary = read_summary(self.file("summary.json"))
+        summary = read_summary(self.path / "summary.json")
         if summary is None or summary.get("status") not in FINISHED:
             return None
         self.check_same_config(summary.get("config") or {}, summary["status"], as_json=True)
@@ -97,16 +100,6 @@ class RunDir:
             raise DivergenceError(f"{summary.get('message')} (recorded by an earlier run in "
                                   f"{self.path}; resume=false runs it again)")
         return summary
-
-    def _write_test(self) -> None:
-        try:
-            self.file(".fedmoo").mkdir(parents=True, exist_ok=True)
-            probe = self.file(".fedmoo-write-test")
-            probe.write_text("")
-            probe.unlink()
-        except OSError as e:
-            raise UserError(f"output directory {self.path} is not writable ({e.strerror or e}); "
-                            "set hydra.run.dir (or hydra.sweep.dir) to a writable path") from None
 
     def check_same_config(self, old: dict[str, Any], what: str, as_json: bool = False) -> None:
         """Never mix two runs in one directory: ``old`` (read back from JSON with ``as_json``)
@@ -119,8 +112,8 @@ class RunDir:
                             "resume=false to discard it")
 
     def write_federation(self, attack, federation) -> None:
-        write_json(self.file("attack.json"), attack.describe())
-        federation.save_partition(self.file("partition.npz"))
+        write_json(self.path / "attack.json", attack.describe())
+        federation.save_partition(self.path / "partition.npz")
         self.data_digest = federation.digest()
         # the data's own identity, for the reports: the samples and labels, not the partition,
         # which follows the seed in most recipes (seeds of one configuration share it)
@@ -134,12 +127,10 @@ class RunDir:
         ckpt = checkpoint.load(self.path, device)
         if ckpt is None:
             return state, [], 0.0
-        path = self.file(checkpoint.FILENAME)
-        checkpoint.check_fields(ckpt, path)
-        self.check_same_config(ckpt["config"], "checkpointed")
-        checkpoint.check(ckpt, path, state, checkpoint.rng_state(), self.data_digest,
-                           int(self.cfg["rounds"]), int(self.cfg["eval_every"]))
-        state = checkpoint.restore_state(ckpt, state)
+        checkpoint.check(ckpt, self.path / checkpoint.FILENAME, state, self.data_digest,
+                         int(self.cfg["rounds"]), int(self.cfg["eval_every"]),
+                         lambda config: self.check_same_config(config, "checkpointed"))
+        state = state_from_dict(state, ckpt["state"])
         checkpoint.set_rng_state(ckpt["rng"])
         self.resumed_from = int(state.round)
         return state, ckpt["rows"], float(ckpt["elapsed_s"])
@@ -148,18 +139,18 @@ class RunDir:
         return checkpoint.save(self.path, state, rows, self.cfg, elapsed, self.data_digest)
 
     def interrupted(self, stop, state, rows: list[dict[str, Any]], final: dict[str, Any],
-                    elapsed: float) -> None:
-        """Checkpoint, record ``status: interrupted`` and raise RunInterrupted."""
+                    elapsed: float) -> str:
+        """Checkpoint and record ``status: interrupted``; returns what to tell the user."""
         path = self.save_checkpoint(state, rows, elapsed)
         msg = (f"stopped by {stop.name} after round {int(state.round)}; checkpoint saved to "
                f"{path}; to continue, run the same command again in the same directory "
                "(hydra.run.dir, or hydra.sweep.dir for -m)")
         self.summary("interrupted", state, final, elapsed, msg)
-        raise RunInterrupted(msg, stop.signum)
+        return msg
 
     def summary(self, status: str, state, final: dict[str, Any], wall: float,
                 message: str | None = None) -> None:
-        write_json(self.file("summary.json"), {
+        write_json(self.path / "summary.json", {
             "status": status,
             "message": message,
             "rounds_completed": int(state.round),
@@ -174,10 +165,11 @@ class RunDir:
     def complete(self, state, final: dict[str, Any], wall: float,
                  clients: list[dict[str, Any]], model: torch.nn.Module) -> None:
         """clients.csv and model.pt, then summary.json; the checkpoint is no longer needed."""
-        write_csv(self.file("clients.csv"), clients)
-        checkpoint.save_model(self.file("model.pt"), model)
+        write_csv(self.path / "clients.csv", clients)
+        checkpoint.atomic_torch_save({k: v.detach().cpu() for k, v in model.state_dict().items()},
+                                     self.path / "model.pt")
         self.summary("completed", state, final, wall)
-        self.file(checkpoint.FILENAME).unlink(missing_ok=True)
+        (self.path / checkpoint.FILENAME).unlink(missing_ok=True)
 
 
 def restore_record(run_dir: Path) -> None:
@@ -200,7 +192,5 @@ def record_failure(run_dir: Path, message: str, error: str, trace: str | None = 
     out = {"status": "failed", "message": message, "error": error}
     if trace:
         out["traceback"] = trace
-    try:
+    with contextlib.suppress(OSError):
         write_json(Path(run_dir) / "summary.json", out)
-    except OSError:
-        pass

@@ -79,8 +79,8 @@ class Parts:
 
 @functools.cache
 def git_commit(root: Path = Path(fedmoo.__file__).resolve().parent.parent) -> str | None:
-    """HEAD of the git checkout fedmoo is imported from (the reports tell builds apart by it:
-    the version stays the same between commits); None for an installed copy or without git."""
+    """HEAD of the git checkout fedmoo is imported from (the version stays the same between
+    commits); None for an installed copy or without git."""
     if not (root / ".git").exists():
         return None
     try:
@@ -111,14 +111,22 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
         algo.check_run(num_clients, per_round)
     attack = attacks.build(cfg.get("attack") or {"name": "none"}, federation)
     rundir.write_federation(attack, federation)
-    if cfg["eval_split"] == "val" and federation.val is None:
+    split = cfg["eval_split"]
+    if split == "val" and federation.val is None:
         raise UserError("eval_split=val needs a validation split: set partition.split=pooled")
-    check_eval_split(cfg, federation)
+    if int(federation.split(split).sizes.sum()) == 0:   # the run would report nothing
+        part = cfg["partition"]
+        pooled = part.get("split") == "pooled"
+        how = f" with partition.fractions={part.get('fractions')}" if pooled else ""
+        fix = (f"give the {split} split a share, e.g. partition.fractions=[0.8,0.1,0.1]" if pooled
+               else "choose a dataset with a test split, or partition.split=pooled")
+        raise UserError(f"partition={part.get('name')}{how} gives no client any {split} samples, "
+                        f"so the run would report nothing; {fix}")
     d, kept = memory.parameter_count(cfg, federation), memory.kept(algo, num_clients)
     memory.check_fits(cfg, d, per_round, device, kept=kept)   # before allocating the parameters
     torch.manual_seed(int(cfg["seed"]))
-    model = build_model(cfg, federation)
     one = federation.x[federation.train.index[:1].cpu()].cpu()
+    model = build_model(cfg, federation, one)
     acts = memory.activations_per_sample(model, one)
     memory.check_fits(cfg, d, per_round, device, acts, kept)  # before the first batch
     dtype = PRECISIONS[cfg["precision"]]
@@ -132,19 +140,6 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
               "round), %d CPU threads", device, engine.name, cfg["model"]["name"], d, num_clients,
               per_round, torch.get_num_threads())
     return Parts(device, algo, federation, attack, model, engine, num_clients, per_round)
-
-
-def check_eval_split(cfg: dict[str, Any], federation) -> None:
-    """Refuse a run whose evaluated split has no samples on any client."""
-    split = cfg["eval_split"]
-    if int(federation.split(split).sizes.sum()) == 0:
-        part = cfg["partition"]
-        pooled = part.get("split") == "pooled"
-        how = f" with partition.fractions={part.get('fractions')}" if pooled else ""
-        fix = (f"give the {split} split a share, e.g. partition.fractions=[0.8,0.1,0.1]" if pooled
-               else "choose a dataset with a test split, or partition.split=pooled")
-        raise UserError(f"partition={part.get('name')}{how} gives no client any {split} samples, "
-                        f"so the run would report nothing; {fix}")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -163,19 +158,16 @@ def resolve_device(name: str) -> torch.device:
 
 
 def set_tf32(tf32: bool, device: torch.device) -> None:
-    """``tf32``: whether float32 matrix products and cuDNN's convolutions on CUDA may round
-    to TensorFloat-32. Off by default (torch leaves cuDNN's on): the engines then agree to
-    float32 rounding on any GPU generation; on trades that for speed (docs/PERFORMANCE.md)."""
+    """``tf32``: whether float32 matrix products and cuDNN's convolutions on CUDA may round to
+    TensorFloat-32 (off: the engines agree to float32 rounding on any GPU generation)."""
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
 
 
 def set_deterministic(flag: bool) -> None:
-    """``deterministic``: torch's deterministic kernels only (on CUDA some kernels sum with
-    atomics, so runs agree only to float32 rounding without it; a kernel without a
-    deterministic version warns). cuBLAS gets the workspace it needs (CUBLAS_WORKSPACE_CONFIG)
-    unless set; it reads it once per process."""
+    """``deterministic``: torch's deterministic kernels only (a kernel without one warns), with
+    the cuBLAS workspace they need (CUBLAS_WORKSPACE_CONFIG, read once per process)."""
     if flag:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if flag or torch.are_deterministic_algorithms_enabled():
@@ -186,8 +178,7 @@ def set_deterministic(flag: bool) -> None:
 def set_threads(threads: Any, model_params: int) -> None:
     """``threads``: a count, or ``auto`` = one intra-op thread for models below SMALL_MODEL
     parameters (threading only adds overhead there), else torch's default capped at the CPUs
-    free now (``free_cpus``). Rows trained side by side (``fedmoo.engine.cpu_layout``) use that
-    count under ``auto``, else ``threads``. ``model_params``: what one training step works on."""
+    free now; rows trained side by side (``fedmoo.engine.cpu_layout``) use the capped count."""
     if threads in (None, "auto"):
         count = max(1, min(_TORCH_THREADS, free_cpus()))
         torch.set_num_threads(1 if model_params < SMALL_MODEL else count)
@@ -217,9 +208,9 @@ def free_cpus() -> int:
     return max(1, cpus - max(0, statistics.median_low(others)))
 
 
-def build_model(cfg: dict[str, Any], federation) -> torch.nn.Module:
-    """Build the model and run it on one training sample, so that a model made for other data
-    fails here in one line naming both, not with a shape error inside the first round."""
+def build_model(cfg: dict[str, Any], federation, one: torch.Tensor) -> torch.nn.Module:
+    """Build the model and run it on ``one`` training sample, so that a model made for other
+    data fails here in one line naming both, not with a shape error inside the first round."""
     m, d = cfg["model"].get("name"), cfg["data"].get("name")
     shape, classes = tuple(federation.input_shape), federation.num_classes
 
@@ -230,17 +221,12 @@ def build_model(cfg: dict[str, Any], federation) -> torch.nn.Module:
                          "(see `fedmoo list model`)")
 
     try:
-        model = models.build(cfg["model"], shape, classes, federation.num_tasks)
+        model = models.build(cfg["model"], shape, classes, federation.num_tasks).eval()
+        with torch.no_grad():
+            out = model(one)
     except (ValueError, RuntimeError, IndexError) as e:
         raise mismatch(e) from e
-    model.eval()
-    try:
-        with torch.no_grad():
-            out = model(federation.x[federation.train.index[:1].cpu()].cpu())
-    except (RuntimeError, ValueError, IndexError) as e:
-        raise mismatch(e) from e
-    finally:
-        model.train()
+    model.train()
     if federation.task == "classification" and federation.y.dim() == 1 and (
             out.dim() != 2 or out.shape[1] != classes):
         raise mismatch(ValueError(f"it outputs shape {list(out.shape[1:])} per sample"))

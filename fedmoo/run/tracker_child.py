@@ -1,18 +1,13 @@
-"""The child side of a tracker that runs in a process of its own (fedmoo.run.loggers starts it
-as ``python -m fedmoo.run.tracker_child <writer module>``): the message loop shared by
-``fedmoo.run.mlflow_writer`` and ``fedmoo.run.wandb_writer``.
+"""The child side of a tracker that runs in a process of its own (``python -m
+fedmoo.run.tracker_child <writer module>``): the message loop of ``fedmoo.run.mlflow_writer``
+and ``fedmoo.run.wandb_writer``.
 
-The run sends JSON lines on the child's stdin:
-
-- first a head (the backend's: the run's name, tags, config; ``log``: the file that takes the
-  child's stderr from then on);
-- then ``{"step": t, "metrics": {...}}`` per rounds.csv row;
-- then ``{"final": {...}, "artifacts": [path, ...]}`` when the run completed.
-
-End of input without a final message ends the tracked run as failed. The child answers on
-stdout (and in its log) ``ready <run id>`` once the tracked run exists, ``error <message>`` when
-it cannot log, and ``done`` at the end. Input is read into memory from the start, so the run
-never waits on a full pipe; the child runs at nice 10: the training comes first.
+The run sends JSON lines on stdin: a head (the backend's, and ``log``: the file that takes the
+child's stderr), ``{"step": t, "metrics": {...}}`` per rounds.csv row, then ``{"final": {...},
+"artifacts": [path, ...]}`` when the run completed; end of input without it ends the tracked
+run as failed. The child answers on stdout (and in its log) ``ready <run id>``, ``error
+<message>`` or ``done``. Input is read into memory from the start, so the run never waits on a
+full pipe; the child runs at nice 10: the training comes first.
 """
 
 from __future__ import annotations
@@ -37,19 +32,9 @@ def say(line: str) -> None:
     line = line.replace("\n", " ") + "\n"
     sys.stderr.write(line)
     sys.stderr.flush()
-    try:
+    with contextlib.suppress(OSError):      # the run ended: the log has it
         sys.stdout.write(line)
         sys.stdout.flush()
-    except OSError:          # the run ended: the log has it
-        pass
-
-
-def log_to(path: str | None) -> None:
-    """stderr (MLflow's, W&B's and our lines) appended to ``path`` from now on."""
-    if path:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(fd, 2)
-        os.close(fd)
 
 
 def first_line(e: BaseException) -> str:
@@ -91,9 +76,8 @@ class Pending:
 
 def serve(writer) -> int:
     """The child's life with the writer module ``writer``: ``warm()`` (imports, while the run
-    starts), then ``Writer(head)`` opens the run (its ``run_id``; ``refusal``: the one line for
-    an exception there), then rows until end of input: ``metrics([(values, step), ...])``,
-    ``BATCH`` metrics or ``FLUSH_S`` s at a time, and ``end(final or None, artifacts)``."""
+    starts), ``Writer(head)`` (its ``run_id``; ``refusal``: the one line for an exception
+    there), ``metrics([(values, step), ...])`` in batches, and ``end(final or None, artifacts)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the run's; it ends us by EOF
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a run that ended: ``say`` goes on
     with contextlib.suppress(OSError):
@@ -119,7 +103,10 @@ def serve(writer) -> int:
     head = inbox.get()
     if head is None:            # prestarted and never used
         return 0
-    log_to(head.get("log"))
+    if head.get("log"):     # stderr (MLflow's, W&B's and our lines) appended to it from now on
+        fd = os.open(head["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)
+        os.close(fd)
     try:
         if warm_error is not None:
             raise warm_error

@@ -1,12 +1,9 @@
-"""A tracker whose run is owned by a child process (``logger=mlflow``: fedmoo.run.mlflow_writer,
-``logger=wandb``: fedmoo.run.wandb_writer; the child's loop and protocol: fedmoo.run.tracker_child).
+"""A tracker whose run is owned by a child process (fedmoo.run.tracker_child's protocol).
 
-A run never waits on a tracker: its children start before it imports torch (``prestart``), so
-that importing a tracker overlaps the run's own start-up, and finish in the background at nice
-10 once the run's files are complete, with their log in ``<run dir>/tracker-<name>.log``. A
-child that is never taken reads end of input when this process ends, and ends without touching
-any store. A job in a launcher's worker process (joblib's) still waits: the worker's end kills
-its children.
+A run never waits on a tracker: its children start before it imports torch (``prestart``), and
+finish in the background once the run's files are complete, with their log in ``<run
+dir>/tracker-<name>.log``. A child never taken ends without touching any store. A job in a
+launcher's worker process (joblib's) still waits: the worker's end kills its children.
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ from fedmoo.errors import UserError
 
 log = logging.getLogger(__name__)
 _spare: dict[str, subprocess.Popen] = {}   # children started ahead of their run, by module
+WRITERS = {"mlflow": "fedmoo.run.mlflow_writer", "wandb": "fedmoo.run.wandb_writer"}
 
 
 def numbers(row: dict[str, Any]) -> dict[str, float]:
@@ -59,17 +57,16 @@ class ChildTracker:
 
     FILES = ("summary.json", "rounds.csv", "clients.csv", ".hydra/config.yaml")
 
-    def __init__(self, module: str, name: str, head: dict[str, Any], where: str,
-                 log_file: Path, confirm: bool):
-        self.name, self.where, self.log_file, self.confirm = name, where, log_file, confirm
-        self.proc = _spare.pop(module, None) or _spawn(module)
+    def __init__(self, name: str, head: dict[str, Any], where: str, run_dir: Path, confirm: bool):
+        self.name, self.where, self.confirm = name, where, confirm
+        self.log_file = log_file = Path(run_dir) / f"tracker-{name}.log"
+        self.proc = _spare.pop(WRITERS[name], None) or _spawn(WRITERS[name])
         self.error: str | None = None             # the child's error line
         self.started = False                      # its ready line came: the tracked run exists
         self.answered = threading.Event()         # its first line came: ready or error
         self.ended = threading.Event()            # its last line came: done or error
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        self.done = False
         self._send({**head, "log": str(log_file)})
 
     def _read(self) -> None:
@@ -133,7 +130,5 @@ class ChildTracker:
     def close(self) -> None:
         """End of input: without a final message the child ends the tracked run as failed by
         itself (a stopping run never waits on it)."""
-        if not self.done:
-            self.done = True
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
+        with contextlib.suppress(OSError):     # closing it twice is a no-op
+            self.proc.stdin.close()
