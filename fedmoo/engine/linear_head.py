@@ -10,9 +10,11 @@ gradient of ``sum_r scale_r sum_i weight_ri CE_ri`` with respect to the logits `
 ``LinearHead.train`` runs the round's steps itself, about ten kernels each:
 
 - Each row multiplies its own minibatch by its own weights, one entry of a batched product as
-  alone (fedmoo.engine.stacked). A weight ``[R, in, out]`` is held as ``[R, out, in]`` and the
-  step works in ``[R, out, B]``: the softmax then runs over a dimension that is not the
-  innermost (with a few classes several times faster) and the weight's gradient is ``d h``.
+  alone (fedmoo.engine.stacked); a large step (TALL_BYTES) multiplies each source's inputs by
+  its rows' weights stacked along M, which keeps each row's bits for any number of rows. A
+  weight ``[R, in, out]`` is held as ``[R, out, in]`` and the step works in ``[R, out, B]``:
+  the softmax then runs over a dimension that is not the innermost (with a few classes several
+  times faster) and the weight's gradient is ``d h``.
 - With a bias, the inputs carry a column of ones (FOLD_BYTES), so the bias trains inside the
   same GEMMs.
 - Sources are ordered longest first (``fedmoo.engine.plan.longest_first``): finished clients
