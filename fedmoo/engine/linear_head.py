@@ -10,9 +10,11 @@ gradient of ``sum_r scale_r sum_i weight_ri CE_ri`` with respect to the logits `
 ``LinearHead.train`` runs the round's steps itself, about ten kernels each:
 
 - Each row multiplies its own minibatch by its own weights, one entry of a batched product as
-  alone (fedmoo.engine.stacked). A weight ``[R, in, out]`` is held as ``[R, out, in]`` and the
-  step works in ``[R, out, B]``: the softmax then runs over a dimension that is not the
-  innermost (with a few classes several times faster) and the weight's gradient is ``d h``.
+  alone (fedmoo.engine.stacked); a large step (TALL_BYTES) multiplies each source's inputs by
+  its rows' weights stacked along M, which keeps each row's bits for any number of rows. A
+  weight ``[R, in, out]`` is held as ``[R, out, in]`` and the step works in ``[R, out, B]``:
+  the softmax then runs over a dimension that is not the innermost (with a few classes several
+  times faster) and the weight's gradient is ``d h``.
 - With a bias, the inputs carry a column of ones (FOLD_BYTES), so the bias trains inside the
   same GEMMs.
 - Sources are ordered longest first (``fedmoo.engine.plan.longest_first``): finished clients
@@ -55,6 +57,13 @@ CHUNK_BYTES = 2 << 20
 # A step whose sources' inputs are larger than this runs a few sources at a time (full batches
 # of many rows: each source's rows train independently, so only memory changes).
 STEP_BYTES = 64 * 2**20
+# A step of at least 2 samples taking this much of (folded) inputs per row multiplies them by
+# its source's rows stacked along M, on one thread (``_tall``): ``[W_1; ...; W_G] h^T`` and
+# ``[D_1; ...; D_G] h`` give each row the same bits for any G >= 2 and position where every
+# operand starts on a 64-byte boundary (and another MKL path for G = 1, so a lone row gets a
+# zero row beside it; a GEMV for one sample; other bits on 2 threads for small M:
+# scripts/batch_invariance.py), 2.8x faster than a narrow ``bmm`` entry per row.
+TALL_BYTES = 1 << 20
 
 _SOFTMAX = {torch.softmax, F.softmax}
 
@@ -171,6 +180,8 @@ class LinearHead:
         views = joined(rule.views)
         dtype, dev = views[0].dtype, views[0].device
         b = int(plan.index.shape[2])
+        tall = (fold and b > 1 and dev.type == "cpu"
+                and b * x.shape[1] * x.element_size() >= TALL_BYTES)
         labels = gather(y, plan.index)                                      # [U, S, B]
         weights = plan.weight.to(dtype)
         loss_weight = (plan.weight * plan.last.unsqueeze(-1)).to(dtype)     # the last epoch's
@@ -191,10 +202,10 @@ class LinearHead:
             r0, r1 = lo * reuse, hi * reuse            # the block's sources' rows
             n = r1 - r0
             t = whole if (r0, r1) == (0, n_rows) else whole.rows(r0, r1)
-            with entrywise(n, dev):
+            with entrywise(1 if tall else n, dev):      # tall: one thread
                 self._steps(t, n, b, steps, flat, plan.index[lo:hi, steps],
                             labels[r0:r1, steps], weights[r0:r1, steps],
-                            loss_weight[r0:r1, steps], before, firsts, reuse)
+                            loss_weight[r0:r1, steps], before, firsts, reuse, tall)
         self._split(order, views, rule.views, fold)
         loss_after = whole.acc.view(-1).neg().index_select(0, order.inv)
         if not before:
@@ -205,26 +216,26 @@ class LinearHead:
 
     def _steps(self, t: "_Step", n: int, b: int, steps: slice, flat: Tensor, index: Tensor,
                labels: Tensor, weights: Tensor, loss_weight: Tensor, before: bool,
-               firsts: list, reuse: int = 1) -> None:
+               firsts: list, reuse: int, tall: bool) -> None:
         """The steps ``steps`` of the n rows of ``t`` (``index`` has one row per ``reuse`` rows).
         A step of more than CHUNK_BYTES of inputs runs chunk by chunk of samples, its gradient
-        summed over the chunks, so a chunk's inputs stay in cache for every row."""
+        summed over the chunks, so a chunk's inputs stay in cache for every row (``tall``: no
+        chunk of one sample)."""
         views = t.rule.views
         w, bias = views[0], (views[1] if len(views) > 1 else None)
         wt = w.transpose(1, 2)                          # views: they follow the updates
         bt = None if bias is None else bias.transpose(1, 2)
-        size = max(1, CHUNK_BYTES // (flat.shape[1] * flat.element_size()))
+        cuts = _chunks(b, CHUNK_BYTES // (flat.shape[1] * flat.element_size()), tall)
         for s, hs, label, coef, lw in zip(
                 range(steps.start, steps.stop),
-                _inputs(flat, index, size),                     # [n, <= size, in] chunks
+                _inputs(flat, index, cuts),                     # [n, chunk, in] chunks
                 _by_step(labels).view(-1, n, 1, b).unbind(0),
                 _by_step(weights).view(-1, n, 1, b).unbind(0),
                 _by_step(loss_weight).view(-1, n, 1, b).unbind(0)):
             grads, stats = None, None
-            for c, h in zip(range(0, b, size), hs):
-                cut = slice(c, c + size)
-                g, st = self._chunk(t, n, h, wt, bt, label[..., cut], coef[..., cut],
-                                    lw[..., cut], reuse, before and s == 0)
+            for cut, h in zip(cuts, hs):
+                g, st = self._chunk(t, n, h, w if tall else None, wt, bt, label[..., cut],
+                                    coef[..., cut], lw[..., cut], reuse, before and s == 0)
                 grads = g if grads is None else [x.add_(y) for x, y in zip(grads, g)]
                 stats = st if stats is None or st is None else [x.add_(y) for x, y in zip(stats, st)]
             if stats is not None:
@@ -232,14 +243,19 @@ class LinearHead:
             for i, g in enumerate(grads):
                 t.rule.apply(i, add_tensor(g))
 
-    def _chunk(self, t: "_Step", n: int, h: Tensor, wt: Tensor, bt: Tensor | None,
-               label: Tensor, coef: Tensor, lw: Tensor, reuse: int,
+    def _chunk(self, t: "_Step", n: int, h: Tensor, w: Tensor | None, wt: Tensor,
+               bt: Tensor | None, label: Tensor, coef: Tensor, lw: Tensor, reuse: int,
                first: bool) -> tuple[list[Tensor], list[Tensor] | None]:
         """One step's samples ``h [n, b, in]``: adds their last-epoch loss to ``t.acc``; returns
-        their gradient of the weight (and bias) and, with ``first``, ``_first_stats``."""
+        their gradient of the weight (and bias) and, with ``first``, ``_first_stats``. With
+        ``w`` (the weight ``[n, out, in]``) the products are ``_tall``."""
         b = h.shape[1]
-        # [n, b, out] as [n, out, b]: MKL's h W^T is twice as fast as W h^T here
-        z = _products(h, wt, bt, reuse, shared=0).transpose(1, 2)
+        if w is not None and h.data_ptr() % 64:
+            h = h.clone()
+        if w is not None:
+            z = _tall(w, h.transpose(1, 2), reuse)
+        else:   # [n, b, out] as [n, out, b]: MKL's h W^T is twice as fast as W h^T per entry
+            z = _products(h, wt, bt, reuse, shared=0).transpose(1, 2)
         p = torch.softmax(z, 1) if self.softmax_output else None
         logp = torch.log_softmax(z if p is None else p, 1)
         target = label                                                  # [n, 1, b]
@@ -254,7 +270,8 @@ class LinearHead:
         d.mul_(coef if t.scale is None else coef * t.scale)
         if p is not None:                               # through softmax: p (d - <d, p>)
             d = p * (d - (d * p).sum(1, keepdim=True))
-        grads = [_products(d, h, None, reuse, shared=1)]                # [n, out, in]
+        grads = [_products(d, h, None, reuse, shared=1) if w is None
+                 else _tall(d, h, reuse)]                               # [n, out, in]
         if bt is not None:
             grads.append(d.sum(2, keepdim=True))
         return grads, stats
@@ -339,6 +356,31 @@ def _products(a: Tensor, b: Tensor, bias: Tensor | None, reuse: int, shared: int
     return out
 
 
+def _tall(a: Tensor, b: Tensor, reuse: int) -> Tensor:
+    """``a [n, out, k]`` times ``b [n / reuse, k, m]``: for each entry ``b_i``, its ``reuse``
+    rows of ``a`` stacked along M, ``[a_1; ...; a_G] b_i``, one GEMM (a lone row beside a zero
+    row), every operand on a 64-byte boundary (TALL_BYTES)."""
+    n, out, k = a.shape
+    parts = []
+    for i in range(b.shape[0]):
+        m = a[i * reuse:(i + 1) * reuse].reshape(reuse * out, k)
+        if reuse == 1:
+            m = torch.cat([m, torch.zeros_like(m)])
+        elif m.data_ptr() % 64:
+            m = m.clone()
+        parts.append(torch.mm(m, b[i])[:reuse * out])
+    return torch.cat(parts).view(n, out, -1)
+
+
+def _chunks(b: int, size: int, tall: bool) -> list[slice]:
+    """A step's ``b`` samples in chunks of ``size`` (at least 1); ``tall``: none of one sample
+    (a GEMV), the last sample joining the chunk before."""
+    starts = list(range(0, b, max(1 + tall, size)))
+    if tall and b - starts[-1] == 1:
+        starts.pop()
+    return [slice(c, e) for c, e in zip(starts, starts[1:] + [b])]
+
+
 def _blocks(rows: list[int], per_source: int):
     """``(steps, lo, hi)``: each run of steps taken by the same first n sources (``rows``: n
     per step), cut into blocks of at most ``per_source`` sources ``lo..hi-1``."""
@@ -350,14 +392,14 @@ def _blocks(rows: list[int], per_source: int):
             start = s
 
 
-def _inputs(flat: Tensor, index: Tensor, size: int):
-    """The inputs of each step of ``index [n, S, B]``, as its chunks ``[n, <= size, in]``. Steps
-    of one chunk are gathered as many at a time as fit in GATHER_BYTES; a larger step chunk by
+def _inputs(flat: Tensor, index: Tensor, cuts: list[slice]):
+    """The inputs of each step of ``index [n, S, B]``, as its chunks ``[n, cut, in]``. Steps of
+    one chunk are gathered as many at a time as fit in GATHER_BYTES; a larger step chunk by
     chunk as they are read (no fresh pages for a copy of the whole step each round)."""
     n, steps, b = index.shape
-    if b > size:
+    if len(cuts) > 1:
         for s in range(steps):
-            yield (gather(flat, index[:, s, c:c + size]) for c in range(0, b, size))
+            yield (gather(flat, index[:, s, c]) for c in cuts)
         return
     span = max(1, GATHER_BYTES // max(1, n * b * flat.shape[1] * flat.element_size()))
     for lo in range(0, steps, span):

@@ -316,7 +316,7 @@ def test_closed_form_inputs_gathered_a_few_steps_at_a_time(monkeypatch):
     gather = linear_head.gather
     monkeypatch.setattr(linear_head, "gather", lambda t, i: calls.append(i.shape) or gather(t, i))
     monkeypatch.setattr(linear_head, "GATHER_BYTES", 2 * 2 * 3 * 8)
-    steps = [list(chunks) for chunks in linear_head._inputs(x, index, 1)]
+    steps = [list(chunks) for chunks in linear_head._inputs(x, index, [slice(0, 1)])]
     assert [tuple(c) for c in calls] == [(2, 2, 1), (2, 2, 1), (1, 2, 1)]
     assert len(steps) == 5
     for s, chunks in enumerate(steps):
@@ -334,7 +334,7 @@ def test_closed_form_large_steps_gathered_chunk_by_chunk(monkeypatch):
     calls = []
     gather = linear_head.gather
     monkeypatch.setattr(linear_head, "gather", lambda t, i: calls.append(i.shape) or gather(t, i))
-    steps = linear_head._inputs(x, index, 2)
+    steps = linear_head._inputs(x, index, linear_head._chunks(5, 2, False))
     for s in range(2):
         for c, chunk in zip((0, 2, 4), next(steps)):
             assert calls[-1] == (2, min(2, 5 - c))          # gathered when read

@@ -101,19 +101,25 @@ def test_other_models_keep_the_row_path(monkeypatch):
         assert_same_cohort(a, b)
 
 
-@pytest.mark.parametrize("model,reuse", [("logreg", False), ("logreg", True), ("logreg", "chunks"),
-                                         ("mlp", False)])
-def test_invariant_rows_are_bit_identical_in_float32(model, reuse, monkeypatch):
+@pytest.mark.parametrize("model,reuse,tall", [
+    ("logreg", False, False), ("logreg", True, False), ("logreg", "chunks", False),
+    ("logreg", False, True), ("logreg", True, True), ("logreg", "chunks", True),
+    ("mlp", False, False)])
+def test_invariant_rows_are_bit_identical_in_float32(model, reuse, tall, monkeypatch):
     """The default: members of other widths (full batch, batch 3, 4), terms (momentum,
     proximal, decay), Ditto's personal rows, loss scales and label maps, two seeds, trained
     together in float32 give each member's cohort exactly as alone, on any number of threads,
     and in a group of 2 as in a group of 12. ``reuse``: rows of one source read one gathered
     copy of its inputs (full batches of large inputs), here for every batch; ``chunks``: every
-    step runs chunk by chunk of samples (large full batches), here a sample a chunk."""
+    step runs chunk by chunk of samples (large full batches), here a sample a chunk (two with
+    ``tall``); ``tall``: each source's rows stacked along M in one GEMM (large steps), a lone
+    row beside a zero row, here for every step."""
     if reuse:
         monkeypatch.setattr(stacked, "REUSE_BYTES", 0)
     if reuse == "chunks":
         monkeypatch.setattr(linear_head, "CHUNK_BYTES", 1)
+    if tall:
+        monkeypatch.setattr(linear_head, "TALL_BYTES", 0)
     torch.manual_seed(7)
     data = federation(SIZES, (2, 3), 4)
     data.x = data.x.float()
@@ -137,3 +143,44 @@ def test_invariant_rows_are_bit_identical_in_float32(model, reuse, monkeypatch):
                         assert (x is None and y is None) or torch.equal(x, y), (n, len(group), f)
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("k,out,b", [(800, 3, 655), (800, 3, 360), (112, 2, 10), (800, 10, 2),
+                                     (80, 10, 100)])
+def test_tall_products_keep_each_rows_bits(k, out, b):
+    """``_tall`` (one thread, as the closed form runs it): each row's logits ``W_r h^T`` and
+    weight gradient ``D_r h`` have the same bits alone (beside a zero row) as among G = 2 to 40
+    rows of its source at any position, with several sources, and with the rows off a 64-byte
+    boundary (copied)."""
+    g = torch.Generator().manual_seed(k + b)
+    h = torch.randn(3, b, k, generator=g)
+    w = torch.randn(3 * 40, out, k, generator=g)
+    d = torch.randn(3 * 40, out, b, generator=g)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for reuse in (2, 3, 13, 40):
+            rows = torch.cat([torch.arange(s * 40, s * 40 + reuse) for s in range(3)])
+            z = linear_head._tall(_off(w[rows]), h.transpose(1, 2), reuse)
+            grad = linear_head._tall(_off(d[rows]), h, reuse)
+            for i, r in enumerate(rows.tolist()):
+                s = i // reuse
+                alone = linear_head._tall(w[r:r + 1], h[s:s + 1].transpose(1, 2), 1)
+                assert torch.equal(z[i], alone[0]), (reuse, i)
+                assert torch.equal(grad[i], linear_head._tall(d[r:r + 1], h[s:s + 1], 1)[0])
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _off(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` 4 bytes off a 64-byte boundary."""
+    return torch.empty(t.numel() + 1)[1:].view(t.shape).copy_(t)
+
+
+def test_tall_steps_have_no_chunk_of_one_sample():
+    """A GEMV (one sample) would give other bits: with ``tall`` the last sample joins the chunk
+    before it, and chunks hold at least 2 samples."""
+    assert linear_head._chunks(7, 3, True) == [slice(0, 3), slice(3, 7)]
+    assert linear_head._chunks(7, 3, False) == [slice(0, 3), slice(3, 6), slice(6, 7)]
+    assert linear_head._chunks(5, 1, True) == [slice(0, 2), slice(2, 5)]
+    assert linear_head._chunks(4, 9, True) == [slice(0, 4)]
