@@ -2,8 +2,9 @@
 
 A row is one client copy being trained (client k of run r, and Ditto's personal copy beside it)
 with its own run's global model, minibatch plan, SGD settings, loss scale and label map. Rows
-share each kernel only along its batch dimension, so a run's numbers are its numbers alone bit
-for bit (``fedmoo.run.group`` and ``hydra/launcher=lockstep`` train a whole sweep at once this
+share each kernel only along its batch dimension (or, in the closed form's large steps, along M
+of one product a source, which keeps each row's bits: ``linear_head``), so a run's numbers are
+its numbers alone bit for bit (``fedmoo.run.group`` and ``hydra/launcher=lockstep`` train a whole sweep at once this
 way). The group's ``engine`` supplies the program and the sample tensors, which every member
 shares with the model architecture (the caller checks); each ``Member`` brings its run's engine.
 """
@@ -65,9 +66,9 @@ def _rows(values: list[tuple[float, int]], like: Tensor, optional: bool = False)
 
 def train_rows(engine, members: list[Member]) -> list[Cohort]:
     """Train every member's cohort (no per-task training) as stacks of rows; one Cohort per
-    member. Rows are stacked only along the batch dimension of the products, so members train
-    in classes of equal arithmetic (``_arithmetic``), one stack each, and no product is shared
-    between runs (only gathered inputs are: ``_reuse``, ``common.sharing_gathers``)."""
+    member. Rows are stacked along the batch dimension of the products (the closed form's
+    large steps: along M, ``linear_head``), so members train in classes of equal arithmetic
+    (``_arithmetic``), one stack each, and a row's products keep the bits they have alone."""
     classes: dict[tuple, list[int]] = {}
     for i, m in enumerate(members):
         classes.setdefault(_arithmetic(engine, m), []).append(i)
