@@ -250,9 +250,8 @@ class LinearHead:
         their gradient of the weight (and bias) and, with ``first``, ``_first_stats``. With
         ``w`` (the weight ``[n, out, in]``) the products are ``_tall``."""
         b = h.shape[1]
-        if w is not None and h.data_ptr() % 64:
-            h = h.clone()
         if w is not None:
+            h = h.clone() if h.data_ptr() % 64 else h      # on a 64-byte boundary (_tall)
             z = _tall(w, h.transpose(1, 2), reuse)
         else:   # [n, b, out] as [n, out, b]: MKL's h W^T is twice as fast as W h^T per entry
             z = _products(h, wt, bt, reuse, shared=0).transpose(1, 2)
