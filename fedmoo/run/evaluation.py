@@ -40,9 +40,10 @@ class RoundEvaluator:
             model, self.chunk = fast_layout(model, federation.x), step_chunk(federation.x)
             self.regression = federation.task == "multitask_regression"
             self.threshold = float(cfg["loss_threshold"])
+            self.task_mask = (None if federation.task_mask is None
+                              else federation.task_mask.cpu().numpy())
             ev = evaluate_clients(model, federation, "train", w0, chunk=self.chunk)
-            held = (np.ones(ev.loss.shape, bool) if federation.task_mask is None
-                    else federation.task_mask.cpu().numpy())
+            held = np.ones(ev.loss.shape, bool) if self.task_mask is None else self.task_mask
             held = held & (ev.count > 0)[:, None]
             self.reference = np.array([ev.loss[held[:, t], t].mean() if held[:, t].any()
                                        else np.nan for t in range(ev.loss.shape[1])])
@@ -68,8 +69,7 @@ class RoundEvaluator:
 
     def _metrics(self, ev: ClientEval, prefix: str, normalise: bool = False) -> dict[str, float]:
         if self.tasks:     # multi-task data: per-task columns
-            mask = None if self.data.task_mask is None else self.data.task_mask.cpu().numpy()
-            return task_metrics(ev.loss, ev.acc, ev.count, mask, prefix, self.regression,
+            return task_metrics(ev.loss, ev.acc, ev.count, self.task_mask, prefix, self.regression,
                                 self.reference if normalise else None)
         return accuracy_metrics(ev.acc, ev.correct, ev.count, ev.loss, prefix=prefix)
 
