@@ -49,6 +49,26 @@ def test_a_preset_default_must_be_a_value_its_knob_allows(undeclare):
                                                                            "parts": 3}
 
 
+def test_declares_makes_the_class_a_dataclass_once_per_stack(undeclare):
+    undeclare += [("algo", "thirds"), ("algo", "fifths"), ("algo", "halves_more")]
+
+    @hparams.declares("algo", "fifths", dict, "Fifths", parts=5)
+    @hparams.declares("algo", "thirds", dict, "Thirds", parts=3)
+    class Thirds:
+        parts: int = knob(2, "pieces", lo=1)
+
+    @hparams.declares("algo", "halves_more", dict)
+    class More(Thirds):                   # a subclass's own knob becomes a field too
+        extra: bool = knob(False, "more")
+
+    assert Thirds(parts=4).parts == 4 and Thirds().parts == 2
+    assert hparams.declared("algo", "thirds").node() == {"name": "thirds", "parts": 3}
+    assert hparams.declared("algo", "fifths").node() == {"name": "fifths", "parts": 5}
+    assert hparams.declared("algo", "fifths").params is Thirds
+    assert hparams.declared("algo", "halves_more").node() == {"name": "halves_more", "parts": 2,
+                                                              "extra": False}
+
+
 def test_resolved_list_defaults_are_the_callers_own():
     first = hparams.resolve("partition", "iid", {})
     first["fractions"].append(0.5)

@@ -1,4 +1,5 @@
-"""The components' hyperparameters, declared once: ``declare(group, slug, Params, impl)``.
+"""The components' hyperparameters, declared once: ``@declares(group, slug, impl)`` on the
+dataclass of knobs (``declare(group, slug, Params, impl)``).
 
 Every algorithm, attack, model, data source and partition names its hyperparameters in a
 dataclass of knobs (``fedmoo.config.knobs.knob``), in a torch-free module of this package (one per
@@ -18,7 +19,7 @@ import functools
 import importlib
 import pkgutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, dataclass_transform
 
 from fedmoo.errors import UserError
 from fedmoo.config.knobs import Knob, integer, of, refusal
@@ -108,6 +109,19 @@ def declare(group: str, slug: str, params: type, impl: Any, description: str = "
 
         plugins.note_registered(out.package)
     return out
+
+
+@dataclass_transform()
+def declares(group: str, slug: str, impl: Any, description: str = "",
+             **defaults: Any) -> Callable[[type], type]:
+    """``declare`` as a decorator of the class of knobs it names, which it makes a dataclass
+    (stacked: one declaration each, e.g. presets)."""
+    def filed(params: type) -> type:
+        if "__dataclass_fields__" not in vars(params):
+            params = dataclasses.dataclass(params)
+        declare(group, slug, params, impl, description, **defaults)
+        return params
+    return filed
 
 
 # the dataclass a group's declarations extend: the keys the runner reads of every component

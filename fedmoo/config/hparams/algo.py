@@ -5,10 +5,9 @@ and the override checks show."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
-from fedmoo.config.hparams import NoKnobs, declare
+from fedmoo.config.hparams import NoKnobs, declare, declares
 from fedmoo.config.knobs import knob, seed_knob
 
 SOLVERS = ("daqp", "quadprog")   # the qpsolvers backends fedmoo.moo.minnorm is tested with
@@ -26,20 +25,23 @@ def _solver() -> str:
                 choices=SOLVERS)
 
 
-@dataclass
+@declares("algo", "fedavg", "fedmoo.algorithms.fedavg:FedAvg",
+          "Federated averaging: sample-weighted (or uniform) mean of client updates")
 class FedAvg:
     weighting: str = knob("samples", "client weights: samples (n_k / n) | uniform (1 / K)",
                           choices=WEIGHTING)
     eta: float = _eta()
 
 
-@dataclass
+@declares("algo", "fedprox", "fedmoo.algorithms.fedprox:FedProx",
+          "FedProx: FedAvg with a proximal term (mu/2)||w - w_t||^2 on the clients")
 class FedProx(FedAvg):
     mu: float = knob(0.01, "client proximal term (mu/2)||w - w_t||^2; paper grid {0.001, 0.01, "
                      "0.1, 0.5, 1, 10}; 0 = FedAvg", lo=0.0)
 
 
-@dataclass
+@declares("algo", "qfedavg", "fedmoo.algorithms.qfedavg:QFedAvg",
+          "q-FedAvg (q-FFL): reweights clients by loss^q for a fairer accuracy spread")
 class QFedAvg:
     q: float = knob(1.0, "fairness exponent; grid {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 15}; "
                     "0 = uniform FedAvg", lo=0.0)
@@ -53,7 +55,19 @@ class QFedAvg:
                             choices=LOSS_REPORTS)
 
 
-@dataclass
+# MGDA-Prox: the paper's mu = 0.1 is the authors' 0.1 ||w - w_t||^2 (no 1/2); fedmoo's term is
+# (mu/2) ||w - w_t||^2, so the authors' strength is mu = 0.2
+@declares("algo", "mgda_prox", "fedmoo.algorithms.fedmgda:FedMGDA",
+          "MGDA-Prox: FedMGDA+ with a proximal term on the clients (mu = 0.2, the authors' 0.1)",
+          normalize=True, eta_decay=0.1, mu=0.2)
+@declares("algo", "fedavg_n", "fedmoo.algorithms.fedmgda:FedMGDA",
+          "FedAvg-n: uniform mean of normalised client updates with a decaying step",
+          epsilon=0.0, normalize=True, eta_decay=0.1)
+@declares("algo", "fedmgda_plus", "fedmoo.algorithms.fedmgda:FedMGDA",
+          "FedMGDA+: min-norm combination of normalised updates with a decaying step",
+          normalize=True, eta_decay=0.1)
+@declares("algo", "fedmgda", "fedmoo.algorithms.fedmgda:FedMGDA",
+          "FedMGDA: min-norm (MGDA) combination of raw client updates, eps = 1, eta = 1")
 class FedMGDA:
     epsilon: float = knob(1.0, "box half-width around lambda0, in [0, 1]; 0 = FedAvg, 1 = "
                           "unconstrained MGDA; grid {0.01, 0.05, 0.1, 0.5, 1}", lo=0.0, hi=1.0)
@@ -69,7 +83,9 @@ class FedMGDA:
     solver: str = _solver()
 
 
-@dataclass
+@declares("algo", "adafed", "fedmoo.algorithms.adafed:AdaFed",
+          "AdaFed: Gram-Schmidt common descent direction, descent rates proportional to "
+          "loss^gamma")
 class AdaFed:
     gamma: float = knob(1.0, "descent rates proportional to loss^gamma; grid {0, 0.01, 0.1, 1, "
                         "5, 10}", lo=0.0)
@@ -80,7 +96,8 @@ class AdaFed:
     normalize: bool = knob(False, "divide each update by its norm first")
 
 
-@dataclass
+@declares("algo", "afl", "fedmoo.algorithms.afl:AFL",
+          "AFL: agnostic FL, minimax over client mixtures (needs clients_per_round=null)")
 class AFL:
     gamma_lambda: float = knob(0.1, "ascent step on the mixture; grid {0.01, 0.1, 0.2, 0.5, 1}",
                                lo=0.0)
@@ -91,13 +108,16 @@ class AFL:
                      choices=("before", "local_last"))
 
 
-@dataclass
+@declares("algo", "ditto", "fedmoo.algorithms.ditto:Ditto",
+          "Ditto: FedAvg global model plus regularised personal models (evaluated)")
 class Ditto:
     lam: float = knob(1.0, "personalisation strength; grid {0.05, 0.1, 0.2, 0.5, 1, 2, 5}",
                       lo=0.0)
 
 
-@dataclass
+@declares("algo", "fedfa", "fedmoo.algorithms.fedfa:FedFA",
+          "FedFA: accuracy- and frequency-based weights with server momentum (use "
+          "client.momentum=0.9)")
 class FedFA:
     beta: float = knob(0.5, "weight of the selection-frequency term, in [0, 1]", lo=0.0, hi=1.0)
     gamma: float = knob(0.5, "server momentum, in [0, 1)", lo=0.0, hi=1.0, hi_open=True)
@@ -107,7 +127,8 @@ class FedFA:
                        "easyFL v1.0)", choices=("before", "after"))
 
 
-@dataclass
+@declares("algo", "fedfv", "fedmoo.algorithms.fedfv:FedFV",
+          "FedFV: project away conflicting client updates (inside the cohort and vs history)")
 class FedFV:
     alpha: float = knob(0.1, "share of largest-loss clients kept unprojected, in [0, 1]; grid "
                         "{0, 0.1, 0.2, 1/3, 0.5, 2/3}", lo=0.0, hi=1.0)
@@ -120,7 +141,10 @@ class FedFV:
     seed: int = seed_knob("seed of order=random")
 
 
-@dataclass
+@declares("algo", "fsmgda", "fedmoo.algorithms.fmgda:FSMGDA",
+          "FSMGDA: per-task local minibatch SGD, task averages, S-task min-norm step")
+@declares("algo", "fmgda", "fedmoo.algorithms.fmgda:FMGDA",
+          "FMGDA: per-task local full-batch GD, task averages, S-task min-norm step")
 class FMGDA:
     local_steps: int = knob(10, "K local steps per task (client.lr is the local rate eta_L)",
                             lo=1)
@@ -134,71 +158,33 @@ class FMGDA:
                                    "multiples of this (0 = never)", lo=0)
 
 
-@dataclass
+@declares("algo", "term", "fedmoo.algorithms.term:TERM",
+          "TERM: tilted averaging, client weights proportional to exp(t * loss)")
 class TERM:
     t: float = knob(0.1, "tilt; grid {0.1, 0.5, 1, 2, 5}")
     normalization: str = knob("reference", "reference (authors' code, extra 1/K) | softmax",
                               choices=("reference", "softmax"))
 
 
-@dataclass
+@declares("algo", "trimmed_mean", "fedmoo.algorithms.robust:TrimmedMean",
+          "Coordinate-wise trimmed mean of client updates (robust aggregator)")
 class TrimmedMean:
     beta: float = knob(0.1, "fraction trimmed on each side, in [0, 0.5)", lo=0.0, hi=0.5,
                        hi_open=True)
 
 
-@dataclass
+@declares("algo", "krum", "fedmoo.algorithms.robust:Krum",
+          "Krum: apply the one client update closest to its neighbours (robust aggregator)")
 class Krum:
     f: int = knob(1, "assumed Byzantine clients per cohort; needs clients_per_round >= 2f+3",
                   lo=0)
 
 
-@dataclass
+@declares("algo", "multikrum", "fedmoo.algorithms.robust:MultiKrum",
+          "Multi-Krum: average the m client updates with the best Krum scores (robust aggregator)")
 class MultiKrum(Krum):
     m: Optional[int] = knob(None, "updates averaged; null = clients_per_round - f", lo=1)
 
 
-declare("algo", "fedavg", FedAvg, "fedmoo.algorithms.fedavg:FedAvg",
-        "Federated averaging: sample-weighted (or uniform) mean of client updates")
-declare("algo", "fedprox", FedProx, "fedmoo.algorithms.fedprox:FedProx",
-        "FedProx: FedAvg with a proximal term (mu/2)||w - w_t||^2 on the clients")
-declare("algo", "qfedavg", QFedAvg, "fedmoo.algorithms.qfedavg:QFedAvg",
-        "q-FedAvg (q-FFL): reweights clients by loss^q for a fairer accuracy spread")
-declare("algo", "fedmgda", FedMGDA, "fedmoo.algorithms.fedmgda:FedMGDA",
-        "FedMGDA: min-norm (MGDA) combination of raw client updates, eps = 1, eta = 1")
-declare("algo", "fedmgda_plus", FedMGDA, "fedmoo.algorithms.fedmgda:FedMGDA",
-        "FedMGDA+: min-norm combination of normalised updates with a decaying step",
-        normalize=True, eta_decay=0.1)
-declare("algo", "fedavg_n", FedMGDA, "fedmoo.algorithms.fedmgda:FedMGDA",
-        "FedAvg-n: uniform mean of normalised client updates with a decaying step",
-        epsilon=0.0, normalize=True, eta_decay=0.1)
-# MGDA-Prox: the paper's mu = 0.1 is the authors' 0.1 ||w - w_t||^2 (no 1/2); fedmoo's term is
-# (mu/2) ||w - w_t||^2, so the authors' strength is mu = 0.2
-declare("algo", "mgda_prox", FedMGDA, "fedmoo.algorithms.fedmgda:FedMGDA",
-        "MGDA-Prox: FedMGDA+ with a proximal term on the clients (mu = 0.2, the authors' "
-        "0.1)", normalize=True, eta_decay=0.1, mu=0.2)
-declare("algo", "adafed", AdaFed, "fedmoo.algorithms.adafed:AdaFed",
-        "AdaFed: Gram-Schmidt common descent direction, descent rates proportional to loss^gamma")
-declare("algo", "afl", AFL, "fedmoo.algorithms.afl:AFL",
-        "AFL: agnostic FL, minimax over client mixtures (needs clients_per_round=null)")
-declare("algo", "ditto", Ditto, "fedmoo.algorithms.ditto:Ditto",
-        "Ditto: FedAvg global model plus regularised personal models (evaluated)")
-declare("algo", "fedfa", FedFA, "fedmoo.algorithms.fedfa:FedFA",
-        "FedFA: accuracy- and frequency-based weights with server momentum (use "
-        "client.momentum=0.9)")
-declare("algo", "fedfv", FedFV, "fedmoo.algorithms.fedfv:FedFV",
-        "FedFV: project away conflicting client updates (inside the cohort and vs history)")
-declare("algo", "fmgda", FMGDA, "fedmoo.algorithms.fmgda:FMGDA",
-        "FMGDA: per-task local full-batch GD, task averages, S-task min-norm step")
-declare("algo", "fsmgda", FMGDA, "fedmoo.algorithms.fmgda:FSMGDA",
-        "FSMGDA: per-task local minibatch SGD, task averages, S-task min-norm step")
-declare("algo", "term", TERM, "fedmoo.algorithms.term:TERM",
-        "TERM: tilted averaging, client weights proportional to exp(t * loss)")
 declare("algo", "median", NoKnobs, "fedmoo.algorithms.robust:Median",
         "Coordinate-wise median of client updates (robust aggregator)")
-declare("algo", "trimmed_mean", TrimmedMean, "fedmoo.algorithms.robust:TrimmedMean",
-        "Coordinate-wise trimmed mean of client updates (robust aggregator)")
-declare("algo", "krum", Krum, "fedmoo.algorithms.robust:Krum",
-        "Krum: apply the one client update closest to its neighbours (robust aggregator)")
-declare("algo", "multikrum", MultiKrum, "fedmoo.algorithms.robust:MultiKrum",
-        "Multi-Krum: average the m client updates with the best Krum scores (robust aggregator)")

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-from fedmoo.config.hparams import declare
+from fedmoo.config.hparams import declare, declares
 from fedmoo.config.knobs import integer, knob, seed_knob
 
 PERMUTATIONS = ("reverse", "shift", "random")   # label_flip's named permutations
@@ -70,74 +70,66 @@ class Common:
                      "training seed)")
 
 
-@dataclass
+@declares("attack", "none", "fedmoo.attacks.none:NoAttack",
+          "No attack: every client is honest (malicious may name would-be attackers that stay "
+          "honest)")
 class NoAttack(Common):
     malicious: Any = knob(None, "null = nobody; ids, a fraction or names mark would-be attackers "
                           "that stay honest (reported as benign/ and attackers/ like an attack)",
                           test=none_malicious_problem)
 
 
-@dataclass
+@declares("attack", "bias", "fedmoo.attacks.bias:Bias",
+          "Bias attack: attackers report loss + b, updates honest (FedMGDA+ Adult table)")
 class Bias(Common):
     b: float = knob(10.0, "added to every reported loss; 0 = honest")
 
 
-@dataclass
+@declares("attack", "loss_scaling", "fedmoo.attacks.loss_scaling:LossScaling",
+          "Loss scaling: attackers train on and report c * loss, so their updates scale too "
+          "(FedMGDA+ CIFAR-10)")
 class LossScaling(Common):
     c: float = knob(10.0, "the attackers train on and report c * loss; 1 = honest", lo=0.0,
                     lo_open=True)
 
 
-@dataclass
+@declares("attack", "update_scaling", "fedmoo.attacks.update_scaling:UpdateScaling",
+          "Update scaling: attackers send factor * their update (losses honest)")
 class UpdateScaling(Common):
     factor: float = knob(10.0, "the attackers send factor * their update; 1 = honest, negative "
                          "= a scaled sign flip")
 
 
-@dataclass
+@declares("attack", "sign_flip", "fedmoo.attacks.sign_flip:SignFlip",
+          "Sign flip: attackers send -scale * their update (gradient ascent)")
 class SignFlip(Common):
     scale: float = knob(1.0, "the attackers send -scale * their update", lo=0.0)
 
 
-@dataclass
+@declares("attack", "gaussian", "fedmoo.attacks.gaussian:Gaussian",
+          "Gaussian: attackers send a random update of a given norm (null = their honest norm)")
 class Gaussian(Common):
     norm: Optional[float] = knob(None, "norm of the random update; null = the norm of the "
                                  "attacker's honest update", lo=0.0, lo_open=True)
 
 
-@dataclass
+@declares("attack", "model_replacement", "fedmoo.attacks.model_replacement:ModelReplacement",
+          "Model replacement / boosting: attackers send w + m (w_k - w), i.e. m * their update")
 class ModelReplacement(Common):
     boost: Optional[float] = knob(None, "m: the attackers send m * their update; null = cohort "
                                   "samples / attackers' samples (replaces the FedAvg model)",
                                   lo=0.0, lo_open=True)
 
 
-@dataclass
+@declares("attack", "label_flip", "fedmoo.attacks.label_flip:LabelFlip",
+          "Label flip: attackers train on labels permuted by pi (data poisoning)")
 class LabelFlip(Common):
     permutation: Any = knob("reverse", "the attackers' labels y become pi(y): reverse (C-1-y) | "
                             "shift (y+1 mod C) | random (drawn with seed) | a list of the C "
                             "class ids", test=permutation_problem)
 
 
-declare("attack", "none", NoAttack, "fedmoo.attacks.none:NoAttack",
-        "No attack: every client is honest (malicious may name would-be attackers that "
-        "stay honest)")
-declare("attack", "bias", Bias, "fedmoo.attacks.bias:Bias",
-        "Bias attack: attackers report loss + b, updates honest (FedMGDA+ Adult table)")
-declare("attack", "loss_scaling", LossScaling, "fedmoo.attacks.loss_scaling:LossScaling",
-        "Loss scaling: attackers train on and report c * loss, so their updates scale too "
-        "(FedMGDA+ CIFAR-10)")
-declare("attack", "update_scaling", UpdateScaling, "fedmoo.attacks.update_scaling:UpdateScaling",
-        "Update scaling: attackers send factor * their update (losses honest)")
-declare("attack", "sign_flip", SignFlip, "fedmoo.attacks.sign_flip:SignFlip",
-        "Sign flip: attackers send -scale * their update (gradient ascent)")
-declare("attack", "gaussian", Gaussian, "fedmoo.attacks.gaussian:Gaussian",
-        "Gaussian: attackers send a random update of a given norm (null = their honest norm)")
 declare("attack", "zero_update", Common, "fedmoo.attacks.zero_update:ZeroUpdate",
         "Zero update: attackers send no change (free riders)")
-declare("attack", "model_replacement", ModelReplacement, "fedmoo.attacks.model_replacement:ModelReplacement",
-        "Model replacement / boosting: attackers send w + m (w_k - w), i.e. m * their update")
-declare("attack", "label_flip", LabelFlip, "fedmoo.attacks.label_flip:LabelFlip",
-        "Label flip: attackers train on labels permuted by pi (data poisoning)")
 
 COMMON = tuple(f.name for f in fields(Common))   # every attack's keys

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import List, Optional
 
-from fedmoo.config.hparams import declare
+from fedmoo.config.hparams import declares
 from fedmoo.config.knobs import knob, seed_knob
 
 NORMALIZE = ("unit", "standard", "pixel_zscore")    # fedmoo.data.pixels' modes
@@ -19,6 +19,7 @@ EMNIST_NUM_CLASSES = {"byclass": 62, "bymerge": 47, "balanced": 47, "letters": 2
                       "mnist": 10}
 ADULT_TRAIN_ROWS = ("domains", "authors_code")
 FMNIST_SYSTEM_DIR = "/usr/share/datasets/fashion-mnist"   # Debian's dataset-fashion-mnist
+MNIST = {"input_shape": (1, 28, 28), "num_classes": 10}
 
 
 @dataclass
@@ -38,7 +39,13 @@ class Downloaded(Dataset):
     download: bool = knob(True, "fetch missing files (false: refuse instead)")
 
 
-@dataclass
+@declares("data", "tinyimagenet", "fedmoo.data.imagefolder:load_tinyimagenet",
+          "Tiny-ImageNet (200 classes, 64x64; AdaFed Table 9: ResNet-18-GN, 20 clients, "
+          "Dirichlet; its 0.05: setup=adafed_tinyimagenet_dirichlet)",
+          input_shape=(3, 64, 64), num_classes=200)
+@declares("data", "mnist", "fedmoo.data.mnist:load_mnist",
+          "MNIST (IDX files): 200 clients x 2 label shards, CNN (FedFV's 80/20 client split: "
+          "setup=fedfv_mnist_shards)", **MNIST)
 class Images(Downloaded):
     normalize: str = knob("standard", "pixels: unit (x/255) | standard ((x/255 - mean) / std "
                           "per channel) | pixel_zscore ((x - mu) / (sigma + 0.001) per pixel, "
@@ -50,27 +57,41 @@ def _system_dir() -> Optional[str]:
                 "(null = off)")
 
 
-@dataclass
+@declares("data", "fmnist", "fedmoo.data.mnist:load_fmnist",
+          "Fashion-MNIST (IDX files or Debian's dataset-fashion-mnist): 100 label-shard clients "
+          "(FedMGDA+'s: setup=fedmgda_plus_fmnist_shards)", normalize="pixel_zscore", **MNIST)
 class FashionMnist(Images):
     system_dir: Optional[str] = _system_dir()
 
 
-@dataclass
+@declares("data", "emnist", "fedmoo.data.mnist:load_emnist",
+          "EMNIST byclass (62 classes, IDX files from NIST's gzip.zip), FEMNIST-skewed: 100 "
+          "devices x 5 of letters a-j", normalize="unit", input_shape=(1, 28, 28), num_classes=62)
 class Emnist(Images):
     split: str = knob("byclass", "NIST's split (byclass: 62 classes)", choices=tuple(EMNIST_NUM_CLASSES))
 
 
-@dataclass
+@declares("data", "cifar100", "fedmoo.data.cifar:load_cifar100",
+          "CIFAR-100 (python pickles; AdaFed setup 1: ResNet-18-GN, 10 clients, Dirichlet 0.5, "
+          "all per round)", input_shape=(3, 32, 32), num_classes=100)
+@declares("data", "cifar10", "fedmoo.data.cifar:load_cifar10",
+          "CIFAR-10 (python pickles): cnn_cifar, 100 label-shard clients, 10 per round "
+          "(FedMGDA+'s 5 of 500 shards: setup=fedmgda_plus_cifar10_shards)",
+          input_shape=(3, 32, 32), num_classes=10)
 class Cifar(Images):
     verify: bool = knob(False, "md5-check every local batch file")
 
 
-@dataclass
+@declares("data", "cinic10", "fedmoo.data.imagefolder:load_cinic10",
+          "CINIC-10 image folders (AdaFed Table 8: ResNet-18-GN, 50 clients, Dirichlet 0.5, all "
+          "per round)", input_shape=(3, 32, 32), num_classes=10)
 class Cinic10(Images):
     use_valid: bool = knob(False, "the valid folder joins training")
 
 
-@dataclass
+@declares("data", "multimnist", "fedmoo.data.multimnist:load_multimnist",
+          "MultiMNIST (Sener & Koltun): two MNIST digits on a 36x36 canvas resized to 28x28, "
+          "tasks L and R (needs the MNIST IDX files)", **MNIST)
 class MultiMnist(Images):
     seed: int = seed_knob("draws each left image's right partner (train and test separately)")
     train_samples: Optional[int] = knob(None, "keep this many training canvases (random, "
@@ -78,26 +99,40 @@ class MultiMnist(Images):
     test_samples: Optional[int] = knob(None, "same for the 10,000 test canvases", lo=1)
 
 
-@dataclass
+@declares("data", "multifashion_mnist", "fedmoo.data.multimnist:load_multifashion_mnist",
+          "MultiFashion+MNIST: an MNIST digit (left) and a Fashion-MNIST image (right) on the "
+          "MultiMNIST canvas", **MNIST)
+@declares("data", "multifashion", "fedmoo.data.multimnist:load_multifashion",
+          "MultiFashion: two Fashion-MNIST images on the MultiMNIST canvas, tasks L and R "
+          "(offline via Debian's dataset-fashion-mnist)", **MNIST)
 class MultiFashion(MultiMnist):
     system_dir: Optional[str] = _system_dir()
 
 
-@dataclass
+@declares("data", "adult", "fedmoo.data.adult:load",
+          "UCI Adult, 99 one-hot features, two clients: phd and non-phd (AFL / q-FFL / FedMGDA+)",
+          input_shape=(99,), num_classes=2)
 class Adult(Downloaded):
     train_rows: str = knob("domains", "domains | authors_code (the FedMGDA+ authors' off-by-one "
                            "rows: docs/results/fedmgda_plus_adult_bias.md)",
                            choices=ADULT_TRAIN_ROWS)
 
 
-@dataclass
+@declares("data", "shakespeare", "fedmoo.data.leaf:load_shakespeare",
+          "LEAF Shakespeare next-character prediction (80-char vocabulary), one client per role",
+          root="shakespeare", input_shape=(80,), num_classes=80)
+@declares("data", "femnist", "fedmoo.data.leaf:load_femnist",
+          "LEAF FEMNIST (JSON from LEAF's preprocess.sh), natural writer clients, 62 classes",
+          root="femnist", input_shape=(1, 28, 28), num_classes=62)
 class Leaf(Dataset):
     root: str = knob("", "folder under data_dir holding LEAF's train/ and test/")
     users: Optional[List[str]] = knob(None, "a list of user ids keeps only those clients "
                                       "(null = all)")
 
 
-@dataclass
+@declares("data", "celeba", "fedmoo.data.celeba:load",
+          "CelebA aligned faces, one binary attribute (or all 40 as a multi-task target), 64x64",
+          input_shape=(3, 64, 64), num_classes=2)
 class CelebA(Dataset):
     target: str = knob("Smiling", "an attribute name, or all (40 binary targets, task "
                        "multitask)")
@@ -105,14 +140,18 @@ class CelebA(Dataset):
     keep_valid: bool = knob(False, "the official validation split joins training")
 
 
-@dataclass
+@declares("data", "digits", "fedmoo.data.digits:load",
+          "scikit-learn's 8x8 handwritten digits: 1,797 real images, 10 classes, bundled (no "
+          "download)", input_shape=(1, 8, 8), num_classes=10)
 class Digits(Dataset):
     test_fraction: float = knob(0.25, "stratified share of each class held out as the test "
                                 "split, in [0, 1)", lo=0.0, hi=1.0, hi_open=True)
     split_seed: int = seed_knob("draws the held-out images")
 
 
-@dataclass
+@declares("data", "riverflow", "fedmoo.data.riverflow:load",
+          "River Flow 1 (Mulan rf1.arff): 64 flow features, 8 sites' flow 48 h ahead as 8 "
+          "regression tasks", input_shape=(64,), num_classes=1)
 class RiverFlow(Dataset):
     missing: str = knob("drop", "rows with a missing value: drop (EPO) | zero",
                         choices=("drop", "zero"))
@@ -123,7 +162,9 @@ class RiverFlow(Dataset):
                              "statistics")
 
 
-@dataclass
+@declares("data", "synthetic", "fedmoo.data.synthetic:load",
+          "FedProx Synthetic(alpha, beta): generated users, 60 features, 10 classes (no download)",
+          input_shape=(60,), num_classes=10)
 class Synthetic(Dataset):
     num_users: Optional[int] = knob(30, "users generated (the YAML passes ${num_clients})", lo=1)
     alpha: float = knob(1.0, "variance of the users' models (FedProx's alpha)", lo=0.0)
@@ -134,59 +175,3 @@ class Synthetic(Dataset):
                                       "heavy-tailed sizes)", lo=1)
 
 
-MNIST = {"input_shape": (1, 28, 28), "num_classes": 10}
-
-declare("data", "synthetic", Synthetic, "fedmoo.data.synthetic:load",
-        "FedProx Synthetic(alpha, beta): generated users, 60 features, 10 classes (no "
-        "download)", input_shape=(60,), num_classes=10)
-declare("data", "digits", Digits, "fedmoo.data.digits:load",
-        "scikit-learn's 8x8 handwritten digits: 1,797 real images, 10 classes, bundled "
-        "(no download)", input_shape=(1, 8, 8), num_classes=10)
-declare("data", "mnist", Images, "fedmoo.data.mnist:load_mnist",
-        "MNIST (IDX files): 200 clients x 2 label shards, CNN (FedFV's 80/20 client "
-        "split: setup=fedfv_mnist_shards)", **MNIST)
-declare("data", "fmnist", FashionMnist, "fedmoo.data.mnist:load_fmnist",
-        "Fashion-MNIST (IDX files or Debian's dataset-fashion-mnist): 100 label-shard "
-        "clients (FedMGDA+'s: setup=fedmgda_plus_fmnist_shards)", normalize="pixel_zscore", **MNIST)
-declare("data", "emnist", Emnist, "fedmoo.data.mnist:load_emnist",
-        "EMNIST byclass (62 classes, IDX files from NIST's gzip.zip), FEMNIST-skewed: 100 "
-        "devices x 5 of letters a-j", normalize="unit", input_shape=(1, 28, 28), num_classes=62)
-declare("data", "cifar10", Cifar, "fedmoo.data.cifar:load_cifar10",
-        "CIFAR-10 (python pickles): cnn_cifar, 100 label-shard clients, 10 per round "
-        "(FedMGDA+'s 5 of 500 shards: setup=fedmgda_plus_cifar10_shards)",
-        input_shape=(3, 32, 32), num_classes=10)
-declare("data", "cifar100", Cifar, "fedmoo.data.cifar:load_cifar100",
-        "CIFAR-100 (python pickles; AdaFed setup 1: ResNet-18-GN, 10 clients, Dirichlet "
-        "0.5, all per round)", input_shape=(3, 32, 32), num_classes=100)
-declare("data", "femnist", Leaf, "fedmoo.data.leaf:load_femnist",
-        "LEAF FEMNIST (JSON from LEAF's preprocess.sh), natural writer clients, 62 "
-        "classes", root="femnist", input_shape=(1, 28, 28), num_classes=62)
-declare("data", "shakespeare", Leaf, "fedmoo.data.leaf:load_shakespeare",
-        "LEAF Shakespeare next-character prediction (80-char vocabulary), one client per "
-        "role", root="shakespeare", input_shape=(80,), num_classes=80)
-declare("data", "adult", Adult, "fedmoo.data.adult:load",
-        "UCI Adult, 99 one-hot features, two clients: phd and non-phd (AFL / q-FFL / "
-        "FedMGDA+)", input_shape=(99,), num_classes=2)
-declare("data", "celeba", CelebA, "fedmoo.data.celeba:load",
-        "CelebA aligned faces, one binary attribute (or all 40 as a multi-task target), "
-        "64x64", input_shape=(3, 64, 64), num_classes=2)
-declare("data", "cinic10", Cinic10, "fedmoo.data.imagefolder:load_cinic10",
-        "CINIC-10 image folders (AdaFed Table 8: ResNet-18-GN, 50 clients, Dirichlet 0.5, "
-        "all per round)", input_shape=(3, 32, 32), num_classes=10)
-declare("data", "tinyimagenet", Images, "fedmoo.data.imagefolder:load_tinyimagenet",
-        "Tiny-ImageNet (200 classes, 64x64; AdaFed Table 9: ResNet-18-GN, 20 clients, "
-        "Dirichlet; its 0.05: setup=adafed_tinyimagenet_dirichlet)",
-        input_shape=(3, 64, 64), num_classes=200)
-declare("data", "multimnist", MultiMnist, "fedmoo.data.multimnist:load_multimnist",
-        "MultiMNIST (Sener & Koltun): two MNIST digits on a 36x36 canvas resized to "
-        "28x28, tasks L and R (needs the MNIST IDX files)", **MNIST)
-declare("data", "multifashion", MultiFashion, "fedmoo.data.multimnist:load_multifashion",
-        "MultiFashion: two Fashion-MNIST images on the MultiMNIST canvas, tasks L and R "
-        "(offline via Debian's dataset-fashion-mnist)", **MNIST)
-declare("data", "multifashion_mnist", MultiFashion,
-        "fedmoo.data.multimnist:load_multifashion_mnist",
-        "MultiFashion+MNIST: an MNIST digit (left) and a Fashion-MNIST image (right) on "
-        "the MultiMNIST canvas", **MNIST)
-declare("data", "riverflow", RiverFlow, "fedmoo.data.riverflow:load",
-        "River Flow 1 (Mulan rf1.arff): 64 flow features, 8 sites' flow 48 h ahead as 8 "
-        "regression tasks", input_shape=(64,), num_classes=1)

@@ -6,10 +6,9 @@ arguments, never ``model.*`` keys."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
-from fedmoo.config.hparams import NoKnobs, declare
+from fedmoo.config.hparams import NoKnobs, declare, declares
 from fedmoo.config.knobs import integer, knob
 
 GROUP_NORM = 64   # GroupNorm's groups divide every layer's channels (64, 128, 256, 512)
@@ -35,53 +34,60 @@ def _head_hidden(what: str = "one hidden ReLU layer of n units per head") -> Opt
     return knob(None, f"null = linear heads; n = {what}", lo=1)
 
 
-@dataclass
+@declares("model", "logreg", "fedmoo.models.linear:LogReg",
+          "Multinomial logistic regression (softmax_output=true reproduces the FedFV code's "
+          "double softmax)")
 class LogReg:
     softmax_output: bool = knob(False, "return softmax probabilities (the FedFV code's double "
                                 "softmax under cross-entropy)")
 
 
-@dataclass
+@declares("model", "mlp", "fedmoo.models.linear:MLP",
+          "Fully connected ReLU network (FedFV/AdaFed CIFAR-10: 3072-200-200-10)")
 class MLP:
     hidden: Any = knob([200, 200], "hidden layer widths ([] = logistic regression)",
                        test=widths_problem)
 
 
-@dataclass
+@declares("model", "lstm_shakespeare", "fedmoo.models.lstm:LSTMShakespeare",
+          "Character LSTM (embedding 8, 2 x LSTM 256, dense vocab) with a hand-written, "
+          "vmap-friendly cell")
 class LSTM:
     embed_dim: int = knob(8, "embedding width", lo=1)
     hidden: int = knob(256, "LSTM units per layer", lo=1)
     layers: int = knob(2, "stacked LSTM layers", lo=1)
 
 
-@dataclass
+@declares("model", "resnet18_gn", "fedmoo.models.resnet:ResNet18GN",
+          "ResNet-18 with GroupNorm (AdaFed: CIFAR-10 setup 2, CIFAR-100, CINIC-10, "
+          "Tiny-ImageNet)")
 class ResNet:
     groups: int = knob(2, "GroupNorm groups per layer", test=groups_problem)
 
 
-@dataclass
+@declares("model", "multi_lenet", "fedmoo.models.multitask:MultiLeNet",
+          "MultiLeNet: LeNet trunk (conv5-10, conv5-20, dense 50) + one dense head per task "
+          "(MultiMNIST family)")
 class MultiLeNet:
     width: int = knob(50, "trunk output width", lo=1)
     head_hidden: Optional[int] = _head_hidden("a hidden ReLU layer of n units per head (50: "
                                               "Sener & Koltun's heads)")
 
 
-@dataclass
+@declares("model", "mtl_mlp", "fedmoo.models.multitask:MTLMLP",
+          "Multi-task MLP: ReLU trunk on flat inputs + one linear head per task (River Flow)")
 class MTLMLP:
     hidden: Any = knob([256, 128], "trunk layer widths", test=widths_problem)
     head_hidden: Optional[int] = _head_hidden()
 
 
-@dataclass
+@declares("model", "mtl_resnet18", "fedmoo.models.multitask:MTLResNet18",
+          "ResNet-18 (GroupNorm) trunk without its last layer + one linear head per task "
+          "(CelebA's 40 attributes)")
 class MTLResNet(ResNet):
     head_hidden: Optional[int] = _head_hidden()
 
 
-declare("model", "logreg", LogReg, "fedmoo.models.linear:LogReg",
-        "Multinomial logistic regression (softmax_output=true reproduces the FedFV code's "
-        "double softmax)")
-declare("model", "mlp", MLP, "fedmoo.models.linear:MLP",
-        "Fully connected ReLU network (FedFV/AdaFed CIFAR-10: 3072-200-200-10)")
 declare("model", "cnn_cifar", NoKnobs, "fedmoo.models.cnn:CNNCifar",
         "FedMGDA+ Table 2 CIFAR CNN: 2 conv 5x5(64) + LRN, dense 384-192 (797,962 params)")
 declare("model", "cnn_fmnist", NoKnobs, "fedmoo.models.cnn:CNNFmnist",
@@ -91,16 +97,3 @@ declare("model", "cnn_femnist", NoKnobs, "fedmoo.models.cnn:CNNFemnist",
         "(1,206,590 params)")
 declare("model", "cnn_mnist", NoKnobs, "fedmoo.models.cnn:CNNMnist",
         "FedFV MNIST CNN: conv 5x5 32 and 64 (padding 2), dense 3136-512")
-declare("model", "lstm_shakespeare", LSTM, "fedmoo.models.lstm:LSTMShakespeare",
-        "Character LSTM (embedding 8, 2 x LSTM 256, dense vocab) with a hand-written, "
-        "vmap-friendly cell")
-declare("model", "resnet18_gn", ResNet, "fedmoo.models.resnet:ResNet18GN",
-        "ResNet-18 with GroupNorm (AdaFed: CIFAR-10 setup 2, CIFAR-100, CINIC-10, Tiny-ImageNet)")
-declare("model", "multi_lenet", MultiLeNet, "fedmoo.models.multitask:MultiLeNet",
-        "MultiLeNet: LeNet trunk (conv5-10, conv5-20, dense 50) + one dense head per task "
-        "(MultiMNIST family)")
-declare("model", "mtl_mlp", MTLMLP, "fedmoo.models.multitask:MTLMLP",
-        "Multi-task MLP: ReLU trunk on flat inputs + one linear head per task (River Flow)")
-declare("model", "mtl_resnet18", MTLResNet, "fedmoo.models.multitask:MTLResNet18",
-        "ResNet-18 (GroupNorm) trunk without its last layer + one linear head per task "
-        "(CelebA's 40 attributes)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from fedmoo.config.hparams import declare
+from fedmoo.config.hparams import declare, declares
 from fedmoo.config.knobs import integer, knob, seed_knob
 
 SPLITS = ("train", "val", "test")
@@ -76,14 +76,18 @@ def _bad_classes(classes: Any) -> str | None:
     return None
 
 
-@dataclass
+@declares("partition", "shards", "fedmoo.data.partition:shards",
+          "McMahan shards: sort by label, cut num_shards equal shards, shards_per_client random "
+          "ones each")
 class Shards(Partition):
     shards_per_client: int = knob(2, "label shards each client gets", lo=1)
     num_shards: Optional[int] = knob(None, "equal shards the label-sorted pool is cut into; "
                                      "null = num_clients x shards_per_client", lo=1)
 
 
-@dataclass
+@declares("partition", "dirichlet", "fedmoo.data.partition:dirichlet",
+          "Dirichlet(beta) label skew per class (NIID-Bench), every client gets at least min_size "
+          "samples")
 class Dirichlet(Partition):
     beta: float = knob(0.5, "Dirichlet concentration: smaller = more skewed (AdaFed: 0.5 and "
                        "0.05)", lo=0.0, lo_open=True)
@@ -92,7 +96,9 @@ class Dirichlet(Partition):
     max_tries: int = knob(1000, "draws before giving up on min_size", lo=1)
 
 
-@dataclass
+@declares("partition", "one_class_per_client", "fedmoo.data.partition:one_class_per_client",
+          "Client k holds all samples of classes[k] (FedFV Table 3 / AdaFed Table 7: FMNIST 0, 2, "
+          "6)", compact_labels=True)
 class OneClassPerClient(Partition):
     classes: Optional[Any] = knob(None, "client k holds every sample of classes[k] (a list of "
                                   "class indices); null = class k for client k")
@@ -102,7 +108,9 @@ class OneClassPerClient(Partition):
         return Partition.refuse(values) or _bad_classes(values["classes"])
 
 
-@dataclass
+@declares("partition", "femnist_skewed", "fedmoo.data.partition:femnist_skewed",
+          "FEMNIST-skewed: lower-case letters a-j, classes_per_client of them per client (100 "
+          "devices)", compact_labels=True)
 class FemnistSkewed(Partition):
     classes: Optional[Any] = knob(None, "the classes dealt out (a list of class indices); null = "
                                   "36..45, the letters a..j of the 62 FEMNIST / EMNIST classes")
@@ -124,15 +132,3 @@ declare("partition", "iid", Partition, "fedmoo.data.partition:iid",
         "Uniformly random equal-size clients")
 declare("partition", "natural", Partition, None,
         "The dataset's own clients (synthetic users, LEAF writers / roles, Adult domains)")
-declare("partition", "shards", Shards, "fedmoo.data.partition:shards",
-        "McMahan shards: sort by label, cut num_shards equal shards, shards_per_client "
-        "random ones each")
-declare("partition", "dirichlet", Dirichlet, "fedmoo.data.partition:dirichlet",
-        "Dirichlet(beta) label skew per class (NIID-Bench), every client gets at least "
-        "min_size samples")
-declare("partition", "one_class_per_client", OneClassPerClient, "fedmoo.data.partition:one_class_per_client",
-        "Client k holds all samples of classes[k] (FedFV Table 3 / AdaFed Table 7: FMNIST "
-        "0, 2, 6)", compact_labels=True)
-declare("partition", "femnist_skewed", FemnistSkewed, "fedmoo.data.partition:femnist_skewed",
-        "FEMNIST-skewed: lower-case letters a-j, classes_per_client of them per client "
-        "(100 devices)", compact_labels=True)
