@@ -64,15 +64,16 @@ class Partition:
         return None
 
 
-def _bad_classes(classes: Any) -> str | None:
+def classes_problem(classes: Any) -> str | None:
+    """What is wrong with ``partition.classes`` (a list of class indices or null); None if
+    nothing."""
     if classes is not None and (not isinstance(classes, (list, tuple)) or any(
             not integer(c) or c < 0 for c in classes)):
-        return (f"partition.classes={classes!r} must be a list of class indices (non-negative "
-                "integers) or null; e.g. partition.classes=[0,2,6]")
+        return ("must be a list of class indices (non-negative integers) or null; e.g. "
+                "partition.classes=[0,2,6]")
     twice = next((c for i, c in enumerate(classes or ()) if c in classes[:i]), None)
     if twice is not None:        # two clients would be dealt the same training samples
-        return (f"partition.classes={list(classes)!r} names class {twice} twice; each class "
-                "may be dealt out once")
+        return f"names class {twice} twice; each class may be dealt out once"
     return None
 
 
@@ -101,11 +102,8 @@ class Dirichlet(Partition):
           "6)", compact_labels=True)
 class OneClassPerClient(Partition):
     classes: Optional[Any] = knob(None, "client k holds every sample of classes[k] (a list of "
-                                  "class indices); null = class k for client k")
-
-    @staticmethod
-    def refuse(values: dict[str, Any]) -> str | None:
-        return Partition.refuse(values) or _bad_classes(values["classes"])
+                                  "class indices); null = class k for client k",
+                                  test=classes_problem)
 
 
 @declares("partition", "femnist_skewed", "fedmoo.data.partition:femnist_skewed",
@@ -113,12 +111,13 @@ class OneClassPerClient(Partition):
           "devices)", compact_labels=True)
 class FemnistSkewed(Partition):
     classes: Optional[Any] = knob(None, "the classes dealt out (a list of class indices); null = "
-                                  "36..45, the letters a..j of the 62 FEMNIST / EMNIST classes")
+                                  "36..45, the letters a..j of the 62 FEMNIST / EMNIST classes",
+                                  test=classes_problem)
     classes_per_client: int = knob(5, "classes each client holds (consecutive, wrapping)", lo=1)
 
     @staticmethod
     def refuse(values: dict[str, Any]) -> str | None:
-        msg = Partition.refuse(values) or _bad_classes(values["classes"])
+        msg = Partition.refuse(values)
         if msg:
             return msg
         n = len(FEMNIST_LETTERS if values["classes"] is None else values["classes"])
