@@ -56,17 +56,13 @@ class FedFV(Algorithm):
         return FedFVState(w=w0, round=0, history=w0.new_zeros(rows, w0.numel()),
                           last_round=torch.full((num_clients,), -1, dtype=torch.long))
 
-    def client_order(self, loss: Tensor, round_idx: int) -> Tensor:
-        """Indices ``[K]`` into the cohort in projection order (stable sorts)."""
-        if self.hp.order == "random":
-            rng = np.random.default_rng([self.hp.seed, round_idx])
-            return torch.from_numpy(rng.permutation(loss.numel()))
-        return torch.sort(loss, stable=True, descending=self.hp.order == "reverse").indices
-
     def step(self, state, cohort):
         k_count, t = cohort.size, state.round
         loss = cohort.require("loss_before", self.name).to(torch.float64).cpu()
-        order = self.client_order(loss, t)
+        if self.hp.order == "random":
+            order = torch.from_numpy(np.random.default_rng([self.hp.seed, t]).permutation(k_count))
+        else:
+            order = torch.sort(loss, stable=True, descending=self.hp.order == "reverse").indices
         start = math.ceil((k_count - 1) * (1.0 - self.hp.alpha)) if self.hp.alpha > 0 else k_count
         project = torch.ones(k_count, dtype=torch.bool)
         project[order[start:]] = False
