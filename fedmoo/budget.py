@@ -81,13 +81,10 @@ def _cgroup_room() -> int | None:
 
 def _mem_available() -> int | None:
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+        m = re.search(r"^MemAvailable:\s+(\d+)", Path("/proc/meminfo").read_text(), re.M)
     except OSError:
-        pass
-    return None
+        return None
+    return int(m.group(1)) * 1024 if m else None
 
 
 def available(device=None) -> int | None:

@@ -50,12 +50,10 @@ class Cohort:
 
     def __post_init__(self) -> None:
         k = self.deltas.shape[0]
-        if self.client_ids.shape[0] != k:
-            raise ValueError(f"client_ids has {self.client_ids.shape[0]} entries, deltas has {k} rows")
         if self.num_samples is None:
             self.num_samples = torch.ones(k, dtype=self.deltas.dtype, device=self.deltas.device)
-        for name in ("num_samples", "loss_before", "loss_after", "acc_before", "loss_trained",
-                     "acc_trained"):
+        for name in ("client_ids", "num_samples", "loss_before", "loss_after", "acc_before",
+                     "loss_trained", "acc_trained"):
             v = getattr(self, name)
             if v is not None and v.shape[0] != k:
                 raise ValueError(f"{name} has {v.shape[0]} entries, deltas has {k} rows")

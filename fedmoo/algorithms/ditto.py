@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
-from fedmoo.algorithms.base import Algorithm
+from fedmoo.algorithms.base import Algorithm, mixing_weights
 from fedmoo.config.hparams import algo as declared
 from fedmoo.moo.gram import combine
 from fedmoo.state import ClientSpec, ServerState
@@ -50,8 +49,8 @@ class Ditto(Algorithm):
         personal = cohort.require("personal", self.name)
         rows = cohort.client_ids.to(state.personal.device)
         new_personal = state.personal.index_copy(0, rows, personal.to(state.personal))
-        uniform = torch.full((cohort.size,), 1.0 / cohort.size, dtype=torch.float64)
-        return combine(uniform, cohort.deltas), 1.0, {"personal": new_personal}, {}
+        d = combine(mixing_weights(cohort, "uniform"), cohort.deltas)
+        return d, 1.0, {"personal": new_personal}, {}
 
     def eval_params(self, state):
         return state.personal

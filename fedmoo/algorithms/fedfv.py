@@ -56,29 +56,13 @@ class FedFV(Algorithm):
         return FedFVState(w=w0, round=0, history=w0.new_zeros(rows, w0.numel()),
                           last_round=torch.full((num_clients,), -1, dtype=torch.long))
 
-    def client_order(self, loss: Tensor, round_idx: int) -> Tensor:
-        """Indices ``[K]`` into the cohort in projection order (stable sorts)."""
-        if self.hp.order == "random":
-            rng = np.random.default_rng([self.hp.seed, round_idx])
-            return torch.from_numpy(rng.permutation(loss.numel()))
-        return torch.sort(loss, stable=True, descending=self.hp.order == "reverse").indices
-
-    def external_projection(self, g: Tensor, hist: Tensor, last: Tensor, t: int) -> Tensor:
-        """Step 5: for each of the last tau rounds (oldest first), project ``g [d]`` off the sum
-        of that round's history updates (``hist [N, d]``, ``last [N]``) that conflict with it."""
-        ks = range(self.hp.tau, 0, -1) if self.hp.history == "paper" else range(self.hp.tau - 1, -1, -1)
-        for k in ks:
-            rows = (last == t - k).nonzero().flatten()
-            if rows.numel():
-                past = hist[rows.to(hist.device)].to(g.dtype)
-                conflicting = (row_dots(past, g) < 0).to(g.dtype)
-                g = remove_conflict(g, conflicting @ past)
-        return g
-
     def step(self, state, cohort):
         k_count, t = cohort.size, state.round
         loss = cohort.require("loss_before", self.name).to(torch.float64).cpu()
-        order = self.client_order(loss, t)
+        if self.hp.order == "random":
+            order = torch.from_numpy(np.random.default_rng([self.hp.seed, t]).permutation(k_count))
+        else:
+            order = torch.sort(loss, stable=True, descending=self.hp.order == "reverse").indices
         start = math.ceil((k_count - 1) * (1.0 - self.hp.alpha)) if self.hp.alpha > 0 else k_count
         project = torch.ones(k_count, dtype=torch.bool)
         project[order[start:]] = False
@@ -93,9 +77,15 @@ class FedFV(Algorithm):
                                             cohort.deltas.to(state.history.dtype))
             last = state.last_round.index_copy(0, ids, torch.full_like(ids, t))
             changes = {"history": hist, "last_round": last}
-            # FLGo counts rounds from 1 and projects from its round tau on: fedmoo's round tau - 1
-            if t >= (self.hp.tau if self.hp.history == "paper" else self.hp.tau - 1):
-                g = self.external_projection(g, hist, last, t)
+            # step 5, from round tau on (FLGo counts rounds from 1: from fedmoo's round tau - 1)
+            first = self.hp.tau if self.hp.history == "paper" else self.hp.tau - 1
+            if t >= first:
+                for k in range(first, first - self.hp.tau, -1):   # the last tau rounds, oldest first
+                    rows = (last == t - k).nonzero().flatten()
+                    if rows.numel():
+                        past = hist[rows.to(hist.device)].to(g.dtype)
+                        conflicting = (row_dots(past, g) < 0).to(g.dtype)
+                        g = remove_conflict(g, conflicting @ past)
 
         uniform = torch.full((k_count,), 1.0 / k_count, dtype=torch.float64)
         target = (uniform @ g_mat @ uniform).clamp_min(0.0).sqrt()

@@ -81,5 +81,4 @@ class FSMGDA(FMGDA):
     data with ``eta = eta_L`` it is FedAvg with K local minibatch steps."""
 
     name = "fsmgda"
-    hp: declared.FMGDA
     full_batch = False

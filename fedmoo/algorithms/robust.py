@@ -40,16 +40,6 @@ class TrimmedMean(Algorithm):
         return s[b : k - b].mean(0), 1.0, {}, {"server/trimmed": float(2 * b)}
 
 
-def krum_scores(g: torch.Tensor, f: int) -> torch.Tensor:
-    """Krum score ``[K]`` from the Gram matrix ``g [K, K]``: for each update, the sum of squared
-    distances to its ``K - f - 2`` nearest other updates."""
-    sq = g.diagonal()
-    dist = (sq[:, None] + sq[None, :] - 2.0 * g).clamp_min(0.0)
-    dist.fill_diagonal_(float("inf"))
-    m = g.shape[0] - f - 2
-    return dist.sort(dim=1).values[:, :m].sum(1)
-
-
 class _KrumBase(Algorithm):
     reads_before = False           # its rule reads no loss_before / acc_before
 
@@ -61,8 +51,13 @@ class _KrumBase(Algorithm):
             )
 
     def selection(self, cohort, count: int) -> torch.Tensor:
-        """Indices ``[count]`` of the updates with the lowest Krum scores (ties: lowest index)."""
-        scores = krum_scores(gram(cohort.deltas), self.hp.f)
+        """Indices ``[count]`` of the updates with the lowest Krum scores (ties: lowest index): an
+        update's score is the sum of its squared distances to its ``K - f - 2`` nearest others."""
+        g = gram(cohort.deltas)
+        sq = g.diagonal()
+        dist = (sq[:, None] + sq[None, :] - 2.0 * g).clamp_min(0.0)
+        dist.fill_diagonal_(float("inf"))
+        scores = dist.sort(dim=1).values[:, : cohort.size - self.hp.f - 2].sum(1)
         return torch.sort(scores, stable=True).indices[:count]
 
 

@@ -21,20 +21,10 @@ class TERMState(ServerState):
     est: Tensor | None = None
 
 
-def tilted_exp(f: Tensor, t: float) -> Tensor:
-    """``e_k = exp(t (F_k - M))`` with ``M = max F`` for ``t > 0``, ``min F`` for ``t < 0`` (``e = 1``
-    at ``t = 0``): finite, in [0, 1] and summing to at least 1. Shifting by ``max F`` for a negative
-    tilt (the reference code) overflows: t = -100 with losses 0.1 and 20 gives NaN weights."""
-    if t == 0.0:
-        return torch.ones_like(f)
-    shift = f.max() if t > 0 else f.min()
-    return torch.exp(t * (f - shift))
-
-
 class TERM(Algorithm):
     """Tilted averaging: client weights grow like ``exp(t * loss)``, F = loss_before.
 
-    ``normalization: reference`` (the authors' code): ``e_k = exp(t (F_k - M))`` (``tilted_exp``),
+    ``normalization: reference`` (the authors' code): ``e_k = exp(t (F_k - M))``,
     ``est <- 0.5 est + 0.5 mean(e)``, ``omega_k = e_k / (est K)`` and
     ``w <- w - (1/K) sum omega_k g_k`` (the code's final plain average adds the 1/K, and est
     starts at 0 so round 0 weights are doubled). ``softmax``: ``omega = e / sum e`` and
@@ -53,7 +43,10 @@ class TERM(Algorithm):
     def step(self, state, cohort):
         f = cohort.require("loss_before", self.name).to(torch.float64).cpu()
         k_count = cohort.size
-        e = tilted_exp(f, self.hp.t)
+        # M = max F for t > 0, min F for t < 0: e in [0, 1], summing to at least 1 (the reference
+        # code's max F overflows for t < 0: t = -100 with losses 0.1 and 20 gives NaN weights)
+        shift = f.max() if self.hp.t > 0 else f.min()
+        e = torch.exp(self.hp.t * (f - shift)) if self.hp.t != 0.0 else torch.ones_like(f)
         if self.hp.normalization == "softmax":
             omega = e / e.sum()
             return combine(omega, cohort.deltas), 1.0, {}, {"server/omega_max": float(omega.max())}

@@ -61,8 +61,7 @@ class Attack:
 
     def groups(self) -> dict[str, np.ndarray]:
         """Client masks reported as metric groups: ``benign`` always, ``attackers`` if any."""
-        benign = ~self.mask.numpy()
-        out = {"benign": benign}
+        out = {"benign": ~self.mask.numpy()}
         if self.mask.any():
             out["attackers"] = self.mask.numpy().copy()
         return out
@@ -93,37 +92,30 @@ class Attack:
 
 def resolve_malicious(value: Any, num_clients: int, client_names: list[str] | None,
                       seed: int) -> list[int]:
-    """Sorted attacker ids from ``attack.malicious`` (a value its declaration allows)."""
+    """Sorted attacker ids from ``attack.malicious`` (a value its declaration allows: a fraction,
+    or ids or names, one or a list)."""
     if value is None:                  # attack=none's nobody
         return []
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
-        return _by_name(list(value), client_names)
-    if isinstance(value, str):
-        return _by_name([value], client_names)
     if isinstance(value, float):
         count = max(1, round(value * num_clients))
         rng = np.random.default_rng([int(seed), 1009])
         return sorted(int(i) for i in rng.choice(num_clients, count, replace=False))
-    ids = list(value) if isinstance(value, (list, tuple)) else [value]
-    bad = [i for i in ids if not 0 <= i < num_clients]
+    given = list(value) if isinstance(value, (list, tuple)) else [value]
+    if isinstance(given[0], str):
+        if not client_names:
+            raise UserError(f"attack.malicious={given[0]!r} names a client, but this dataset's "
+                            "clients have no names; give client ids or a fraction instead")
+        for n in given:
+            if n not in client_names:
+                shown = ", ".join(client_names[:10]) + (", ..." if len(client_names) > 10 else "")
+                raise UserError(f"attack.malicious={n!r} is not a client name of this dataset; "
+                                f"choose among: {shown}")
+        return sorted({client_names.index(n) for n in given})
+    bad = [i for i in given if not 0 <= i < num_clients]
     if bad:
         raise UserError(f"attack.malicious contains client {bad[0]}, but client ids run from 0 to "
                         f"{num_clients - 1}; pick ids in that range")
-    return sorted(ids)
-
-
-def _by_name(names: list[str], client_names: list[str] | None) -> list[int]:
-    if not client_names:
-        raise UserError(f"attack.malicious={names[0]!r} names a client, but this dataset's clients "
-                        "have no names; give client ids or a fraction instead")
-    ids = []
-    for n in names:
-        if n not in client_names:
-            shown = ", ".join(client_names[:10]) + (", ..." if len(client_names) > 10 else "")
-            raise UserError(f"attack.malicious={n!r} is not a client name of this dataset; "
-                            f"choose among: {shown}")
-        ids.append(client_names.index(n))
-    return sorted(set(ids))
+    return sorted(given)
 
 
 LOSSES = ("loss_before", "loss_after", "loss_trained")   # the losses a cohort may report

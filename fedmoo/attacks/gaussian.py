@@ -22,8 +22,7 @@ class Gaussian(Attack):
         state = np.random.SeedSequence([int(seed), self.hp.seed, 3]).generate_state(1, np.uint64)[0]
         gen = torch.Generator().manual_seed(int(state >> np.uint64(1)))
         honest = d[rows]
-        z = torch.randn(honest.shape, generator=gen, dtype=torch.float64)
-        z = z.to(device=d.device, dtype=d.dtype)
+        z = torch.randn(honest.shape, generator=gen, dtype=torch.float64).to(d)
         flat_z = z.flatten(1).norm(dim=1)
         target = honest.flatten(1).norm(dim=1) if self.hp.norm is None else torch.full_like(flat_z, self.hp.norm)
         scale = (target / flat_z).view(-1, *(1,) * (d.dim() - 1))

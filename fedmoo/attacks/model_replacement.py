@@ -19,11 +19,9 @@ class ModelReplacement(Attack):
     name = "model_replacement"
     hp: declared.ModelReplacement
 
-    def factor(self, cohort, rows) -> float:
-        if self.hp.boost is not None:
-            return self.hp.boost
-        n = cohort.num_samples.to(cohort.deltas.dtype)
-        return float(n.sum() / n[rows].sum())
-
     def corrupt(self, cohort, rows, seed):
-        return cohort.replace(deltas=scale_rows(cohort.deltas, rows, self.factor(cohort, rows)))
+        factor = self.hp.boost
+        if factor is None:
+            n = cohort.num_samples.to(cohort.deltas.dtype)
+            factor = float(n.sum() / n[rows].sum())
+        return cohort.replace(deltas=scale_rows(cohort.deltas, rows, factor))
