@@ -1,5 +1,5 @@
-"""Server rules. Each is declared once, in ``fedmoo.config.hparams.algo`` (a plugin's in its
-``hparams.py``): its slug, description, hyperparameters and the class that implements it."""
+"""Server rules. Each is declared once, in ``fedmoo.config.hparams.algo`` (a plugin's beside its
+code): its slug, description, hyperparameters and the class that implements it."""
 
 from __future__ import annotations
 

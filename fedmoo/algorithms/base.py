@@ -14,8 +14,8 @@ from fedmoo.state import ClientSpec, Cohort, GradientProbe, ServerState
 
 
 class Algorithm:
-    """A federated server rule, declared in ``fedmoo.config.hparams.algo`` (a plugin's in its
-    ``hparams.py``); ``name`` is the slug it was built under (a preset has its own:
+    """A federated server rule, declared in ``fedmoo.config.hparams.algo`` (a plugin's beside
+    its code); ``name`` is the slug it was built under (a preset has its own:
     ``fedmgda_plus``), ``hp`` the declared dataclass of its checked hyperparameters."""
 
     name: ClassVar[str] = ""

@@ -23,7 +23,7 @@ class Attack:
 
     Every attack takes the common keys ``malicious`` (client ids, one id, a fraction of the clients
     drawn with ``seed``, or client names), ``always_participate`` and ``seed``, besides its own,
-    declared in ``fedmoo.config.hparams.attack`` (a plugin's: ``<package>/hparams.py``); ``hp``
+    declared in ``fedmoo.config.hparams.attack`` (a plugin's: beside its code); ``hp``
     holds them as the declared dataclass (``SignFlip(scale=2.0).hp.scale``)."""
 
     name: ClassVar[str] = ""
@@ -33,8 +33,8 @@ class Attack:
         self.name = name or type(self).name    # type: ignore[misc]
         if declarations.declared("attack", self.name) is None:
             raise UserError(f"attack={self.name} declares no hyperparameters (malicious, ...): "
-                            "its package must declare them in <package>/hparams.py "
-                            "(docs/plugins.md)")
+                            "its package must declare them with fedmoo.config.hparams."
+                            "declare (docs/plugins.md)")
         self.hp = declarations.make("attack", self.name, hyperparameters)
         self.attackers = torch.zeros(0, dtype=torch.long)
         self.mask = torch.zeros(0, dtype=torch.bool)
