@@ -141,7 +141,6 @@ def _stack(engine, members: list[Member]) -> _Stack:
     blocks, plans, sources, start = [], [], [], 0
     made: dict[tuple, int] = {}   # runs of one seed and partition share their plans
     for m in members:
-        layout.numel_check(m.w.numel())
         e, sgd = m.engine, m.engine.sgd
         block = _Block(start, len(m.ids), m.spec.personal is not None)
         key = (e.data.train.digest, tuple(m.ids.tolist()), m.seed, sgd.batch_size, sgd.epochs,
@@ -233,18 +232,24 @@ def _train_steps(engine, stack: _Stack) -> Tensor:
     """Every step of the round without the closed form (the engine's lockstep or vmap
     program); returns the rows' losses over their last epoch ``[R]``."""
     rule, plan = stack.rule, stack.row_plan()
-    views = rule.views
     if engine.cuda_graph:
-        return train_steps_graphed(engine, plan, stack, capture=views[0].is_cuda)
-    data, lr = engine.data, rule.lr
+        return train_steps_graphed(engine, plan, stack, capture=rule.views[0].is_cuda)
+    with entrywise(plan.index.shape[0], rule.views[0].device):
+        return train_steps(engine, rule, plan, stack.label_map, stack.scale)
+
+
+def train_steps(engine, rule: RowSGD, plan: RoundPlan, label_map: Tensor | None,
+                scale: Tensor | None, task_weights: Tensor | None = None) -> Tensor:
+    """Every step of ``plan`` through the engine's program, one step at a time; returns the
+    rows' losses over their last epoch ``[R]`` (also the per-task rows' loop)."""
+    data, lr, like = engine.data, rule.lr, rule.views[0]
     lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active
-    loss_after = torch.zeros(plan.index.shape[0], dtype=views[0].dtype, device=views[0].device)
-    with entrywise(plan.index.shape[0], views[0].device):
-        for s in range(plan.steps):
-            idx, weight = plan.index[:, s], plan.weight[:, s]
-            step = rule.with_lr(lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s])
-            x, y = gather(data.x, idx), relabel(stack.label_map, gather(data.y, idx))
-            loss_after += engine._step(step, x, y, weight, stack.scale) * plan.last[:, s]
+    loss_after = torch.zeros(plan.index.shape[0], dtype=like.dtype, device=like.device)
+    for s in range(plan.steps):
+        idx, weight = plan.index[:, s], plan.weight[:, s]
+        step = rule.with_lr(lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s])
+        x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
+        loss_after += engine._step(step, x, y, weight, scale, task_weights) * plan.last[:, s]
     return loss_after
 
 
