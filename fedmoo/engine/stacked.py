@@ -125,10 +125,14 @@ def _train_stack(engine, members: list[Member]) -> list[Cohort]:
     befores = None if first else [_before(m, lm, like)
                                   for m, lm in zip(members, stack.label_maps)]
     engine.model.train()
-    if engine.head is None:
-        loss_after = _train_steps(engine, stack)
-    else:                         # closed form (fedmoo.engine.linear_head)
+    if engine.head is not None:   # closed form (fedmoo.engine.linear_head)
         loss_after, measured = _train_closed_form(engine, stack, first)
+    elif engine.cuda_graph:
+        loss_after = train_steps_graphed(engine, stack.row_plan(), stack, capture=like.is_cuda)
+    else:
+        with entrywise(stack.total, like.device):
+            loss_after = train_steps(engine, stack.rule, stack.row_plan(), stack.label_map,
+                                     stack.scale)
     if first:                     # measured with the first step
         befores = [_before(m, None, like, (measured[0][b.rows], measured[1][b.rows]))
                    for m, b in zip(members, stack.blocks)]
@@ -226,16 +230,6 @@ def _train_closed_form(engine, stack: _Stack, first: bool
         plan, src = longest_first(stack.row_plan(), torch.arange(total, device=src.device))
     return engine.head.train(RowOrder.build(src, stack.label_map, stack.scale), plan, data.x,
                              data.y, stack.rule, before=first, reuse=reuse)
-
-
-def _train_steps(engine, stack: _Stack) -> Tensor:
-    """Every step of the round without the closed form (the engine's lockstep or vmap
-    program); returns the rows' losses over their last epoch ``[R]``."""
-    rule, plan = stack.rule, stack.row_plan()
-    if engine.cuda_graph:
-        return train_steps_graphed(engine, plan, stack, capture=rule.views[0].is_cuda)
-    with entrywise(plan.index.shape[0], rule.views[0].device):
-        return train_steps(engine, rule, plan, stack.label_map, stack.scale)
 
 
 def train_steps(engine, rule: RowSGD, plan: RoundPlan, label_map: Tensor | None,
