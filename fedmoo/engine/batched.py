@@ -18,13 +18,13 @@ from torch.func import functional_call
 
 from fedmoo.data.federated import FederatedData
 from fedmoo.engine.base import LocalSGD, Member
-from fedmoo.engine.common import forward_stats, gather, objective_losses, relabel
+from fedmoo.engine.common import forward_stats, objective_losses, relabel
 from fedmoo.engine.layout import ParamLayout
 from fedmoo.engine.linear_head import LinearHead
 from fedmoo.engine.lockstep import LockstepProgram
 from fedmoo.engine.plan import make_plan
 from fedmoo.engine.rowsgd import RowSGD, add_tensor
-from fedmoo.engine.stacked import train_rows
+from fedmoo.engine.stacked import train_rows, train_steps
 from fedmoo.engine.tasks import TaskRows, task_cohort
 from fedmoo.errors import UserError
 from fedmoo.params import set_flat
@@ -199,20 +199,12 @@ class BatchedEngine:
                          torch.Generator().manual_seed(seed), data.train.index, dtype)
         views = layout.pack(w, layout.empty(rows.count, w))
         bufs = [torch.zeros_like(v) for v in views] if sgd.momentum else None
-        momentum = sgd.momentum or None
         scale = None
         if spec.loss_scale is not None:
             scale = spec.loss_scale.to(device=dev, dtype=dtype).reshape(-1)[rows.client]
-        loss_after = torch.zeros(rows.count, dtype=dtype, device=dev)
-        lr_plan = sgd.lr * plan.active
+        rule = RowSGD(views, bufs, None, sgd.lr, None, sgd.momentum or None, sgd.weight_decay)
         self.model.train()
-        for s in range(plan.steps):
-            idx, weight = plan.index[:, s], plan.weight[:, s]
-            lr = sgd.lr if plan.full[s] else lr_plan[:, s]
-            rule = RowSGD(views, bufs, None, lr, None, momentum, sgd.weight_decay)
-            losses = self._step(rule, gather(data.x, idx), gather(data.y, idx), weight, scale,
-                                rows.weights)
-            loss_after += losses * plan.last[:, s]
+        loss_after = train_steps(self, rule, plan, None, scale, rows.weights)
         return task_cohort(rows, client_ids, w, layout.unpack(views), sgd.lr, loss_before,
                            acc_before, loss_after, num_samples)
 

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedmoo.engine import conv_pool
+from fedmoo.engine import native
 from fedmoo.models.cnn import ConvPoolReLU
 
 CPU_STEP_BYTES = 1 << 20    # input bytes per chunk (MultiFashion: 334 canvases)
@@ -131,12 +131,12 @@ class RowConv2d(nn.Conv2d):
 
 
 class FastConvPoolReLU(ConvPoolReLU):
-    """A ``ConvPoolReLU`` run by fedmoo's C kernel (``fedmoo.engine.conv_pool``) where it fits,
+    """A ``ConvPoolReLU`` run by fedmoo's C kernel (``fedmoo.engine.native``) where it fits,
     else by torch's operators, its convolution a ``RowConv2d`` when it has one input channel."""
 
     def forward(self, x: Tensor) -> Tensor:
-        if conv_pool.fits(self, x):
-            return conv_pool.conv_pool_relu(self, x)
+        if native.fits(self, x):
+            return native.conv_pool_relu(self, x)
         conv = RowConv2d.forward if RowConv2d.fits(self) else nn.Conv2d.forward
         return F.relu(F.max_pool2d(conv(self, x), 2))
 

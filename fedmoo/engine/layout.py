@@ -87,7 +87,3 @@ class ParamLayout:
         for (s, seg), (_, ws), v in zip(self._segments(out, r), self._segments(w, r), slots):
             torch.sub(ws, s.own(v[rows]), out=seg)
         return out
-
-    def numel_check(self, d: int) -> None:
-        if d != self.dim:
-            raise ValueError(f"flat vector has {d} entries, model has {self.dim} parameters")

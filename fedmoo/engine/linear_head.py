@@ -299,29 +299,6 @@ class LinearHead:
                                         flat.new_zeros(flat.shape[0], pad)], 1))
         return self._ones[1]
 
-    @torch.no_grad()
-    def stats(self, h: Tensor, w: Tensor, bias: Tensor | None,
-              target: Tensor) -> tuple[Tensor, Tensor]:
-        """Per-sample cross-entropy and correctness ``[N, M]`` of M models (``w [M, in, out]``,
-        ``bias [M, out]``) on the same samples ``h [N, in]`` with labels ``target [N, M]``, as
-        the model computes them (a tie goes to the first class, as argmax).
-
-        The logits of all M models come from one GEMM, laid out ``[out, M, N]``: reductions
-        over the outermost dimension are several times faster with a few classes
-        (scripts/microbench.py's log_softmax line)."""
-        m, n_in, out = w.shape
-        wt = w.permute(2, 0, 1).reshape(out * m, n_in)               # class-major rows
-        z = (wt @ h.t() if bias is None
-             else torch.addmm(bias.t().reshape(-1, 1), wt, h.t())).view(out, m, -1)
-        if self.softmax_output:
-            z = torch.softmax(z, 0)
-        top = z.amax(0)                                              # [M, N]
-        picked = z.gather(0, target.t().unsqueeze(0)).squeeze(0)
-        loss = (z - top).exp_().sum(0).log_().add_(top).sub_(picked)
-        cls = torch.arange(out, dtype=z.dtype, device=z.device).view(out, 1, 1)
-        first = torch.where(z == top, cls, float(out)).amin(0)      # argmax's class
-        return loss.t(), (first == target.t()).t().to(z.dtype)
-
 
 def _first_stats(output: Tensor, picked: Tensor, target: Tensor,
                  weight: Tensor) -> tuple[Tensor, Tensor]:

@@ -15,7 +15,6 @@ from fedmoo.data.federated import FederatedData
 from fedmoo.engine.base import LocalSGD
 from fedmoo.engine.common import (client_batches, forward_stats, gather, objective_losses,
                                   param_views, relabel)
-from fedmoo.engine.sgd import SGD
 from fedmoo.engine.cpu_layout import (each_row, fast_layout, row_workers, step_chunk,
                                       worker_models)
 from fedmoo.engine.tasks import TaskRows, task_cohort
@@ -23,7 +22,43 @@ from fedmoo.params import get_flat, set_flat
 from fedmoo.state import ClientSpec, Cohort
 
 
-def last_epoch_loss(idx: Tensor, batches, step: Callable[[Tensor], Tensor]) -> Tensor:
+class SGD:
+    """Minibatch SGD with ``torch.optim.SGD``'s single-tensor arithmetic (no dampening, no
+    Nesterov; bit-identical): ``d = g + wd * p``; ``b = d`` on the first step, else
+    ``b = m * b + d``; ``p -= lr * b``; a parameter without a gradient takes no step. Not
+    ``torch.optim.SGD`` itself: its first ``step()`` imports ``torch._dynamo`` (about 1.5 s a
+    run)."""
+
+    def __init__(self, params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
+        self.params: list[Tensor] = [p for p in params if p.requires_grad]
+        self.lr, self.momentum, self.weight_decay = float(lr), float(momentum), float(weight_decay)
+        self.buffers: list[Tensor | None] = [None] * len(self.params)
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            if p.grad is not None:
+                p.grad.zero_()
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            d = p.grad
+            if self.weight_decay:
+                d = d.add(p, alpha=self.weight_decay)
+            if self.momentum:
+                buf = self.buffers[i]
+                if buf is None:
+                    buf = self.buffers[i] = torch.clone(d).detach()
+                else:
+                    buf.mul_(self.momentum).add_(d)
+                d = buf
+            p.add_(d, alpha=-self.lr)
+
+
+def last_epoch_loss(idx: Tensor, batches,
+                    step: Callable[[Tensor], Tensor | float]) -> Tensor | float:
     """``step(b)`` on each minibatch ``b`` of the samples ``idx`` that ``batches`` (from
     ``client_batches``) lays out; returns the mean loss over the last epoch."""
     last_ep, last_sum, last_cnt = batches[-1][0], 0.0, 0

@@ -125,10 +125,14 @@ def _train_stack(engine, members: list[Member]) -> list[Cohort]:
     befores = None if first else [_before(m, lm, like)
                                   for m, lm in zip(members, stack.label_maps)]
     engine.model.train()
-    if engine.head is None:
-        loss_after = _train_steps(engine, stack)
-    else:                         # closed form (fedmoo.engine.linear_head)
+    if engine.head is not None:   # closed form (fedmoo.engine.linear_head)
         loss_after, measured = _train_closed_form(engine, stack, first)
+    elif engine.cuda_graph:
+        loss_after = train_steps_graphed(engine, stack.row_plan(), stack, capture=like.is_cuda)
+    else:
+        with entrywise(stack.total, like.device):
+            loss_after = train_steps(engine, stack.rule, stack.row_plan(), stack.label_map,
+                                     stack.scale)
     if first:                     # measured with the first step
         befores = [_before(m, None, like, (measured[0][b.rows], measured[1][b.rows]))
                    for m, b in zip(members, stack.blocks)]
@@ -141,7 +145,6 @@ def _stack(engine, members: list[Member]) -> _Stack:
     blocks, plans, sources, start = [], [], [], 0
     made: dict[tuple, int] = {}   # runs of one seed and partition share their plans
     for m in members:
-        layout.numel_check(m.w.numel())
         e, sgd = m.engine, m.engine.sgd
         block = _Block(start, len(m.ids), m.spec.personal is not None)
         key = (e.data.train.digest, tuple(m.ids.tolist()), m.seed, sgd.batch_size, sgd.epochs,
@@ -229,22 +232,18 @@ def _train_closed_form(engine, stack: _Stack, first: bool
                              data.y, stack.rule, before=first, reuse=reuse)
 
 
-def _train_steps(engine, stack: _Stack) -> Tensor:
-    """Every step of the round without the closed form (the engine's lockstep or vmap
-    program); returns the rows' losses over their last epoch ``[R]``."""
-    rule, plan = stack.rule, stack.row_plan()
-    views = rule.views
-    if engine.cuda_graph:
-        return train_steps_graphed(engine, plan, stack, capture=views[0].is_cuda)
-    data, lr = engine.data, rule.lr
+def train_steps(engine, rule: RowSGD, plan: RoundPlan, label_map: Tensor | None,
+                scale: Tensor | None, task_weights: Tensor | None = None) -> Tensor:
+    """Every step of ``plan`` through the engine's program, one step at a time; returns the
+    rows' losses over their last epoch ``[R]`` (also the per-task rows' loop)."""
+    data, lr, like = engine.data, rule.lr, rule.views[0]
     lr_plan = (lr if isinstance(lr, float) else lr.view(-1, 1)) * plan.active
-    loss_after = torch.zeros(plan.index.shape[0], dtype=views[0].dtype, device=views[0].device)
-    with entrywise(plan.index.shape[0], views[0].device):
-        for s in range(plan.steps):
-            idx, weight = plan.index[:, s], plan.weight[:, s]
-            step = rule.with_lr(lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s])
-            x, y = gather(data.x, idx), relabel(stack.label_map, gather(data.y, idx))
-            loss_after += engine._step(step, x, y, weight, stack.scale) * plan.last[:, s]
+    loss_after = torch.zeros(plan.index.shape[0], dtype=like.dtype, device=like.device)
+    for s in range(plan.steps):
+        idx, weight = plan.index[:, s], plan.weight[:, s]
+        step = rule.with_lr(lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s])
+        x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
+        loss_after += engine._step(step, x, y, weight, scale, task_weights) * plan.last[:, s]
     return loss_after
 
 

@@ -52,11 +52,9 @@ class TaskRows:
             raise ValueError(f"task mask has shape {tuple(mask.shape)}, expected {(k, s)}")
         client, task = mask.nonzero(as_tuple=True)
         dev = w.device
-        owner = param_tasks(model).to(dev)
-        if owner.numel() != w.numel():
-            raise ValueError(f"flat vector has {w.numel()} entries, model has {owner.numel()}")
         return cls(mask=mask.to(dev), client=client.to(dev), task=task.to(dev),
-                   weights=torch.eye(s, dtype=w.dtype, device=dev)[task.to(dev)], owner=owner)
+                   weights=torch.eye(s, dtype=w.dtype, device=dev)[task.to(dev)],
+                   owner=param_tasks(model).to(dev))
 
 
 def task_cohort(rows: TaskRows, client_ids: Tensor, w: Tensor, flat: Tensor, lr: float,

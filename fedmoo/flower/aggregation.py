@@ -89,12 +89,9 @@ class ServerRule:
     def arrays(self, flat: torch.Tensor | None = None) -> list[np.ndarray]:
         """The global model (or ``flat``) as arrays shaped and typed like the initial ones."""
         flat = (self.state.w if flat is None else flat).detach().cpu().numpy()
-        out, off = [], 0
-        for shape, dtype in zip(self.shapes, self.dtypes):
-            n = int(np.prod(shape, dtype=np.int64))
-            out.append(flat[off : off + n].reshape(shape).astype(dtype, copy=True))
-            off += n
-        return out
+        ends = np.cumsum([int(np.prod(shape, dtype=np.int64)) for shape in self.shapes])
+        return [part.reshape(shape).astype(dtype, copy=True) for part, shape, dtype
+                in zip(np.split(flat, ends[:-1]), self.shapes, self.dtypes)]
 
     # -- the round ----------------------------------------------------------------------------
     def client_config(self) -> dict[str, float]:

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from fedmoo.engine.base import LocalSGD
 from fedmoo.engine.common import (client_batches, forward_stats, param_views, round_seed,
                                   sample_losses)
+from fedmoo.engine.sequential import last_epoch_loss
 from fedmoo.flower.aggregation import (ACC_BEFORE, ACC_TRAINED, CLIENT_ID, EVAL_TRAINED, LOCAL_LR,
                                        LOSS_AFTER, LOSS_BEFORE, LOSS_TRAINED, PROX_MU, ROUND)
 from fedmoo.params import set_flat
@@ -67,11 +68,8 @@ class LocalTrainer:
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.SGD(params, lr=sgd.lr, momentum=sgd.momentum,
                               weight_decay=sgd.weight_decay)
-        batches = client_batches(idx.numel(), sgd.batch_size, sgd.epochs, sgd.local_steps, gen)
-        last_ep, last_sum, last_cnt = batches[-1][0], 0.0, 0
-        model.train()
-        for ep, pos in batches:
-            b = idx[pos.to(idx.device)]
+
+        def step(b: Tensor) -> float:
             loss = sample_losses(model(x[b]), y[b], self.task).mean()
             opt.zero_grad(set_to_none=False)
             loss.backward()
@@ -80,12 +78,13 @@ class LocalTrainer:
                     for p, a in zip(params, anchor):
                         p.grad.add_(p - a, alpha=prox_mu)
             opt.step()
-            if ep == last_ep:
-                last_sum += float(loss.detach()) * b.numel()
-                last_cnt += b.numel()
+            return float(loss.detach())
+
+        model.train()
+        batches = client_batches(idx.numel(), sgd.batch_size, sgd.epochs, sgd.local_steps, gen)
         metrics = {CLIENT_ID: self.client_id, LOSS_BEFORE: float(lb.mean()),
-                   LOSS_AFTER: last_sum / last_cnt, ACC_BEFORE: 100.0 * float(cb.mean()),
-                   LOCAL_LR: sgd.lr}
+                   LOSS_AFTER: last_epoch_loss(idx, batches, step),
+                   ACC_BEFORE: 100.0 * float(cb.mean()), LOCAL_LR: sgd.lr}
         if eval_trained:
             la, ca = forward_stats(model, x, y, idx, self.task)
             metrics.update({LOSS_TRAINED: float(la.mean()), ACC_TRAINED: 100.0 * float(ca.mean())})

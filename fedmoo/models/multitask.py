@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedmoo.config.knobs import integer
 from fedmoo.models.base import Model
 from fedmoo.models.cnn import ConvPoolReLU, image_shape
 from fedmoo.models.linear import relu_layers
@@ -31,8 +30,6 @@ class MultiTaskNet(Model):
     def __init__(self, input_shape: tuple[int, ...], num_classes: int, num_tasks: int,
                  **hyperparameters):
         super().__init__(hyperparameters)
-        if not integer(num_tasks) or num_tasks < 1:
-            raise ValueError(f"num_tasks={num_tasks!r} must be a positive integer")
         self.trunk, width = self.make_trunk(tuple(input_shape))
         head_hidden = self.hparams["head_hidden"]
 

@@ -23,25 +23,23 @@ ZERO_REL = {torch.float64: 1e-8, torch.float32: 64 * torch.finfo(torch.float32).
 BLOCK_ELEMENTS = 2**22
 
 
-def _float64_blocks(x: Tensor, only: Tensor | None):
-    """``(index, rows)`` blocks of the rows of ``x`` (all, or those ``only [R]`` marks), each
-    converted to float64 alone (at most BLOCK_ELEMENTS): never a float64 copy of a large cohort."""
+def _per_row(x: Tensor, only: Tensor | None, fn) -> Tensor:
+    """``fn(rows)`` ``[R]`` float64 for the rows of ``x`` (all, or those ``only [R]`` marks; 0 for
+    the others), on ``x``'s device: the rows go to ``fn`` in float64 blocks of at most
+    BLOCK_ELEMENTS, never a float64 copy of a large cohort."""
     rows = x.reshape(-1, x.shape[-1])
+    out = torch.zeros(rows.shape[0], dtype=torch.float64, device=x.device)
     picked = (torch.arange(rows.shape[0], device=x.device) if only is None
               else only.reshape(-1).to(x.device).nonzero().flatten())
-    block = max(1, BLOCK_ELEMENTS // max(1, rows.shape[1]))
-    for b in picked.split(block):
-        yield b, rows.index_select(0, b).to(torch.float64)
+    for b in picked.split(max(1, BLOCK_ELEMENTS // max(1, rows.shape[1]))):
+        out[b] = fn(rows.index_select(0, b).to(torch.float64))
+    return out
 
 
 def row_norms(x: Tensor, only: Tensor | None = None) -> Tensor:
     """``||x_r||`` in float64 for every row of ``x [R, d]`` (or ``[K, S, d]``), on ``x``'s device;
     0 for the rows ``only [R]`` (bool) leaves out."""
-    norms = torch.zeros(x.reshape(-1, x.shape[-1]).shape[0], dtype=torch.float64,
-                        device=x.device)
-    for b, r in _float64_blocks(x, only):
-        norms[b] = torch.linalg.vector_norm(r, dim=1)
-    return norms
+    return _per_row(x, only, lambda r: torch.linalg.vector_norm(r, dim=1))
 
 
 def descent_cosines(x: Tensor, d: Tensor, only: Tensor | None = None,
@@ -51,10 +49,7 @@ def descent_cosines(x: Tensor, d: Tensor, only: Tensor | None = None,
     the rows ``only [R]`` (bool) leaves out. ``norms``: the rows' ``row_norms`` when the caller has
     them. Taken in float64 a block of rows at a time, so float32 norms past ~1.8e19 stay finite."""
     d64 = d.reshape(-1).to(torch.float64)
-    dots = torch.zeros(x.reshape(-1, x.shape[-1]).shape[0], dtype=torch.float64,
-                       device=x.device)
-    for b, r in _float64_blocks(x, only):
-        dots[b] = r @ d64
+    dots = _per_row(x, only, lambda r: r @ d64)
     norms = row_norms(x, only) if norms is None else norms
     denom = (norms.to(dots.device) * torch.linalg.vector_norm(d64)).cpu()
     dots = dots.cpu()

@@ -27,13 +27,6 @@ def box_bounds(lam0: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     return (lam0 - eps).clamp_min(0.0), (lam0 + eps).clamp_max(1.0)
 
 
-def ridge(g: Tensor) -> float:
-    """The ridge added to a Gram matrix ``g [K, K]``: ``1e-12 * trace(g) / K`` (1e-12 if g = 0),
-    relative so tiny updates are not swamped by it."""
-    mean_sq = float(g.trace()) / g.shape[0]
-    return 1e-12 * (mean_sq if mean_sq > 0 else 1.0)
-
-
 def frank_wolfe_min_norm(g: Tensor, lo: Tensor | None = None, hi: Tensor | None = None,
                          start: Tensor | None = None, max_iter: int = 20000,
                          tol: float = 1e-10) -> Tensor:
@@ -82,7 +75,8 @@ def min_norm_weights(g: Tensor, lam0: Tensor | None = None, eps: float = 1.0,
     lo, hi = box_bounds(lam0, eps)
     if k == 1 or bool((hi - lo).max() <= 0):
         return MinNormResult(lam0.clone(), "fixed")
-    p = g + ridge(g) * torch.eye(k, dtype=torch.float64)
+    mean_sq = float(g.trace()) / k       # the ridge: 1e-12 of the mean diagonal (1e-12 if g = 0)
+    p = g + 1e-12 * (mean_sq if mean_sq > 0 else 1.0) * torch.eye(k, dtype=torch.float64)
     p = p / (p.trace() / k)
     lam = _solve_qp(p.numpy(), lo.numpy(), hi.numpy(), solver)
     if lam is not None:

@@ -1,4 +1,4 @@
-"""fedmoo's C kernel for conv -> 2x2 max-pool -> ReLU blocks (fedmoo.engine.conv_pool): the
+"""fedmoo's C kernel for conv -> 2x2 max-pool -> ReLU blocks (fedmoo.engine.native): the
 same outputs and gradients as torch's operators (float64 to 1e-12; exactly on integer data,
 where every sum is exact, so ties and zeros are checked bit for bit), NaN like torch, the
 fallback to torch's operators, and the build (once per key, atomic, without a compiler)."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedmoo.engine import conv_pool, native
+from fedmoo.engine import native
 from fedmoo.engine.cpu_layout import FastConvPoolReLU, RowConv2d
 from fedmoo.models.cnn import ConvPoolReLU
 from tests.engine.helpers import rel
@@ -51,7 +51,7 @@ def run(block, x, g):
 def test_block_equals_torch_operators(ci, c, k, h, w, bias, dtype, tol):
     ref, fast = pair(ci, c, k, dtype, bias)
     x = torch.randn(6, ci, h, w, dtype=dtype)
-    assert conv_pool.fits(fast, x)
+    assert native.fits(fast, x)
     want = run(ref, x, g := torch.randn_like(ref(x)))
     got = run(fast, x, g)
     assert got[0].shape == want[0].shape == (6, c, (h - k + 1) // 2, (w - k + 1) // 2)
@@ -106,7 +106,7 @@ def test_without_the_library_the_fast_block_runs_torch_operators(monkeypatch):
     ref, fast = pair(1, 4, 5, torch.float64)
     monkeypatch.setattr(native, "library", lambda: None)
     x = torch.randn(3, 1, 16, 16, dtype=torch.float64)
-    assert not conv_pool.fits(fast, x)
+    assert not native.fits(fast, x)
     assert RowConv2d.fits(fast)
     g = torch.randn_like(ref(x))
     assert all(rel(b, a) < 1e-13 for a, b in zip(run(ref, x, g), run(fast, x, g)))
@@ -115,13 +115,13 @@ def test_without_the_library_the_fast_block_runs_torch_operators(monkeypatch):
 @needs_kernel
 def test_fits_only_plain_cpu_float_batches():
     _, fast = pair(1, 4, 3, torch.float64)
-    assert conv_pool.fits(fast, torch.zeros(2, 1, 8, 8, dtype=torch.float64))
-    assert not conv_pool.fits(fast, torch.zeros(1, 8, 8, dtype=torch.float64))   # unbatched
-    assert not conv_pool.fits(fast, torch.zeros(2, 1, 8, 8))                     # other dtype
-    assert not conv_pool.fits(fast, torch.zeros(2, 1, 3, 8, dtype=torch.float64))  # too small
+    assert native.fits(fast, torch.zeros(2, 1, 8, 8, dtype=torch.float64))
+    assert not native.fits(fast, torch.zeros(1, 8, 8, dtype=torch.float64))   # unbatched
+    assert not native.fits(fast, torch.zeros(2, 1, 8, 8))                     # other dtype
+    assert not native.fits(fast, torch.zeros(2, 1, 3, 8, dtype=torch.float64))  # too small
     for kw in ({"stride": 2}, {"padding": 1}, {"dilation": 2}, {"groups": 2}):
         m = ConvPoolReLU(2, 4, 3, **kw).double()
-        assert not conv_pool.fits(m, torch.zeros(2, 2, 9, 9, dtype=torch.float64)), kw
+        assert not native.fits(m, torch.zeros(2, 2, 9, 9, dtype=torch.float64)), kw
 
 
 @pytest.fixture
@@ -167,11 +167,11 @@ def test_no_compiler_or_a_failed_build_falls_back_with_one_warning(fresh_library
 
 @needs_kernel
 def test_two_processes_building_at_once_both_load_one_library(tmp_path):
-    script = ("import torch; from fedmoo.engine import native, conv_pool;"
+    script = ("import torch; from fedmoo.engine import native;"
               "from fedmoo.models.cnn import ConvPoolReLU;"
               "m = ConvPoolReLU(1, 2, 3); x = torch.randn(2, 1, 8, 8);"
-              "assert native.library() is not None and conv_pool.fits(m, x);"
-              "print(conv_pool.conv_pool_relu(m, x).shape)")
+              "assert native.library() is not None and native.fits(m, x);"
+              "print(native.conv_pool_relu(m, x).shape)")
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -183,11 +183,11 @@ def test_two_processes_building_at_once_both_load_one_library(tmp_path):
                                                       "conv_pool.so.sha256"]
 
 
-LOAD = ("import torch; from fedmoo.engine import native, conv_pool;"
+LOAD = ("import torch; from fedmoo.engine import native;"
         "from fedmoo.models.cnn import ConvPoolReLU;"
         "m = ConvPoolReLU(1, 2, 3); x = torch.ones(2, 1, 8, 8);"
-        "assert native.library() is not None and conv_pool.fits(m, x);"
-        "print(conv_pool.conv_pool_relu(m, x).shape)")
+        "assert native.library() is not None and native.fits(m, x);"
+        "print(native.conv_pool_relu(m, x).shape)")
 
 
 @needs_kernel

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from fedmoo.engine.sgd import SGD
+from fedmoo.engine.sequential import SGD
 from tests.conftest import ROOT
 
 
@@ -45,7 +45,7 @@ def test_hand_computed_momentum_step():
 
 
 def test_no_dynamo_import():
-    code = ("import sys, torch; from fedmoo.engine.sgd import SGD; p = torch.nn.Parameter("
+    code = ("import sys, torch; from fedmoo.engine.sequential import SGD; p = torch.nn.Parameter("
             "torch.ones(2)); o = SGD([p], 0.1); p.sum().backward(); o.step(); "
             "print('torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
