@@ -1,5 +1,5 @@
-"""The papers' networks, each declared in ``fedmoo.config.hparams.model`` (a plugin's in its
-``hparams.py``). ``build(model_cfg, input_shape, num_classes)`` -> nn.Module. Models are written
+"""The papers' networks, each declared in ``fedmoo.config.hparams.model`` (a plugin's beside its
+code). ``build(model_cfg, input_shape, num_classes)`` -> nn.Module. Models are written
 so a batched engine can vectorise them over clients: no ``nn.LSTM``, no BatchNorm running
 statistics, no data-dependent Python control flow."""
 
