@@ -51,7 +51,7 @@ def _pairs(x_left, y_left, x_right, y_right, count: int | None, rng: np.random.G
 
 
 def build(left, right, seed: int, train_samples: int | None, test_samples: int | None,
-          normalize: str) -> Source:
+          normalize: str, location: str | None = None) -> Source:
     """``left`` / ``right``: (x, y, is_test) arrays of the two image families."""
     rng = np.random.default_rng(seed)
     xs, ys, flags = [], [], []
@@ -65,7 +65,8 @@ def build(left, right, seed: int, train_samples: int | None, test_samples: int |
     x, is_test = np.concatenate(xs)[:, None], np.concatenate(flags)
     return Source(x=pixels.normalize(x, is_test, normalize, [0.1307], [0.3081]),
                   y=torch.from_numpy(np.concatenate(ys)), is_test=torch.from_numpy(is_test),
-                  num_classes=10, input_shape=(1, SIDE, SIDE), task="multitask", task_names=TASKS)
+                  num_classes=10, input_shape=(1, SIDE, SIDE), task="multitask", task_names=TASKS,
+                  location=location)
 
 
 def load_multimnist(data_dir: Path, *, seed: int, train_samples: int | None,
@@ -78,9 +79,7 @@ def load_multifashion(data_dir: Path, *, seed: int, train_samples: int | None,
                       test_samples: int | None, normalize: str, download: bool,
                       system_dir: str | None) -> Source:
     fashion, src_dir = load_arrays(data_dir, "fmnist", download, system_dir)
-    src = build(fashion, fashion, seed, train_samples, test_samples, normalize)
-    src.location = src_dir
-    return src
+    return build(fashion, fashion, seed, train_samples, test_samples, normalize, src_dir)
 
 
 def load_multifashion_mnist(data_dir: Path, *, seed: int, train_samples: int | None,
@@ -88,6 +87,5 @@ def load_multifashion_mnist(data_dir: Path, *, seed: int, train_samples: int | N
                             system_dir: str | None) -> Source:
     mnist, mnist_dir = load_arrays(data_dir, "mnist", download)
     fashion, fashion_dir = load_arrays(data_dir, "fmnist", download, system_dir)
-    src = build(mnist, fashion, seed, train_samples, test_samples, normalize)
-    src.location = f"{mnist_dir} and {fashion_dir}"
-    return src
+    return build(mnist, fashion, seed, train_samples, test_samples, normalize,
+                 f"{mnist_dir} and {fashion_dir}")
