@@ -1,11 +1,8 @@
 """Fetching dataset files: md5-checked download and bounded extraction that stays inside its folder.
 
-``ensure(...)`` downloads the missing files a loader needs or fails in one ``UserError`` line
-naming the dataset, the expected path and the URL. Archives are checked before anything is
-written: plain files and folders only, every path inside the target, at most ``MAX_MEMBERS``
-members and ``MAX_BYTES`` bytes, at most ``MAX_RATIO`` times the archive's size above
-``RATIO_FLOOR`` (a decompression bomb). Members are written here (no tarfile ``filter="data"``,
-so every Python >= 3.10 behaves alike).
+Archives are checked before anything is written (plain files and folders inside the target, the
+limits below); members are written here, not by tarfile's ``filter="data"``, so every Python
+>= 3.10 behaves alike.
 """
 
 from __future__ import annotations
