@@ -180,11 +180,8 @@ def _compact(x, y, splits):
     if y.dim() != 1:
         raise UserError("partition.compact_labels=true needs single-label data")
     used = np.unique(np.concatenate([p for parts in splits if parts is not None for p in parts]))
-    new_pos = np.full(len(y), -1, dtype=np.int64)
-    new_pos[used] = np.arange(len(used))
-    y_used = y[torch.from_numpy(used)]
-    labels, y_new = torch.unique(y_used, return_inverse=True)
-    remap = [None if s is None else [new_pos[p] for p in s] for s in splits]
+    labels, y_new = torch.unique(y[torch.from_numpy(used)], return_inverse=True)
+    remap = [None if s is None else [np.searchsorted(used, p) for p in s] for s in splits]
     return x[torch.from_numpy(used)], y_new, int(labels.numel()), remap
 
 
