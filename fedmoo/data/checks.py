@@ -31,7 +31,6 @@ def read_text(path: Path, fix: str) -> str:
 
 def check_labels(y: np.ndarray, num_classes: int, where: str, fix: str) -> None:
     """Refuse integer labels outside ``0..num_classes-1`` (at load time, not in round 1)."""
-    y = np.asarray(y)
     bad = np.argwhere((y < 0) | (y >= num_classes))
     if len(bad):
         raise UserError(f"{where}: label {int(y[tuple(bad[0])])} at row {int(bad[0][0])} is "
