@@ -77,8 +77,7 @@ def _load(path: Path) -> Source | None:
 
 
 def _save(src: Source, name: str, folders: list[Path]) -> None:
-    """Write the entry atomically (a temporary file, then os.replace) to the first folder that
-    takes it."""
+    """Write the entry atomically (temporary file, os.replace) to the first folder that takes it."""
     fields = {f.name: getattr(src, f.name) for f in dataclasses.fields(src)}
     failures = []
     for folder in folders:
