@@ -14,7 +14,7 @@ import torch
 
 from fedmoo.config import hparams
 from fedmoo.data import partition as _partition
-from fedmoo.data.checks import check_finite_samples, check_labels
+from fedmoo.data.checks import check_labels
 from fedmoo.data.federated import MULTITASK, ClientSplit, FederatedData, Source
 from fedmoo.errors import UserError
 from fedmoo.config.hparams.partition import Partition
@@ -42,27 +42,30 @@ def sharing_sources() -> Iterator[None]:
 
 
 def load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
-    if _shared is None:
-        return _load_source(data_cfg, data_dir)
     key = json.dumps([data_cfg, str(Path(data_dir).resolve())], sort_keys=True, default=str)
-    if key not in _shared:
-        _shared[key] = _load_source(data_cfg, data_dir)
-    return _shared[key]
-
-
-def _load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
+    if _shared is not None and key in _shared:
+        return _shared[key]
     name = data_cfg.get("name")
     loader = hparams.component("data", name)       # declared with its slug and settings
     given = {k: v for k, v in data_cfg.items() if k not in hparams.NOTES}
     settings = hparams.resolve("data", name, given)
     src = loader(Path(data_dir), **{k: v for k, v in settings.items() if k not in DESCRIBED})
     check_described(name, data_cfg, src)
-    check_finite_samples(src.x, src.y, f"data={name}",
-                         "its files are damaged or hold missing values; re-download or "
-                         "regenerate them (see docs/datasets.md)")
+    for what, t in (("features", src.x), ("targets", src.y)):
+        # NaN or inf would train to NaN and be reported as divergence (a finite sum: all finite)
+        if t.is_floating_point() and not bool(torch.isfinite(t.sum())):
+            bad = ~torch.isfinite(t)
+            if bool(bad.any()):
+                row = int(bad.reshape(len(t), -1).any(1).nonzero()[0, 0])
+                raise UserError(f"data={name}: its {what} hold {int(bad.sum())} values that are "
+                                f"not finite (NaN or inf; the first in sample {row}); its files "
+                                "are damaged or hold missing values; re-download or regenerate "
+                                "them (see docs/datasets.md)")
     if src.task != "multitask_regression" and not src.y.is_floating_point():
         check_labels(src.y.cpu().numpy(), src.num_classes, f"data={name}",
                      "its files are damaged; re-download or regenerate them (see docs/datasets.md)")
+    if _shared is not None:
+        _shared[key] = src
     return src
 
 
@@ -177,11 +180,8 @@ def _compact(x, y, splits):
     if y.dim() != 1:
         raise UserError("partition.compact_labels=true needs single-label data")
     used = np.unique(np.concatenate([p for parts in splits if parts is not None for p in parts]))
-    new_pos = np.full(len(y), -1, dtype=np.int64)
-    new_pos[used] = np.arange(len(used))
-    y_used = y[torch.from_numpy(used)]
-    labels, y_new = torch.unique(y_used, return_inverse=True)
-    remap = [None if s is None else [new_pos[p] for p in s] for s in splits]
+    labels, y_new = torch.unique(y[torch.from_numpy(used)], return_inverse=True)
+    remap = [None if s is None else [np.searchsorted(used, p) for p in s] for s in splits]
     return x[torch.from_numpy(used)], y_new, int(labels.numel()), remap
 
 

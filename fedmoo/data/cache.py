@@ -76,31 +76,27 @@ def _load(path: Path) -> Source | None:
         return None
 
 
-def _write(folder: Path, name: str, fields: dict) -> None:
-    """Write one entry atomically: a temporary file in ``folder``, then os.replace."""
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(fields, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, folder / name)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _save(src: Source, name: str, folders: list[Path]) -> None:
+    """Write the entry atomically (temporary file, os.replace) to the first folder that takes it."""
     fields = {f.name: getattr(src, f.name) for f in dataclasses.fields(src)}
     failures = []
     for folder in folders:
+        tmp = None
         try:
-            _write(folder, name, fields)
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                torch.save(fields, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, folder / name)
             log.debug("data cache: wrote %s", folder / name)
             return
         except (OSError, RuntimeError) as e:      # torch raises some as RuntimeError
             failures.append(f"{folder}: {reason(e)}")
+        finally:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
     log.warning("the data cache could not be written (%s); going on without it, set FEDMOO_CACHE "
                 "to a writable folder to cache", "; ".join(failures) or "no cache folder")
 

@@ -48,7 +48,7 @@ def _ints(path: Path, vals: list[list[str]], allowed: set[int] | None = None) ->
         arr = np.array(vals, dtype=np.int64).reshape(len(vals), -1)
     except (ValueError, OverflowError):
         raise UserError(f"{path} holds a value that is not an integer; {FIX}") from None
-    if allowed is not None and arr.size and not np.isin(arr, list(allowed)).all():
+    if allowed is not None and not np.isin(arr, list(allowed)).all():
         row = int(np.flatnonzero(~np.isin(arr, list(allowed)).all(axis=-1))[0])
         raise UserError(f"{path}: row {row + 1} holds a value outside {sorted(allowed)}; {FIX}")
     return arr

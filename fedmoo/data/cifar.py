@@ -101,7 +101,7 @@ class BatchUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"it refers to {module}.{name}, which CIFAR batches never do")
 
 
-def _unpickle(path: Path, md5: str | None = None) -> dict:
+def _unpickle(path: Path, md5: str) -> dict:
     """The dict of one CIFAR batch file; anything else is a UserError naming the file."""
     try:
         size = path.stat().st_size
@@ -112,7 +112,7 @@ def _unpickle(path: Path, md5: str | None = None) -> dict:
             raise TypeError(f"it holds a {type(d).__name__}, not a dict")
     except Exception as e:  # noqa: BLE001 - a damaged or crafted pickle can raise anything
         hint = ""
-        if md5 is not None and path.is_file() and (got := md5sum(path)) != md5:
+        if path.is_file() and (got := md5sum(path)) != md5:
             hint = f"; its md5 {got} is not the published {md5}"
         raise UserError(f"{path} is not a CIFAR pickle batch file ({reason(e)}{hint}); "
                         "re-download the dataset") from None
@@ -126,7 +126,7 @@ def _field(d: dict, key: str, path: Path):
     return d[key]
 
 
-def _batch(path: Path, spec: dict, md5: str | None) -> tuple[np.ndarray, np.ndarray]:
+def _batch(path: Path, spec: dict, md5: str) -> tuple[np.ndarray, np.ndarray]:
     """Images uint8 [n, 3, 32, 32] and labels int64 [n] of one batch, checked."""
     d = _unpickle(path, md5)
     data, labels = _field(d, "data", path), _field(d, spec["labels"], path)
@@ -155,19 +155,16 @@ def load(data_dir: Path, name: str, normalize: str, download: bool, verify: bool
     files = spec["files"]
     ensure(name, root, [spec["archive"]], data_dir, download,
            lambda: all((root / f).is_file() for f in files))
-    if verify:
-        for f, md5 in files.items():
-            if (got := md5sum(root / f)) != md5:
-                raise UserError(f"data={name}: {root / f} has the wrong md5 ({got}, expected "
-                                f"{md5}); re-download it or set data.verify=false")
     xs, ys, flags = [], [], []
-    for f, md5 in files.items():
-        if f == spec["meta"]:
-            continue
-        x, y = _batch(root / f, spec, md5)
-        xs.append(x)
-        ys.append(y)
-        flags.append(np.full(len(y), f in spec["test"]))
+    for f, md5 in files.items():        # the meta file comes last
+        if verify and (got := md5sum(root / f)) != md5:
+            raise UserError(f"data={name}: {root / f} has the wrong md5 ({got}, expected "
+                            f"{md5}); re-download it or set data.verify=false")
+        if f != spec["meta"]:
+            x, y = _batch(root / f, spec, md5)
+            xs.append(x)
+            ys.append(y)
+            flags.append(np.full(len(y), f in spec["test"]))
     x, y, is_test = np.concatenate(xs), np.concatenate(ys), np.concatenate(flags)
     meta = root / spec["meta"]
     names = _field(_unpickle(meta, files[spec["meta"]]), spec["names"], meta)

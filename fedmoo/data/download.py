@@ -1,11 +1,8 @@
 """Fetching dataset files: md5-checked download and bounded extraction that stays inside its folder.
 
-``ensure(...)`` downloads the missing files a loader needs or fails in one ``UserError`` line
-naming the dataset, the expected path and the URL. Archives are checked before anything is
-written: plain files and folders only, every path inside the target, at most ``MAX_MEMBERS``
-members and ``MAX_BYTES`` bytes, at most ``MAX_RATIO`` times the archive's size above
-``RATIO_FLOOR`` (a decompression bomb). Members are written here (no tarfile ``filter="data"``,
-so every Python >= 3.10 behaves alike).
+Archives are checked before anything is written (plain files and folders inside the target, the
+limits below); members are written here, not by tarfile's ``filter="data"``, so every Python
+>= 3.10 behaves alike.
 """
 
 from __future__ import annotations
@@ -31,9 +28,6 @@ MAX_RATIO = 100            # unpacked / packed size beyond which ...
 RATIO_FLOOR = 64 << 20     # ... content larger than this is taken for a decompression bomb
 ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
-
-# What a failed download or extraction raises; ensure() turns these into one UserError line.
-FETCH_ERRORS = (OSError, ValueError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile)
 
 
 def urlopen(url: str):
@@ -105,9 +99,10 @@ def download(res: Resource, folder: Path) -> Path:
     return dest
 
 
-def _plan(archive: Path, root: Path, entries) -> list:
-    """Check ``(member, name, is_dir, is_file, size)`` entries; return the members to write."""
-    out, total = [], 0
+def _unpack(archive: Path, root: Path, entries, open_member) -> None:
+    """Check every ``(member, name, is_dir, is_file, size)`` entry, then create the folders and
+    files; on failure remove the files written so far."""
+    plan, total = [], 0
     packed = archive.stat().st_size
     for n, (member, name, is_dir, is_file, size) in enumerate(entries, 1):
         if n > MAX_MEMBERS:
@@ -118,12 +113,7 @@ def _plan(archive: Path, root: Path, entries) -> list:
             raise ValueError(f"archive member {name!r} would escape {root}; refused")
         total += size
         check_expansion(archive.name, total, packed)
-        out.append((member, root / name, is_dir))
-    return out
-
-
-def _write(plan: list, open_member) -> None:
-    """Create the planned folders and files; on failure remove the files written so far."""
+        plan.append((member, root / name, is_dir))
     written: list[Path] = []
     try:
         for member, dest, is_dir in plan:
@@ -144,9 +134,8 @@ def _extract_tar(archive: Path, root: Path) -> None:
     with tarfile.open(archive) as tf:
         # Lazy iteration: a member whose declared size breaks the limits stops the scan before
         # its data is decompressed.
-        plan = _plan(archive, root, ((m, m.name, m.isdir(), m.isfile() and not m.issparse(),
-                                      m.size if m.isfile() else 0) for m in tf))
-        _write(plan, tf.extractfile)
+        _unpack(archive, root, ((m, m.name, m.isdir(), m.isfile() and not m.issparse(),
+                                 m.size if m.isfile() else 0) for m in tf), tf.extractfile)
 
 
 def _extract_zip(archive: Path, root: Path) -> None:
@@ -158,10 +147,9 @@ def _extract_zip(archive: Path, root: Path) -> None:
                                  f"{i.compress_type} (only stored and deflated are read)")
         # zipfile stops at each member's declared size (and fails its CRC if data runs on).
         # a link has S_IFLNK in the Unix mode
-        plan = _plan(archive, root, ((i, i.filename, i.is_dir(), not i.is_dir() and not
-                                      stat.S_ISLNK(i.external_attr >> 16), i.file_size)
-                                     for i in infos))
-        _write(plan, zf.open)
+        _unpack(archive, root, ((i, i.filename, i.is_dir(), not i.is_dir() and not
+                                 stat.S_ISLNK(i.external_attr >> 16), i.file_size)
+                                for i in infos), zf.open)
 
 
 def _gunzip(archive: Path, root: Path) -> None:
@@ -211,7 +199,8 @@ def ensure(dataset: str, expected: Path, resources: list[Resource], folder: Path
             path = download(res, folder)
             if res.extract:
                 extract(path, folder)
-        except FETCH_ERRORS as e:
+        except (OSError, ValueError, EOFError, zlib.error, tarfile.TarError,
+                zipfile.BadZipFile) as e:         # what a failed download or extraction raises
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise UserError(f"data={dataset}: files not found at {expected} and downloading "
                             f"{res.url} failed ({reason}); put the files there by hand "

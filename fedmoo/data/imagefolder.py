@@ -26,7 +26,6 @@ CINIC_URL = Resource("https://datashare.ed.ac.uk/bitstream/handle/10283/3192/CIN
                      "6ee4d0c996905fe93221de577967a372", extract=True)
 TINY_URL = Resource("https://cs231n.stanford.edu/tiny-imagenet-200.zip",
                     "90528d7ca1a48142e341f4ef8d21d0de", extract=True)
-SIZES = {"cinic10": (32, 32), "tinyimagenet": (64, 64)}
 FIX = "re-download the dataset"
 IMAGE_EXT = {".png", ".jpg", ".jpeg"}
 
@@ -58,7 +57,7 @@ def load_cinic10(data_dir: Path, *, normalize: str, use_valid: bool, download: b
              for c, name in enumerate(classes) for p in _images(root / split / name)]
     return cached(data_dir, "cinic10", {"normalize": normalize, "use_valid": use_valid},
                   [p for p, _, _ in items],
-                  lambda: _source(items, classes, normalize, SIZES["cinic10"]))
+                  lambda: _source(items, classes, normalize, (32, 32)))
 
 
 def load_tinyimagenet(data_dir: Path, *, normalize: str, download: bool) -> Source:
@@ -81,4 +80,4 @@ def load_tinyimagenet(data_dir: Path, *, normalize: str, download: bool) -> Sour
             items.append((image, index[fields[1]], True))
     return cached(data_dir, "tinyimagenet", {"normalize": normalize},
                   [root / "wnids.txt", ann] + [p for p, _, _ in items],
-                  lambda: _source(items, classes, normalize, SIZES["tinyimagenet"]))
+                  lambda: _source(items, classes, normalize, (64, 64)))

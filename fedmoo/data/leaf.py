@@ -19,12 +19,12 @@ import torch
 from fedmoo.data.cache import cached
 from fedmoo.data.checks import reason
 from fedmoo.data.federated import Source
+from fedmoo.data.mnist import EMNIST_BYCLASS as FEMNIST_CLASSES
 from fedmoo.errors import UserError
 
 LEAF_URL = "https://github.com/TalwalkarLab/leaf"
 VOCAB = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
 SEQ_LEN = 80
-FEMNIST_CLASSES = [*"0123456789", *"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *"abcdefghijklmnopqrstuvwxyz"]
 RECIPES = {"femnist": "cd data/femnist && ./preprocess.sh -s niid --sf 1.0 -k 0 -t sample",
            "shakespeare": "cd data/shakespeare && ./preprocess.sh -s niid --sf 0.2 -k 0 -tf 0.8 -t sample"}
 
@@ -60,21 +60,9 @@ def _read_file(path: Path) -> dict[str, dict]:
     return users
 
 
-def _read_users(folder: Path) -> dict[str, tuple[Path, dict]]:
-    """Every user of every JSON file in ``folder`` with the file it came from."""
-    return {u: (path, d) for path in _json_files(folder) for u, d in _read_file(path).items()}
-
-
-def _check(dataset: str, root: Path) -> list[Path]:
-    if not (train := _json_files(root / "train")):
-        raise UserError(f"data={dataset}: no LEAF JSON files at {root / 'train'}; generate them "
-                        f"with {LEAF_URL} ({RECIPES[dataset]}) and copy data/train and data/test "
-                        f"into {root}")
-    return train + _json_files(root / "test")
-
-
-def _federate(dataset: str, root: Path, users: list[str] | None, encode) -> Source:
-    train, test = _read_users(root / "train"), _read_users(root / "test")
+def _federate(root: Path, users: list[str] | None, encode, classes: list[str]) -> Source:
+    train, test = ({u: (path, d) for path in _json_files(root / split)
+                    for u, d in _read_file(path).items()} for split in ("train", "test"))
     names = sorted(train)
     if users is not None:
         missing = [u for u in users if u not in train]
@@ -105,9 +93,8 @@ def _federate(dataset: str, root: Path, users: list[str] | None, encode) -> Sour
         x=torch.from_numpy(x), y=torch.from_numpy(np.concatenate(ys)),
         is_test=torch.from_numpy(np.concatenate(flags)),
         owner=torch.from_numpy(np.concatenate(owners)),
-        num_classes=len(FEMNIST_CLASSES) if dataset == "femnist" else len(VOCAB),
-        input_shape=tuple(x.shape[1:]), client_names=names,
-        class_names=FEMNIST_CLASSES if dataset == "femnist" else list(VOCAB),
+        num_classes=len(classes), input_shape=tuple(x.shape[1:]), client_names=names,
+        class_names=classes,
     )
 
 
@@ -141,15 +128,21 @@ def _encode_shakespeare(x: list[str], y: list[str]) -> tuple[np.ndarray, np.ndar
     return xa, ya
 
 
-def _load(dataset: str, encode, data_dir: Path, root: str, users: list[str] | None) -> Source:
+def _load(dataset: str, encode, classes: list[str], data_dir: Path, root: str,
+          users: list[str] | None) -> Source:
     path = data_dir / root
-    return cached(data_dir, dataset, {"root": root, "users": users}, _check(dataset, path),
-                  lambda: _federate(dataset, path, users, encode))
+    if not (train := _json_files(path / "train")):
+        raise UserError(f"data={dataset}: no LEAF JSON files at {path / 'train'}; generate them "
+                        f"with {LEAF_URL} ({RECIPES[dataset]}) and copy data/train and data/test "
+                        f"into {path}")
+    return cached(data_dir, dataset, {"root": root, "users": users},
+                  train + _json_files(path / "test"),
+                  lambda: _federate(path, users, encode, classes))
 
 
 def load_femnist(data_dir: Path, *, root: str, users: list[str] | None) -> Source:
-    return _load("femnist", _encode_femnist, data_dir, root, users)
+    return _load("femnist", _encode_femnist, FEMNIST_CLASSES, data_dir, root, users)
 
 
 def load_shakespeare(data_dir: Path, *, root: str, users: list[str] | None) -> Source:
-    return _load("shakespeare", _encode_shakespeare, data_dir, root, users)
+    return _load("shakespeare", _encode_shakespeare, list(VOCAB), data_dir, root, users)

@@ -56,33 +56,30 @@ def read_idx(path: Path) -> np.ndarray:
         with open(path, "rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
         with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
-            return _parse_idx(path, f)
+            head = f.read(4)
+            if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in IDX_DTYPES:
+                raise UserError(f"{path} is not an IDX file (bad magic number); re-download it")
+            raw_dims = f.read(4 * head[3])
+            if len(raw_dims) < 4 * head[3]:
+                raise UserError(f"{path} is truncated inside its header; re-download it")
+            dims = struct.unpack(f">{head[3]}I", raw_dims)
+            dtype = np.dtype(IDX_DTYPES[head[2]])
+            need = (math.prod(dims) if dims else 0) * dtype.itemsize
+            if need > MAX_IDX_BYTES:
+                raise UserError(f"{path}: header declares {dims} values ({need} bytes), more than "
+                                f"the {MAX_IDX_BYTES} bytes an IDX file may hold; re-download it")
+            data = f.read(need)
+            if len(data) < need:
+                raise UserError(f"{path} is truncated: header says {dims}, file holds "
+                                f"{len(data) // dtype.itemsize} values; re-download it")
+            if f.read(1):
+                raise UserError(f"{path} holds more data than its header {dims} declares; "
+                                "re-download it")
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise UserError(f"{path} is a truncated or corrupt gzip file ({reason(e)}); "
                         "re-download it") from None
     except OSError as e:
         raise UserError(f"{path} cannot be read ({reason(e)})") from None
-
-
-def _parse_idx(path: Path, f) -> np.ndarray:
-    head = f.read(4)
-    if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in IDX_DTYPES:
-        raise UserError(f"{path} is not an IDX file (bad magic number); re-download it")
-    raw_dims = f.read(4 * head[3])
-    if len(raw_dims) < 4 * head[3]:
-        raise UserError(f"{path} is truncated inside its header; re-download it")
-    dims = struct.unpack(f">{head[3]}I", raw_dims)
-    dtype = np.dtype(IDX_DTYPES[head[2]])
-    need = (math.prod(dims) if dims else 0) * dtype.itemsize
-    if need > MAX_IDX_BYTES:
-        raise UserError(f"{path}: header declares {dims} values ({need} bytes), more than the "
-                        f"{MAX_IDX_BYTES} bytes an IDX file may hold; re-download it")
-    data = f.read(need)
-    if len(data) < need:
-        raise UserError(f"{path} is truncated: header says {dims}, file holds "
-                        f"{len(data) // dtype.itemsize} values; re-download it")
-    if f.read(1):
-        raise UserError(f"{path} holds more data than its header {dims} declares; re-download it")
     return np.frombuffer(data, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="))
 
 
@@ -95,7 +92,7 @@ def _complete(dirs: list[Path], names: list[str]) -> list[Path] | None:
     return None
 
 
-def _load_idx_pair(paths: list[Path], num_classes: int | None
+def _load_idx_pair(paths: list[Path], num_classes: int
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(train images, train labels, test images, test labels) -> x [M,H,W], y [M], is_test [M];
     labels outside ``0..num_classes-1`` are refused, naming the label file."""
@@ -104,7 +101,7 @@ def _load_idx_pair(paths: list[Path], num_classes: int | None
         if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
             raise UserError(f"{p}: images {x.shape} and labels {y.shape} do not match; "
                             "re-download the dataset")
-        check_labels(y, num_classes or np.iinfo(np.int64).max, str(q), "re-download it")
+        check_labels(y, num_classes, str(q), "re-download it")
     x = np.concatenate([xtr, xte])
     y = np.concatenate([ytr, yte]).astype(np.int64)
     is_test = np.concatenate([np.zeros(len(ytr), bool), np.ones(len(yte), bool)])
@@ -180,8 +177,7 @@ def load_emnist(data_dir: Path, *, split: str, normalize: str, download: bool) -
     names = [f"emnist-{split}-{n.replace('t10k', 'test')}" for n in IDX_NAMES]
     ensure("emnist", raw, [EMNIST_ZIP], raw, download,
            lambda: _complete([raw, raw / "gzip"], names) is not None)
-    x, y, t = _load_idx_pair(_complete([raw, raw / "gzip"], names), EMNIST_NUM_CLASSES.get(split))
+    n_cls = EMNIST_NUM_CLASSES[split]
+    x, y, t = _load_idx_pair(_complete([raw, raw / "gzip"], names), n_cls)
     x = np.ascontiguousarray(x.transpose(0, 2, 1))     # NIST column order -> upright images
-    classes = EMNIST_BYCLASS if split == "byclass" else None
-    n_cls = EMNIST_NUM_CLASSES.get(split) or int(y.max()) + 1
-    return _source(x, y, t, normalize, n_cls, classes)
+    return _source(x, y, t, normalize, n_cls, EMNIST_BYCLASS if split == "byclass" else None)

@@ -40,32 +40,27 @@ def compose(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     return canvas[:, idx][:, :, idx]
 
 
-def _pairs(x_left, y_left, x_right, y_right, count: int | None, rng: np.random.Generator):
-    """Canvases and ``[n, 2]`` labels: every (kept) left image with a uniform random partner."""
-    n = len(x_left)
-    keep = np.arange(n) if count is None else np.sort(rng.choice(n, min(int(count), n), replace=False))
-    partner = rng.integers(0, len(x_right), size=n)[keep]
-    images = compose(x_left[keep], x_right[partner])
-    labels = np.stack([y_left[keep], y_right[partner]], axis=1).astype(np.int64)
-    return images, labels
-
-
 def build(left, right, seed: int, train_samples: int | None, test_samples: int | None,
-          normalize: str) -> Source:
+          normalize: str, location: str | None = None) -> Source:
     """``left`` / ``right``: (x, y, is_test) arrays of the two image families."""
     rng = np.random.default_rng(seed)
     xs, ys, flags = [], [], []
     for test, count in ((False, train_samples), (True, test_samples)):
         lx, ly = left[0][left[2] == test], left[1][left[2] == test]
         rx, ry = right[0][right[2] == test], right[1][right[2] == test]
-        x, y = _pairs(lx, ly, rx, ry, count, rng)
-        xs.append(x)
-        ys.append(y)
-        flags.append(np.full(len(y), test))
+        # every (kept) left image with a uniform random partner
+        keep = np.arange(len(lx))
+        if count is not None:
+            keep = np.sort(rng.choice(len(lx), min(int(count), len(lx)), replace=False))
+        partner = rng.integers(0, len(rx), size=len(lx))[keep]
+        xs.append(compose(lx[keep], rx[partner]))
+        ys.append(np.stack([ly[keep], ry[partner]], axis=1).astype(np.int64))
+        flags.append(np.full(len(keep), test))
     x, is_test = np.concatenate(xs)[:, None], np.concatenate(flags)
     return Source(x=pixels.normalize(x, is_test, normalize, [0.1307], [0.3081]),
                   y=torch.from_numpy(np.concatenate(ys)), is_test=torch.from_numpy(is_test),
-                  num_classes=10, input_shape=(1, SIDE, SIDE), task="multitask", task_names=TASKS)
+                  num_classes=10, input_shape=(1, SIDE, SIDE), task="multitask", task_names=TASKS,
+                  location=location)
 
 
 def load_multimnist(data_dir: Path, *, seed: int, train_samples: int | None,
@@ -78,9 +73,7 @@ def load_multifashion(data_dir: Path, *, seed: int, train_samples: int | None,
                       test_samples: int | None, normalize: str, download: bool,
                       system_dir: str | None) -> Source:
     fashion, src_dir = load_arrays(data_dir, "fmnist", download, system_dir)
-    src = build(fashion, fashion, seed, train_samples, test_samples, normalize)
-    src.location = src_dir
-    return src
+    return build(fashion, fashion, seed, train_samples, test_samples, normalize, src_dir)
 
 
 def load_multifashion_mnist(data_dir: Path, *, seed: int, train_samples: int | None,
@@ -88,6 +81,5 @@ def load_multifashion_mnist(data_dir: Path, *, seed: int, train_samples: int | N
                             system_dir: str | None) -> Source:
     mnist, mnist_dir = load_arrays(data_dir, "mnist", download)
     fashion, fashion_dir = load_arrays(data_dir, "fmnist", download, system_dir)
-    src = build(mnist, fashion, seed, train_samples, test_samples, normalize)
-    src.location = f"{mnist_dir} and {fashion_dir}"
-    return src
+    return build(mnist, fashion, seed, train_samples, test_samples, normalize,
+                 f"{mnist_dir} and {fashion_dir}")

@@ -91,10 +91,9 @@ def femnist_skewed(labels: np.ndarray, num_clients: int, rng: np.random.Generato
     ``j < classes_per_client``, each class's shuffled samples split evenly among its clients.
     Default classes 36..45 = lower-case a..j of the 62 FEMNIST / EMNIST-byclass classes."""
     cls = list(FEMNIST_LETTERS if classes is None else classes)
-    per = classes_per_client             # 1..len(cls): fedmoo.config.hparams.partition checks it
     owners: dict[int, list[int]] = {c: [] for c in range(len(cls))}
     for k in range(num_clients):
-        for j in range(per):
+        for j in range(classes_per_client):   # 1..len(cls): the declaration checks it
             owners[(k + j) % len(cls)].append(k)
     parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
     for c, ks in owners.items():

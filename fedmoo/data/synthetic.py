@@ -80,5 +80,4 @@ def load(data_dir, *, num_users: int | None, alpha: float, beta: float, seed: in
     if num_users is None:     # num_users: ${num_clients} with num_clients: null
         raise UserError("data=synthetic generates its users, so it has no own number of "
                         "clients: set num_clients (e.g. num_clients=30) or data.num_users")
-    return generate(num_users=num_users, alpha=alpha, beta=beta, seed=seed, iid=iid,
-                    max_samples=max_samples)
+    return generate(num_users, alpha, beta, seed, iid, max_samples)
