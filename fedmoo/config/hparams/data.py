@@ -2,7 +2,7 @@
 fedmoo.data, declared under each source's slug. Every source has the keys that describe its
 samples (``Dataset``: ``input_shape``, ``num_classes``, which the loader fixes: another value is
 refused when the data is loaded); the rest are its loader's options, which the loader receives
-resolved (fedmoo.data's ``_load_source``). The help here is what ``fedmoo list data NAME`` and
+resolved (``fedmoo.data.load_source``). The help here is what ``fedmoo list data NAME`` and
 the override checks show; docs/datasets.md says more."""
 
 from __future__ import annotations
