@@ -46,6 +46,11 @@ def activations_per_sample(model: torch.nn.Module, x1: torch.Tensor) -> int:
     return total
 
 
+def available(device: torch.device) -> int | None:
+    """Bytes fedmoo may still allocate on ``device`` (None if unknown; ``fedmoo.budget``)."""
+    return budget.available(device)
+
+
 def kept(algo, num_clients: int) -> int:
     """Model-sized vectors ``algo``'s state keeps besides w, for ``num_clients`` clients."""
     per_client, total = algo.kept_vectors
@@ -60,7 +65,7 @@ def lower_bound(d: int, per_round: int, acts: int = 0, batch: int = 1, kept: int
 
 def check_fits(cfg: dict[str, Any], d: int | None, per_round: int, device: torch.device,
                acts: int = 0, kept: int = 0) -> None:
-    free = budget.available(device)   # bytes fedmoo may still allocate (None: unknown)
+    free = available(device)
     if d is None or free is None:
         return
     batch = int(cfg["client"]["batch_size"] or 1)   # null = full batch
