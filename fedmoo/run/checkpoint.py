@@ -9,7 +9,6 @@ one line (a UserError).
 
 from __future__ import annotations
 
-import contextlib
 import io
 import math
 import random
@@ -65,20 +64,17 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
 def check_loadable(value: Any, where: str) -> None:
     """Raise TypeError unless ``value`` is made of what ``torch.load(weights_only=True)`` reads
     back: tensors, numbers, strings, None, and lists / tuples / dicts of those."""
-    if isinstance(value, (torch.Tensor, int, float, str, bool, type(None))):
-        return
     if isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             check_loadable(v, f"{where}[{i}]")
-        return
-    if isinstance(value, dict):
+    elif isinstance(value, dict):
         for k, v in value.items():
             check_loadable(k, f"{where} key")
             check_loadable(v, f"{where}[{k!r}]")
-        return
-    raise TypeError(f"{where} is a {type(value).__module__}.{type(value).__qualname__}; "
-                    "checkpointed state may hold only tensors, numbers, strings and "
-                    "lists/dicts of those")
+    elif not isinstance(value, (torch.Tensor, int, float, str, bool, type(None))):
+        raise TypeError(f"{where} is a {type(value).__module__}.{type(value).__qualname__}; "
+                        "checkpointed state may hold only tensors, numbers, strings and "
+                        "lists/dicts of those")
 
 
 def save(run_dir: Path, state: ServerState, rows: list[dict[str, Any]], cfg: dict[str, Any],
@@ -125,27 +121,20 @@ class Misfit(Exception):
     """What in a checkpoint does not fit (the message names it)."""
 
 
-@contextlib.contextmanager
-def _refused(path: Path):
-    """A Misfit raised inside becomes the run's one-line UserError."""
-    try:
-        yield
-    except Misfit as e:
-        raise UserError(f"checkpoint {path} does not fit this run: {e}; delete it or run with "
-                        "resume=false to start over") from None
-
-
 def check(ckpt: dict[str, Any], path: Path, template: ServerState, data_digest: str | None,
           rounds: int, eval_every: int, same_config: Callable[[dict], None]) -> None:
     """Raise a UserError naming the first part of ``ckpt`` that does not fit this run: its
     fields, its configuration (``same_config`` raises its own error), data digest, state
     (``template``: each tensor's dtype and shape), round, rows and RNG states."""
-    with _refused(path):
+    try:
         _same_keys(set(ckpt), set(FIELDS), "field", "")
         if not isinstance(ckpt["config"], dict):
             raise Misfit("its config is not a mapping")
         same_config(ckpt["config"])
         _check(ckpt, template, data_digest, rounds, eval_every)
+    except Misfit as e:
+        raise UserError(f"checkpoint {path} does not fit this run: {e}; delete it or run with "
+                        "resume=false to start over") from None
 
 
 def _check(ckpt, template, data_digest, rounds, eval_every) -> None:
@@ -169,13 +158,13 @@ def _check(ckpt, template, data_digest, rounds, eval_every) -> None:
     if saved["round"] != rnd:
         raise Misfit(f"round {rnd} differs from its state's round {saved['round']!r}")
     _check_rows(ckpt["rows"], rnd, rounds, eval_every)
-    rng, rng_template = ckpt["rng"], rng_state()
+    rng = ckpt["rng"]
     if not isinstance(rng, dict):
         raise Misfit("rng is not a mapping of generator states")
-    _same_keys(set(rng) - {"cuda"}, set(rng_template) - {"cuda"}, "RNG state", "")
+    rng_template = {k: v for k, v in rng_state().items() if k != "cuda"}
+    _same_keys(set(rng) - {"cuda"}, set(rng_template), "RNG state", "")
     for name, ref in rng_template.items():
-        if name != "cuda":
-            _fits(rng[name], ref, f"rng.{name}", strict=True)
+        _fits(rng[name], ref, f"rng.{name}", strict=True)
     if "cuda" in rng and not (isinstance(rng["cuda"], (list, tuple))
                               and all(isinstance(t, torch.Tensor) for t in rng["cuda"])):
         raise Misfit("rng.cuda is not a list of CUDA generator states")

@@ -19,7 +19,10 @@ def check_diverged(w, losses, round_done: int,
     ``{name: model}`` (``reported_models``; a ``[N, d]`` model is one model per client)."""
     limit = cfg["diverge_norm"]
     models = {"the global model": w} if isinstance(w, torch.Tensor) else w
-    norms = {name: _norm(m) for name, m in models.items()}
+    norms = {}
+    for name, m in models.items():   # a model per client [N, d]: the largest norm
+        n = torch.linalg.vector_norm(m, dim=-1, dtype=torch.float64)
+        norms[name] = float(n.max()) if n.numel() else 0.0
     losses = [] if losses is None else [losses] if isinstance(losses, torch.Tensor) else losses
     bad = [name for name, n in norms.items() if not np.isfinite(n)]
     big = [name for name, n in norms.items() if limit is not None and n > float(limit)]
@@ -40,12 +43,6 @@ def _diverged(round_done: int, what: str, cfg: dict[str, Any]) -> DivergenceErro
     return DivergenceError(f"training diverged in round {round_done}: {what}; lower client.lr "
                            f"(now {cfg['client']['lr']}) or the server step size, or check the "
                            "algo.* and attack settings")
-
-
-def _norm(w: torch.Tensor) -> float:
-    """The L2 norm of a model ``[d]``; the largest of a model per client ``[N, d]``."""
-    norms = torch.linalg.vector_norm(w, dim=-1, dtype=torch.float64)
-    return float(norms.max()) if norms.numel() else 0.0
 
 
 def reported_models(algo, state) -> dict[str, torch.Tensor]:

@@ -75,11 +75,9 @@ class Lines(contextlib.AbstractContextManager):
     def update(self, n: int = 1) -> None:
         self.n += n
         now = self.clock()
-        if not self.said or now - self.last >= self.every or self.n >= self.total:
-            self.said, self.last = True, now
-            self.say(now)
-
-    def say(self, now: float) -> None:
+        if self.said and now - self.last < self.every and self.n < self.total:
+            return      # a line after the first round, every ``every`` seconds and the last
+        self.said, self.last = True, now
         done, elapsed = self.n - self.initial, now - self.t0
         left = (f", about {duration(elapsed / done * (self.total - self.n))} left"
                 if 0 < done and self.n < self.total else "")

@@ -29,6 +29,7 @@ from fedmoo.engine.cpu_layout import set_row_threads
 from fedmoo.errors import UserError
 from fedmoo.params import num_params
 from fedmoo.run import memory
+from fedmoo.run.tracker_child import first_line
 from fedmoo.config.schema import cohort_size
 
 log = logging.getLogger(__name__)
@@ -213,21 +214,15 @@ def build_model(cfg: dict[str, Any], federation, one: torch.Tensor) -> torch.nn.
     data fails here in one line naming both, not with a shape error inside the first round."""
     m, d = cfg["model"].get("name"), cfg["data"].get("name")
     shape, classes = tuple(federation.input_shape), federation.num_classes
-
-    def mismatch(e: Exception) -> UserError:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return UserError(f"model={m} does not fit data={d} (inputs of shape {list(shape)}, "
-                         f"{classes} classes): {msg}; choose a model made for {d} "
-                         "(see `fedmoo list model`)")
-
     try:
         model = models.build(cfg["model"], shape, classes, federation.num_tasks).eval()
         with torch.no_grad():
             out = model(one)
+        if federation.task == "classification" and federation.y.dim() == 1 and (
+                out.dim() != 2 or out.shape[1] != classes):
+            raise ValueError(f"it outputs shape {list(out.shape[1:])} per sample")
     except (ValueError, RuntimeError, IndexError) as e:
-        raise mismatch(e) from e
-    model.train()
-    if federation.task == "classification" and federation.y.dim() == 1 and (
-            out.dim() != 2 or out.shape[1] != classes):
-        raise mismatch(ValueError(f"it outputs shape {list(out.shape[1:])} per sample"))
-    return model
+        raise UserError(f"model={m} does not fit data={d} (inputs of shape {list(shape)}, "
+                        f"{classes} classes): {first_line(e)}; choose a model made for {d} "
+                        "(see `fedmoo list model`)") from e
+    return model.train()

@@ -15,7 +15,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from fedmoo.report.results import atomic_write_text
+from fedmoo.report.results import atomic_write_text, read_summary
 from fedmoo.run.progress import duration
 
 log = logging.getLogger(__name__)
@@ -34,11 +34,8 @@ def start(sweep_dir: Path, jobs: int, swept: list[str]) -> None:
 
 def info(sweep_dir: Path) -> dict[str, Any] | None:
     """The sweep's note (``jobs``, ``start``, ``swept``), if fedmoo's sweeper wrote one."""
-    try:
-        note = json.loads((Path(sweep_dir) / NOTE).read_text())
-    except (OSError, ValueError):
-        return None
-    return note if isinstance(note, dict) and isinstance(note.get("jobs"), int) else None
+    note = read_summary(Path(sweep_dir) / NOTE)   # any JSON mapping, or None
+    return note if note is not None and isinstance(note.get("jobs"), int) else None
 
 
 def job_started(sweep_dir: Path, num: int, label: str) -> None:
