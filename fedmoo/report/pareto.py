@@ -24,8 +24,7 @@ from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
 from fedmoo.report.checks import require_known, writing
 from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs
-from fedmoo.report.labels import axis_label
-from fedmoo.report.plots import labeller, metric_range, pyplot
+from fedmoo.report.plots import axis_label, labeller, metric_range, pyplot
 from fedmoo.report.tables import load_spec
 
 log = logging.getLogger(__name__)
