@@ -67,7 +67,7 @@ class RoundsWriter:
         self.rows.append(row)
         new = [k for k in row if k not in self.columns]
         self.columns += new
-        if new or len(self.rows) == 1:
+        if new:
             atomic_write_text(self.path, csv_text(self.columns, self.rows))
             return
         with open(self.path, "a", newline="") as f:
