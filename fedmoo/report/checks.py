@@ -12,9 +12,9 @@ from pathlib import Path
 from fedmoo.errors import UserError
 
 
-def did_you_mean(name: str, known: Iterable[str], n: int = 3) -> str:
+def did_you_mean(name: str, known: Iterable[str]) -> str:
     """``; did you mean test/acc_worst10?`` (the closest known names), else ``''``."""
-    close = difflib.get_close_matches(name, list(known), n=n, cutoff=0.7)
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.7)
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 

@@ -190,7 +190,7 @@ def load_job(path: Path) -> Job:
             problems.append(f"rounds.csv: {job.rounds_problem}")
     if job.config is None and not problems:
         problems.append("no configuration recorded (.hydra/config.yaml or summary.json config)")
-    if problems and job.config is None and job.status in ("missing", "incomplete"):
+    if job.config is None and job.status in ("missing", "incomplete"):
         job.status = "corrupt"
     job.reason = "; ".join(problems) or None
     return job

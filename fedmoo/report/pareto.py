@@ -24,8 +24,7 @@ from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
 from fedmoo.report.checks import require_known, writing
 from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs
-from fedmoo.report.labels import axis_label
-from fedmoo.report.plots import labeller, metric_range, pyplot
+from fedmoo.report.plots import axis_label, labeller, metric_range, pyplot
 from fedmoo.report.tables import load_spec
 
 log = logging.getLogger(__name__)
@@ -99,10 +98,6 @@ def render(recs: list[dict], x: str, y: str, hv: float, ref: tuple[float, float]
     return "\n".join(lines)
 
 
-def _overlaps(a, b) -> bool:
-    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
-
-
 # Offsets (points) and alignments tried for a label, nearest first.
 OFFSETS = [(6, 6, "left", "bottom"), (6, -6, "left", "top"), (-6, 6, "right", "bottom"),
            (-6, -6, "right", "top"), (0, 10, "center", "bottom"), (0, -10, "center", "top"),
@@ -145,7 +140,7 @@ def place_labels(ax, recs: list[dict]) -> str:
     for i, r in enumerate(recs):
         box, t = _annotate(ax, r["label"], r, r["front"], lambda box, _: (
             frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
-            and not any(_overlaps(box, o) for o in placed + dots[:i] + dots[i + 1:])))
+            and not any(box.fully_overlaps(o) for o in placed + dots[:i] + dots[i + 1:])))
         if box is None:
             for t in texts:
                 t.remove()
@@ -171,7 +166,7 @@ def _numbered(ax, recs: list[dict]) -> str:
     for _, members in spots:             # each at the first place clear of the other notes
         notes.append(_annotate(ax, ",".join(str(i + 1) for i in members), recs[members[0]],
                                any(recs[i]["front"] for i in members),
-                               lambda box, last: last or not any(_overlaps(box, o)
+                               lambda box, last: last or not any(box.fully_overlaps(o)
                                                                  for o in notes))[0])
     key = "\n".join(f"{i}  {r['label']}" for i, r in enumerate(recs, 1))
     ax.text(1.03, 1.0, key, transform=ax.transAxes, fontsize=7, va="top", ha="left")

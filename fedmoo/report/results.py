@@ -67,13 +67,12 @@ class RoundsWriter:
         self.rows.append(row)
         new = [k for k in row if k not in self.columns]
         self.columns += new
-        if new or len(self.rows) == 1:
+        if new:
             atomic_write_text(self.path, csv_text(self.columns, self.rows))
             return
         with open(self.path, "a", newline="") as f:
             csv.DictWriter(f, fieldnames=self.columns, restval="").writerow(
                 {k: _fmt(v) for k, v in row.items()})
-            f.flush()
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -179,4 +178,3 @@ class ClientsRoundsWriter:
             for k in range(len(test_acc)):
                 w.writerow([round_done, k, *(_fmt(statistics.fmean(v[k].reshape(-1).tolist()))
                                              for v in (test_acc, test_loss, train_loss))])
-            f.flush()

@@ -15,6 +15,7 @@ import logging
 import math
 import re
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -163,19 +164,20 @@ def recipe_gaps(g: Group, experiment: str | None, primary: list[str],
         return []
     row = tuple(f"{'+' if k.startswith('row/') else ''}{k}={g.value(k)}" for k in primary
                 if g.value(k) != "")
-    if (experiment, row) not in _recipes:
-        try:
-            _recipes[experiment, row] = flatten(compose([f"experiment={experiment}", *row]))
-        except UserError:
-            _recipes[experiment, row] = {}
     job = g.jobs[0]
     ours = job.identity()
     return [f"{k}={as_text(ours[k])} (recipe {as_text(v)})"
-            for k, v in _recipes[experiment, row].items()
+            for k, v in _recipe(compose, experiment, row).items()
             if k in ours and is_result_key(k) and k not in job.seed_keys and not _same(ours[k], v)]
 
 
-_recipes: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}   # composed once a process
+@lru_cache(maxsize=None)
+def _recipe(compose: Callable, experiment: str, row: tuple[str, ...]) -> dict[str, Any]:
+    """``experiment`` composed with a row's overrides, flattened (composed once a process)."""
+    try:
+        return flatten(compose([f"experiment={experiment}", *row]))
+    except UserError:
+        return {}
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -268,11 +270,8 @@ def cell(r: dict[str, Any], m: dict[str, Any], dec: int, std: bool = True) -> st
     return text
 
 
-def escape_md(text: str) -> str:
-    """A markdown table cell: ``|`` would end the cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
+# A markdown table cell's: ``|`` would end the cell
+MD_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "\n": " "})
 # LaTeX's special characters, escaped in one pass (``str.translate``: escapes are not re-escaped)
 LATEX_ESCAPES = str.maketrans({
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -313,7 +312,8 @@ def render(records: list[dict[str, Any]], spec: dict[str, Any], fmt: str, keys: 
            if show_std and any(r["n_seeds"] == 1 for r in records) else []))
     title = spec.get("title")
     if fmt == "md":
-        out = ["| " + " | ".join(escape_md(c) for c in cells) + " |" for cells in lines]
+        out = ["| " + " | ".join(str(c).translate(MD_ESCAPES) for c in cells) + " |"
+               for cells in lines]
         out.insert(1, "|" + "---|" * len(lines[0]))
         return ((f"**{title}**\n\n" if title else "") + "\n".join(out) + "\n"
                 + (f"\n{footnote}\n" if footnote else ""))
