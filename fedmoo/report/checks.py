@@ -36,3 +36,10 @@ def writing(option: str, path: str | Path) -> Iterator[None]:
         why = e.strerror or " ".join(str(e).split())
         raise UserError(f"{option} {path}: cannot write there ({why}); choose a writable "
                         "path") from None
+
+
+def check_dpi(dpi: int) -> None:
+    """``--dpi`` of a figure: 10 to 2400 (matplotlib refuses 0 with a traceback and runs out of
+    memory on a huge one)."""
+    if not 10 <= dpi <= 2400:
+        raise UserError(f"--dpi {dpi} is out of range; give 10 to 2400 (300 for print)")

@@ -22,7 +22,7 @@ import numpy as np
 
 from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
-from fedmoo.report.checks import require_known, writing
+from fedmoo.report.checks import check_dpi, require_known, writing
 from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs
 from fedmoo.report.plots import axis_label, labeller, metric_range, pyplot
 from fedmoo.report.tables import load_spec
@@ -254,6 +254,7 @@ def main(args: list[str]) -> int:
     y = ns.y or conf.get("y") or "test/acc_worst10"
     minimize_y = bool(ns.minimize_y if ns.minimize_y is not None else conf.get("minimize_y"))
     given = ns.ref or conf.get("ref")
+    check_dpi(ns.dpi)
     if x == y:
         raise UserError(f"--x and --y are both {x}: a trade-off needs two different metrics "
                         "(e.g. --x test/acc_mean --y test/acc_worst10)")

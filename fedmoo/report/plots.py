@@ -22,7 +22,7 @@ from fedmoo.report import tables
 from fedmoo.report.jobs import (Group, Job, as_text, counts, find_jobs, group_jobs, label_keys,
                                 left_out, skipped_line, status_counts)
 from fedmoo.report.results import one_line
-from fedmoo.report.checks import require_known, writing
+from fedmoo.report.checks import check_dpi, require_known, writing
 
 log = logging.getLogger(__name__)
 
@@ -471,8 +471,7 @@ def main(argv: list[str]) -> int:
                    help="multi-task runs: radar chart of the final per-task values of PATTERN "
                    f"(a rounds.csv column with {{}} for the task index; default {RADAR_DEFAULT})")
     ns = p.parse_args(argv)
-    if not 10 <= ns.dpi <= 2400:
-        raise UserError(f"--dpi {ns.dpi} is out of range; give 10 to 2400 (300 for print)")
+    check_dpi(ns.dpi)
     jobs = find_jobs(ns.dirs)
     groups = group_jobs(jobs)
     check_jobs(jobs, groups, ns.include_failed)

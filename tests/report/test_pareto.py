@@ -152,6 +152,8 @@ def test_points_too_close_to_label_are_numbered_with_a_key_beside(tmp_path):
      "--x and --y are both test/acc_mean: a trade-off needs two different metrics"),
     (["--ref", "inf", "inf"], "--ref inf inf: the reference point must be two finite numbers"),
     (["--ref", "40", "nan"], "--ref 40.0 nan: the reference point must be two finite numbers"),
+    (["--dpi", "0", "--out", "f.png"], "--dpi 0 is out of range; give 10 to 2400"),   # was a
+    (["--dpi", "100000", "--out", "f.png"], "--dpi 100000 is out of range"),   # traceback
 ])
 def test_a_degenerate_trade_off_is_one_line(tmp_path, capsys, args, needle):
     _five(tmp_path, close=False)
