@@ -127,8 +127,6 @@ def check(p: Plan) -> None:
         try:
             checked.load_configuration(config_name=p.config_name, overrides=list(p.overrides),
                                        run_mode=RunMode.MULTIRUN if p.multirun else RunMode.RUN)
-        except Refused:
-            raise
         except Exception as e:  # noqa: BLE001 - nothing Hydra cannot compose is handed to it
             from fedmoo.cli.overrides import hydra_error_line
             from fedmoo.cli.groups import GROUPS
@@ -148,24 +146,20 @@ class Callbacks:
         nodes = OmegaConf.select(config, "hydra.callbacks") or {}
         self.callbacks = [instantiate(node) for node in nodes.values()]
 
-    def _notify(self, event: str, reverse: bool = False, **kwargs: Any) -> None:
-        for c in reversed(self.callbacks) if reverse else self.callbacks:
-            try:
-                getattr(c, event)(**kwargs)
-            except Exception as e:  # noqa: BLE001 - Hydra's rule: a callback never stops a run
-                warnings.warn(f"Callback {type(c).__name__}.{event} raised {type(e).__name__}: "
-                              f"{e}", stacklevel=2)
+    def __getattr__(self, event: str) -> Callable[..., None]:
+        """``on_run_start``, ``on_multirun_end``, ``on_job_start``, ...: tell every callback."""
+        if not event.startswith("on_"):     # unpickling looks up before __dict__
+            raise AttributeError(event)
 
-    def _event(name: str, reverse: bool = False):
-        def notify(self, config: Any, **kwargs: Any) -> None:
-            self._notify(name, reverse, config=config, **kwargs)
+        def notify(**kwargs: Any) -> None:
+            for c in reversed(self.callbacks) if event.endswith("_end") else self.callbacks:
+                try:
+                    getattr(c, event)(**kwargs)
+                except Exception as e:  # noqa: BLE001 - Hydra's rule: a callback never stops a run
+                    warnings.warn(f"Callback {type(c).__name__}.{event} raised "
+                                  f"{type(e).__name__}: {e}", stacklevel=2)
+
         return notify
-
-    on_run_start, on_run_end = _event("on_run_start"), _event("on_run_end", True)
-    on_multirun_start = _event("on_multirun_start")
-    on_multirun_end = _event("on_multirun_end", True)
-    on_job_start, on_job_end = _event("on_job_start"), _event("on_job_end", True)
-    del _event
 
 
 def run(task_function: Callable, p: Plan) -> int:

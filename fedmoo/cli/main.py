@@ -68,10 +68,10 @@ def _fail(msg: str) -> int:
 
 
 def cmd_run(args: list[str]) -> int:
-    from fedmoo.cli import run_help
+    if "-h" in args or "--help" in args:   # fedmoo's help; Hydra's is --hydra-help
+        from fedmoo.cli.run_help import run_help
 
-    if any(a in run_help.HELP_FLAGS for a in args):   # fedmoo's help; Hydra's is --hydra-help
-        print(run_help.run_help(), end="")
+        print(run_help(), end="")
         return 0
     from fedmoo.cli import overrides
     from fedmoo.run.launchers import check_launcher

@@ -130,19 +130,17 @@ def normalize(args: list[str], groups: tuple[str, ...]) -> list[str]:
     return options + rest
 
 
-def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str]:
+def node_keys(args: list[str], dotted: str, groups: tuple[str, ...],
+              swept: str | None) -> list[str]:
     """Keys of the config node ``dotted`` once the group choices in ``args`` are applied; for a
-    group swept over several options (``data=digits,synthetic``), the keys every one has."""
+    group swept over several options (``swept``: ``digits,synthetic``), the keys every one has."""
     from fedmoo.cli.config import compose
 
-    args = normalize(args, groups)
-    choices = [a for a in args
+    choices = [a for a in normalize(args, groups)
                if "=" in a and a.partition("=")[0].lstrip("+") in groups and "," not in a]
     top = dotted.split(".")[0]
-    swept = next((a.partition("=")[2].split(",") for a in args
-                  if a.partition("=")[0].lstrip("+") == top and "," in a), [None])
     found: list[set[str]] = []
-    for option in swept:
+    for option in swept.split(",") if swept else [None]:
         node = compose(choices + ([f"{top}={option.strip()}"] if option else []), resolve=False)
         for part in dotted.split("."):
             node = node.get(part) if isinstance(node, dict) else None
@@ -174,14 +172,15 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
         if parent == "engine":    # `engine` holds a name; its options come as one section
             return (f"{key} cannot be set on its own: write the engine with its options, "
                     f"'engine={{name:batched,{leaf}:VALUE}}'")
+        swept = next((a.partition("=")[2] for a in args if "," in a
+                      and a.partition("=")[0].lstrip("+") == key.split(".")[0]), None)
         try:
-            keys = node_keys(args, parent, groups) if parent else sorted(top_level_keys(groups))
+            keys = (node_keys(args, parent, groups, swept) if parent
+                    else sorted(top_level_keys(groups)))
         except Exception:  # noqa: BLE001 - the key list is only a hint
             keys = []
         close = difflib.get_close_matches(leaf, keys, n=1)
         hint = f"did you mean {(parent + '.') if parent else ''}{close[0]}? " if close else ""
-        swept = next((a.partition("=")[2] for a in args if "," in a
-                      and a.partition("=")[0].lstrip("+") == key.split(".")[0]), None)
         of = f" of {parent}" + (f" (in every {key.split('.')[0]}={swept})" if swept else "")
         valid = f"valid keys{of if parent else ''}: {', '.join(keys)}; " if keys else ""
         return f"{key} is not a config key; {hint}{valid}see `fedmoo run --cfg job`"

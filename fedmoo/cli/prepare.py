@@ -18,9 +18,6 @@ from typing import Any
 from fedmoo.cli.groups import with_plugins
 from fedmoo.errors import UserError
 
-USAGE = "fedmoo prepare [overrides] [-m]"
-
-
 def _parse(overrides: list[str]):
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
@@ -101,7 +98,7 @@ def _where(location: str | None, data_dir: str) -> str:
 
 def main(args: list[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="fedmoo prepare", usage=USAGE,
+        prog="fedmoo prepare", usage="fedmoo prepare [overrides] [-m]",
         description="Download and cache the datasets that `fedmoo run [-m] OVERRIDES` needs "
                     "(run it once before a parallel sweep).")
     p.add_argument("-m", "--multirun", action="store_true", help="expand sweep overrides")

@@ -16,7 +16,6 @@ from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
 from fedmoo.config.knobs import show
 
 WIDTH = 100
-HELP_FLAGS = ("-h", "--help")
 
 USAGE = """\
 usage: fedmoo run [OVERRIDES...] [-m] [--cfg job] [--hydra-help]
@@ -58,13 +57,6 @@ GROUP_HELP = {
 }
 
 
-def _defaults() -> dict[str, str]:
-    """``group -> option`` of config.yaml's defaults list."""
-    entries = re.findall(r"^[ \t]*-[ \t]*([a-z_]+)[ \t]*:[ \t]*([A-Za-z0-9_./]+)",
-                         (CONF_DIR / "config.yaml").read_text(), re.M)
-    return {group: option for group, option in entries if group in GROUPS}
-
-
 def _item(head: str, text: str, col: int) -> str:
     """``head`` then ``text`` wrapped at WIDTH, continuation lines indented to ``col``."""
     pad = " " * col
@@ -95,7 +87,9 @@ def _options(group: str, default: str | None) -> list[str]:
 
 
 def run_help() -> str:
-    defaults = _defaults()
+    # group -> option of config.yaml's defaults list
+    defaults = dict(re.findall(r"^[ \t]*-[ \t]*([a-z_]+)[ \t]*:[ \t]*([A-Za-z0-9_./]+)",
+                               (CONF_DIR / "config.yaml").read_text(), re.M))
     parts = [USAGE, "", "config groups (GROUP=OPTION; `fedmoo list GROUP` describes each option):"]
     for group in GROUPS:
         parts.append(_item(f"  {group}=", GROUP_HELP.get(group, ""), 14))
