@@ -40,7 +40,7 @@ def plan(args: list[str]) -> Plan:
     """The plan of Hydra arguments (options first, as ``fedmoo.cli.overrides.normalize`` puts
     them); ``multirun`` is None for a flag this module does not run or an unusual
     ``hydra.mode`` override (``@hydra.main`` takes those)."""
-    from fedmoo.cli.groups import with_plugins
+    from fedmoo.cli.config import with_plugins
     from fedmoo.errors import UserError
 
     given: dict[str, str] = {}
@@ -129,9 +129,8 @@ def check(p: Plan) -> None:
                                        run_mode=RunMode.MULTIRUN if p.multirun else RunMode.RUN)
         except Exception as e:  # noqa: BLE001 - nothing Hydra cannot compose is handed to it
             from fedmoo.cli.overrides import hydra_error_line
-            from fedmoo.cli.groups import GROUPS
 
-            raise Refused(hydra_error_line(e, list(p.overrides), GROUPS)) from None
+            raise Refused(hydra_error_line(e, list(p.overrides))) from None
 
 
 class Callbacks:

@@ -14,8 +14,7 @@ import sys
 import traceback
 
 from fedmoo import logs
-from fedmoo.cli.groups import GROUPS, group_options
-from fedmoo.cli.option_help import option_text
+from fedmoo.cli.groups import GROUPS, group_options, option_text
 from fedmoo.errors import Refused, UserError
 
 # OpenMP threads that wait for work sleep instead of spinning (read once, when torch loads its
@@ -113,7 +112,7 @@ def cmd_run(args: list[str]) -> int:
             raise
         if trace:
             traceback.print_exc()
-        return _fail(overrides.hydra_error_line(e, args, GROUPS))
+        return _fail(overrides.hydra_error_line(e, args))
     return exit_status(failed_jobs=failed or 0)
 
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fedmoo.cli.groups import with_plugins
+from fedmoo.cli.config import with_plugins
 from fedmoo.errors import UserError
 
 def _parse(overrides: list[str]):

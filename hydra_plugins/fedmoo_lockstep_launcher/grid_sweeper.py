@@ -62,7 +62,6 @@ class GridSweeper(Sweeper):
         self.max_batch_size = max_batch_size
         self.params = dict(params or {})
         self.config: Any = None
-        self.hydra_context: Any = None
         self.launcher: Any = None
         self.loader: KeptConfigs | None = None
 
@@ -72,10 +71,9 @@ class GridSweeper(Sweeper):
 
         self.config = config
         self.loader = KeptConfigs(hydra_context.config_loader)
-        self.hydra_context = HydraContext(config_loader=self.loader,
-                                          callbacks=hydra_context.callbacks)
         self.launcher = Plugins.instance().instantiate_launcher(
-            hydra_context=self.hydra_context, task_function=task_function, config=config)
+            hydra_context=HydraContext(config_loader=self.loader, callbacks=hydra_context.callbacks),
+            task_function=task_function, config=config)
 
     def sweep(self, arguments: list[str]) -> list[Sequence[Any]]:
         from hydra.core.override_parser.overrides_parser import OverridesParser
