@@ -19,7 +19,6 @@ from typing import Any, Callable, NamedTuple
 
 CONFIG_MODULE, CONFIG_NAME, JOB_NAME = "fedmoo.conf", "config", "app"
 MULTIRUN_FLAGS, RUN_FLAGS = ("-m", "--multirun"), ("-r", "--run")
-VALUED = ("-c", "--cfg", "-p", "--package")
 CONFIG_FLAGS = {"-cd": "config_dir", "--config-dir": "config_dir", "-cn": "config_name",
                 "--config-name": "config_name", "-cp": "config_path", "--config-path": "config_path"}
 
@@ -41,6 +40,7 @@ def plan(args: list[str]) -> Plan:
     them); ``multirun`` is None for a flag this module does not run or an unusual
     ``hydra.mode`` override (``@hydra.main`` takes those)."""
     from fedmoo.cli.config import with_plugins
+    from fedmoo.cli.overrides import VALUED
     from fedmoo.errors import UserError
 
     given: dict[str, str] = {}

@@ -76,9 +76,8 @@ def cmd_run(args: list[str]) -> int:
     from fedmoo.run.launchers import check_launcher
 
     args = overrides.aliases(args)
-    err = (overrides.check_overrides(args) or overrides.check_new_keys(args, GROUPS)
-           or check_launcher(args))
-    if err:
+    if err := (overrides.check_overrides(args) or overrides.check_new_keys(args, GROUPS)
+                or check_launcher(args)):
         return _fail(err)
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException

@@ -109,8 +109,7 @@ def main(args: list[str]) -> int:
     from fedmoo.cli.overrides import aliases, check_new_keys, check_overrides
 
     overrides = aliases(ns.overrides)
-    err = check_overrides(overrides) or check_new_keys(overrides, GROUPS)
-    if err:
+    if err := check_overrides(overrides) or check_new_keys(overrides, GROUPS):
         raise UserError(err)
     jobs = expand(overrides, ns.multirun)
     pairs = datasets(jobs)
