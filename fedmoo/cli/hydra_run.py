@@ -119,14 +119,11 @@ def loader(p: Plan):
 def check(p: Plan) -> None:
     """Compose ``p``'s configuration as ``@hydra.main`` will (for ``--cfg``, ``--hydra-help``,
     ...): ``Refused`` when it names foreign code or cannot be composed."""
-    from hydra.types import RunMode
-
     from fedmoo.errors import Refused
 
     with loader(p) as checked:
         try:
-            checked.load_configuration(config_name=p.config_name, overrides=list(p.overrides),
-                                       run_mode=RunMode.MULTIRUN if p.multirun else RunMode.RUN)
+            _compose(checked, p)
         except Exception as e:  # noqa: BLE001 - nothing Hydra cannot compose is handed to it
             from fedmoo.cli.overrides import hydra_error_line
 
@@ -165,26 +162,40 @@ def run(task_function: Callable, p: Plan) -> int:
     """Run ``task_function`` as Hydra's run or sweep of ``p``; returns the number of the sweep's
     jobs that failed or left no result (0 for a run). Errors propagate as under
     HYDRA_FULL_ERROR=1."""
+    from hydra.core.plugins import Plugins
     from hydra.core.utils import configure_log, run_job
-    from hydra.types import HydraContext, RunMode
+    from hydra.types import HydraContext
+    from omegaconf import OmegaConf
 
-    mode = RunMode.MULTIRUN if p.multirun else RunMode.RUN
+    from fedmoo.run.callbacks import SweepReport, failed_jobs
+
     with loader(p) as checked:
-        cfg = _compose(checked, p, mode)
+        cfg = _compose(checked, p)
         configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
         callbacks = Callbacks(cfg)
         context = HydraContext(config_loader=checked, callbacks=callbacks)  # type: ignore[arg-type]
-        if p.multirun:
-            return _sweep(context, task_function, cfg, p.config_name)
-        callbacks.on_run_start(config=cfg, config_name=p.config_name)
-        done = run_job(hydra_context=context, task_function=task_function, config=cfg,
-                       job_dir_key="hydra.run.dir", job_subdir_key=None)
-        callbacks.on_run_end(config=cfg, config_name=p.config_name, job_return=done)
-        done.return_value      # raises the job's error, as Hydra's run does
-        return 0
+        if not p.multirun:
+            callbacks.on_run_start(config=cfg, config_name=p.config_name)
+            done = run_job(hydra_context=context, task_function=task_function, config=cfg,
+                           job_dir_key="hydra.run.dir", job_subdir_key=None)
+            callbacks.on_run_end(config=cfg, config_name=p.config_name, job_return=done)
+            done.return_value      # raises the job's error, as Hydra's run does
+            return 0
+        started = time.time()
+        callbacks.on_multirun_start(config=cfg, config_name=p.config_name)
+        sweeper = Plugins.instance().instantiate_sweeper(config=cfg, hydra_context=context,
+                                                         task_function=task_function)
+        sweeper.sweep(arguments=OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False))
+        callbacks.on_multirun_end(config=cfg, config_name=p.config_name)
+        # the sweep report read every job's files already; without it (hydra.callbacks changed),
+        # read them here
+        report = next((c for c in callbacks.callbacks if isinstance(c, SweepReport)), None)
+        if report is not None and report.failed is not None:
+            return len(report.failed)
+        return len(failed_jobs(Path(str(cfg.hydra.sweep.dir)), started))
 
 
-def _compose(checked: Any, p: Plan, mode: Any) -> Any:
+def _compose(checked: Any, p: Plan) -> Any:
     """The run's configuration, or the sweep's. Hydra composes a sweep's without its swept
     values, so ``algo.q=1`` fails there when only a swept option (``+row/...=qfedavg_q5,...``)
     sets ``algo=qfedavg``: such an override is swept too, as ``algo.q=choice(1)`` (one value),
@@ -192,12 +203,14 @@ def _compose(checked: Any, p: Plan, mode: Any) -> Any:
     import re
 
     from hydra.errors import ConfigCompositionException
+    from hydra.types import RunMode
 
     overrides = list(p.overrides)
     while True:
         try:
-            return checked.load_configuration(config_name=p.config_name, overrides=overrides,
-                                              run_mode=mode)
+            return checked.load_configuration(
+                config_name=p.config_name, overrides=overrides,
+                run_mode=RunMode.MULTIRUN if p.multirun else RunMode.RUN)
         except ConfigCompositionException as e:
             m = re.search(r"Could not override '([^']+)'", str(e))
             at = [i for i, o in enumerate(overrides) if m and p.multirun
@@ -206,23 +219,3 @@ def _compose(checked: Any, p: Plan, mode: Any) -> Any:
                 raise
             key, _, value = overrides[at[0]].partition("=")
             overrides[at[0]] = f"{key}=choice({value})"
-
-
-def _sweep(context: Any, task_function: Callable, cfg: Any, config_name: str) -> int:
-    from hydra.core.plugins import Plugins
-    from omegaconf import OmegaConf
-
-    from fedmoo.run.callbacks import SweepReport, failed_jobs
-
-    started = time.time()
-    context.callbacks.on_multirun_start(config=cfg, config_name=config_name)
-    sweeper = Plugins.instance().instantiate_sweeper(config=cfg, hydra_context=context,
-                                                     task_function=task_function)
-    sweeper.sweep(arguments=OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False))
-    context.callbacks.on_multirun_end(config=cfg, config_name=config_name)
-    # the sweep report read every job's files already; without it (hydra.callbacks changed),
-    # read them here
-    report = next((c for c in context.callbacks.callbacks if isinstance(c, SweepReport)), None)
-    if report is not None and report.failed is not None:
-        return len(report.failed)
-    return len(failed_jobs(Path(str(cfg.hydra.sweep.dir)), started))
