@@ -133,20 +133,13 @@ def finish(job: Job, outcome) -> float | None:
     return outcome.final.get("test/acc_mean")
 
 
-def sweep_started(config: DictConfig, jobs: int) -> None:
-    """fedmoo's sweeper: a sweep of ``jobs`` jobs starts (fedmoo.run.sweeps)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
+def sweep_started(sweep_dir: Path, jobs: int, swept: list[str]) -> None:
+    """fedmoo's sweeper: a sweep of ``jobs`` jobs over the keys ``swept`` starts
+    (fedmoo.run.sweeps)."""
     from fedmoo.run import sweeps
-    from fedmoo.run.callbacks import as_typed
 
     try:
-        parsed = OverridesParser.create().parse_overrides(as_typed(config.hydra.overrides.task))
-        swept = [o.key_or_group for o in parsed if o.is_sweep_override()]
-    except Exception:  # noqa: BLE001 - Hydra reports a bad override itself
-        swept = []
-    try:
-        sweeps.start(Path(str(config.hydra.sweep.dir)), jobs, swept)
+        sweeps.start(sweep_dir, jobs, swept)
     except OSError as e:   # an unusable sweep directory fails its jobs, with their own message
         log.debug("no sweep progress: %s", e)
 

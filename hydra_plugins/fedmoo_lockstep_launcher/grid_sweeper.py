@@ -84,14 +84,14 @@ class GridSweeper(Sweeper):
 
         assert self.config is not None and self.launcher is not None
         parser = OverridesParser.create(config_loader=self.loader)
-        jobs = grid(parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()]
-                                           + list(arguments)))
+        given = parser.parse_overrides(list(arguments))
+        jobs = grid(parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()]) + given)
         size = self.max_batch_size or max(len(jobs), 1)
         self.validate_batch_is_legal(jobs[:size])   # a bad job: no sweep directory either
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        sweep_started(self.config, len(jobs))
+        sweep_started(sweep_dir, len(jobs), [o.key_or_group for o in given if o.is_sweep_override()])
         returns = []
         for first in range(0, len(jobs), size):
             batch = jobs[first:first + size]
