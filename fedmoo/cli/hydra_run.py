@@ -1,11 +1,10 @@
-"""``fedmoo run``'s Hydra app started through Hydra's public API, its configuration composed once
+"""``fedmoo run``'s Hydra app started through Hydra's public API: its configuration composed once
 and checked (``fedmoo.cli.trusted.CheckedLoader``) before Hydra's logging, callbacks, ``run_job``
-or sweeper use it: ``@hydra.main`` would compose it an extra time only to read ``hydra.mode``
-(docs/PERFORMANCE.md) and use it unchecked. The command line decides the mode (``-m`` or
-``hydra.mode=RUN|MULTIRUN``; one set in a config file is not read). ``--config-dir DIR`` becomes
-the first entry of ``hydra.searchpath``, an absolute ``--config-path`` replaces fedmoo's config
-folder; Hydra's other flags (``--cfg``, ``--info``, ...) go to ``@hydra.main``
-(``fedmoo.cli.app.main``) once ``check`` has composed their configuration the same way.
+or sweeper use it (``@hydra.main`` composes it twice, unchecked; docs/PERFORMANCE.md). The command
+line decides the mode (``-m`` or ``hydra.mode=RUN|MULTIRUN``, not a config file); ``--config-dir``
+and an absolute ``--config-path`` become the config search path; Hydra's other flags (``--cfg``,
+``--info``, ...) go to ``@hydra.main`` (``fedmoo.cli.app.main``) once ``check`` has composed
+their configuration the same way.
 """
 
 from __future__ import annotations
