@@ -108,15 +108,14 @@ def finish(job: Job, outcome) -> float | None:
     if isinstance(outcome, (UserError, DivergenceError)):
         if job.traceback:
             raise outcome
-        user = isinstance(outcome, UserError)
         log.error("%s", outcome)
-        if user:
+        if isinstance(outcome, UserError):   # (a diverged run has written its summary)
             restore_record(run_dir)   # Hydra's files of a refused run must not relabel a result
-        if user and not isinstance(outcome, RunDirBusy):  # a diverged run has written its summary
-            record_failure(run_dir, str(outcome), "user")
-        if job.multirun:
-            if user:
+            if not isinstance(outcome, RunDirBusy):
+                record_failure(run_dir, str(outcome), "user")
+            if job.multirun:
                 note_job_failure(run_dir, str(outcome), job.overrides)
+        if job.multirun:
             return None
         sys.exit(exit_status(outcome))
     if isinstance(outcome, BaseException):  # a bug: record it, keep a sweep going, show it
