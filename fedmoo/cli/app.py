@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import traceback as tb
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ class Job:
     traceback: bool
     overrides: list[str] | None = None   # the job's own, for the sweep's report
     sweep_dir: Path | None = None
+    num: int = 0                         # the job's number in its sweep
 
 
 def prepare(cfg: DictConfig) -> tuple[Job, Exception | None]:
@@ -61,13 +63,24 @@ def prepare(cfg: DictConfig) -> tuple[Job, Exception | None]:
     from hydra.types import RunMode
 
     from fedmoo.errors import UserError
+    from fedmoo.run import loggers, sweeps
     from fedmoo.run.callbacks import as_typed
 
     hc = HydraConfig.get()
     job = Job(cfg={}, run_dir=Path(hc.runtime.output_dir), record={},
               multirun=hc.mode == RunMode.MULTIRUN, traceback=bool(cfg.traceback),
               overrides=as_typed(hc.overrides.task))
-    _note_sweep(job, hc)
+    # in a sweep: the job's sweep directory, and what its trackers are told of the sweep
+    # (fedmoo.run.loggers.run_label)
+    os.environ.pop(loggers.SWEEP_ENV, None)
+    os.environ.pop(loggers.SWEPT_ENV, None)
+    if job.multirun:
+        job.sweep_dir = Path(str(hc.sweep.dir)).resolve()
+        job.num = int(hc.job.num)
+        os.environ[loggers.SWEEP_ENV] = str(job.sweep_dir)
+        note = sweeps.info(job.sweep_dir)
+        if note is not None:
+            os.environ[loggers.SWEPT_ENV] = ",".join(note.get("swept") or [])
     try:
         job.cfg = OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException as e:
@@ -95,15 +108,14 @@ def finish(job: Job, outcome) -> float | None:
     if isinstance(outcome, (UserError, DivergenceError)):
         if job.traceback:
             raise outcome
-        user = isinstance(outcome, UserError)
         log.error("%s", outcome)
-        if user:
+        if isinstance(outcome, UserError):   # (a diverged run has written its summary)
             restore_record(run_dir)   # Hydra's files of a refused run must not relabel a result
-        if user and not isinstance(outcome, RunDirBusy):  # a diverged run has written its summary
-            record_failure(run_dir, str(outcome), "user")
-        if job.multirun:
-            if user:
+            if not isinstance(outcome, RunDirBusy):
+                record_failure(run_dir, str(outcome), "user")
+            if job.multirun:
                 note_job_failure(run_dir, str(outcome), job.overrides)
+        if job.multirun:
             return None
         sys.exit(exit_status(outcome))
     if isinstance(outcome, BaseException):  # a bug: record it, keep a sweep going, show it
@@ -120,59 +132,26 @@ def finish(job: Job, outcome) -> float | None:
     return outcome.final.get("test/acc_mean")
 
 
-def _note_sweep(job: Job, hc) -> None:
-    """In a sweep: the job's sweep directory, and what its trackers are told of the sweep
-    (fedmoo.run.loggers.run_label)."""
-    import os
-
-    from fedmoo.run import loggers, sweeps
-
-    os.environ.pop(loggers.SWEEP_ENV, None)
-    os.environ.pop(loggers.SWEPT_ENV, None)
-    if not job.multirun:
-        return
-    job.sweep_dir = Path(str(hc.sweep.dir)).resolve()
-    os.environ[loggers.SWEEP_ENV] = str(job.sweep_dir)
-    note = sweeps.info(job.sweep_dir)
-    if note is not None:
-        os.environ[loggers.SWEPT_ENV] = ",".join(note.get("swept") or [])
-
-
-def sweep_started(config: DictConfig, jobs: int) -> None:
-    """fedmoo's sweeper: a sweep of ``jobs`` jobs starts (fedmoo.run.sweeps)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
+def sweep_started(sweep_dir: Path, jobs: int, swept: list[str]) -> None:
+    """fedmoo's sweeper: a sweep of ``jobs`` jobs over the keys ``swept`` starts
+    (fedmoo.run.sweeps)."""
     from fedmoo.run import sweeps
-    from fedmoo.run.callbacks import as_typed
 
     try:
-        parsed = OverridesParser.create().parse_overrides(as_typed(config.hydra.overrides.task))
-        swept = [o.key_or_group for o in parsed if o.is_sweep_override()]
-    except Exception:  # noqa: BLE001 - Hydra reports a bad override itself
-        swept = []
-    try:
-        sweeps.start(Path(str(config.hydra.sweep.dir)), jobs, swept)
+        sweeps.start(sweep_dir, jobs, swept)
     except OSError as e:   # an unusable sweep directory fails its jobs, with their own message
         log.debug("no sweep progress: %s", e)
 
 
 def task(cfg: DictConfig) -> float | None:
     """Hydra's task function of ``fedmoo run``: one job, its report and its sweep's value."""
-    from fedmoo.run import sweeps
+    from fedmoo.run import loggers, sweeps
 
     job, outcome = prepare(cfg)
     if job.sweep_dir is not None:
-        from hydra.core.hydra_config import HydraConfig
-
-        from fedmoo.run.loggers import run_label
-
-        hc = HydraConfig.get()
-        sweeps.job_started(job.sweep_dir, int(hc.job.num),
-                           run_label(job.run_dir, job.overrides)[0])
+        sweeps.job_started(job.sweep_dir, job.num, loggers.run_label(job.run_dir, job.overrides)[0])
     if outcome is None:
         try:
-            from fedmoo.run import loggers
-
             loggers.prestart(job.cfg["logger"])   # before torch: MLflow's import overlaps it
             from fedmoo.run import loop
 

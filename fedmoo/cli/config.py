@@ -1,10 +1,10 @@
-"""Compose fedmoo's Hydra config outside ``fedmoo run`` (describe, tests, adapters)."""
+"""Compose fedmoo's Hydra config outside ``fedmoo run`` (describe, tests, adapters), and the
+plugins' config folders every composition searches."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fedmoo.cli.groups import with_plugins
 from fedmoo.errors import UserError
 
 
@@ -29,3 +29,22 @@ def compose(overrides: list[str] | tuple[str, ...] = (), resolve: bool = True) -
                         or f"invalid configuration: {str(e).splitlines()[0]}") from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def with_plugins(args: list[str]) -> list[str]:
+    """``args`` with the plugins' conf folders added to ``hydra.searchpath``, in one override
+    (merged with those the command line gives, in their order)."""
+    from fedmoo.config import plugins
+
+    extra = plugins.search_path()
+    out, given, n = [], [], 0
+    for a in args:
+        key, eq, value = a.partition("=")
+        if eq and key.lstrip("+") == "hydra.searchpath":
+            given += [v.strip() for v in value.strip().strip("[]").split(",") if v.strip()]
+            n += 1
+        else:
+            out.append(a)
+    if not extra and n < 2:
+        return list(args)
+    return out + [f"hydra.searchpath=[{','.join(dict.fromkeys(given + extra))}]"]

@@ -16,9 +16,6 @@ from fedmoo.cli.overrides import check_overrides
 from fedmoo.errors import UserError
 from fedmoo.report.checks import writing
 
-USAGE = "fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]"
-
-
 def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
     """Everything ``describe`` prints, as one JSON-ready dict (plus private text-only keys)."""
     import numpy as np
@@ -51,13 +48,10 @@ def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
         sizes = {s: (None if getattr(fed, s) is None else getattr(fed, s).sizes.tolist())
                  for s in ("train", "val", "test")}
         for k in range(fed.num_clients):
-            row = {"id": k, **{s: (0 if v is None else int(v[k])) for s, v in sizes.items()}}
-            hist = {}
-            if y is not None:
-                counts = np.bincount(y[fed.train.of(k).numpy()], minlength=n_cls)
-                hist = {str(c): int(n) for c, n in enumerate(counts) if n}
-            row["labels"] = hist
-            info["clients"].append(row)
+            counts = [] if y is None else np.bincount(y[fed.train.of(k).numpy()], minlength=n_cls)
+            info["clients"].append({
+                "id": k, **{s: (0 if v is None else int(v[k])) for s, v in sizes.items()},
+                "labels": {str(c): int(n) for c, n in enumerate(counts) if n}})
         meta["has_val"] = fed.val is not None
         meta["class_names"] = fed.class_names
     model = models.build(cfg["model"], shape, n_cls, n_tasks)
@@ -123,7 +117,9 @@ def plot(info: dict[str, Any], path: str) -> None:
 
 
 def main(args: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="fedmoo describe", usage=USAGE, description=__doc__.split("\n\n")[1])
+    p = argparse.ArgumentParser(
+        prog="fedmoo describe", description=__doc__.split("\n\n")[1],
+        usage="fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--model-only", action="store_true",
                    help="build the model from the declared input shape and classes; load no data")

@@ -1,4 +1,5 @@
-"""The config groups a user picks from (``algo=``, ``data=``, ...) and their options on disk."""
+"""The config groups a user picks from (``algo=``, ``data=``, ...), their options on disk and what
+one option sets (``fedmoo list GROUP OPTION``)."""
 
 from __future__ import annotations
 
@@ -31,25 +32,6 @@ def group_options(group: str, folders: list[Path] | tuple[()] = ()) -> dict[str,
     return out
 
 
-def with_plugins(args: list[str]) -> list[str]:
-    """``args`` with the plugins' conf folders added to ``hydra.searchpath``, in one override
-    (merged with those the command line gives, in their order)."""
-    from fedmoo.config import plugins
-
-    extra = plugins.search_path()
-    out, given, n = [], [], 0
-    for a in args:
-        key, eq, value = a.partition("=")
-        if eq and key.lstrip("+") == "hydra.searchpath":
-            given += [v.strip() for v in value.strip().strip("[]").split(",") if v.strip()]
-            n += 1
-        else:
-            out.append(a)
-    if not extra and n < 2:
-        return list(args)
-    return out + [f"hydra.searchpath=[{','.join(dict.fromkeys(given + extra))}]"]
-
-
 def describe_yaml(path: Path) -> str:
     """The first comment sentence of a YAML file that is not a Hydra directive, nor the command
     that runs it (experiment files start with ``# fedmoo run -m experiment=...``, then say what
@@ -71,3 +53,35 @@ def describe_yaml(path: Path) -> str:
             found = text
     return found or command
 
+
+def option_text(group: str, option: str) -> str:
+    """What ``fedmoo list GROUP OPTION`` prints: for a component's option (algo, attack, model,
+    data, partition), each hyperparameter the option composes to, its default when the option
+    changes it, and its help (fedmoo.config.hparams); for the other groups, the option's file."""
+    from fedmoo.cli.config import compose
+    from fedmoo.config import hparams, plugins
+    from fedmoo.config.knobs import show
+    from fedmoo.errors import UserError
+    from fedmoo.report.checks import did_you_mean
+
+    options = group_options(group)
+    if option not in options:
+        raise UserError(f"{group} has no option {option!r}{did_you_mean(option, options)}; "
+                        f"see `fedmoo list {group}`")
+    head = f"{group}={option}: {options[option]}".rstrip(": ")
+    if group not in hparams.GROUPS:
+        for conf in [CONF_DIR, *(d for _, d in plugins.conf_dirs())]:
+            path = conf / group / f"{option}.yaml"
+            if path.is_file():
+                return f"{head}\n{path.read_text().rstrip()}"
+    section = compose([f"{group}={option}"])[group]
+    ks = hparams.knobs(group, section.get("name", option))
+    if not ks:
+        return f"{head}\n  (no hyperparameters)"
+    rows = []
+    for k in ks:
+        value = section.get(k.leaf, k.default)
+        note = "" if show(value) == show(k.default) else f" (declared default {show(k.default)})"
+        rows.append((f"{k.key}={show(value)}", k.help + note))
+    width = max(len(a) for a, _ in rows)
+    return "\n".join([head, *(f"  {a:<{width}}  {b}" for a, b in rows)])

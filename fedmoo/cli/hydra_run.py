@@ -1,11 +1,10 @@
-"""``fedmoo run``'s Hydra app started through Hydra's public API, its configuration composed once
+"""``fedmoo run``'s Hydra app started through Hydra's public API: its configuration composed once
 and checked (``fedmoo.cli.trusted.CheckedLoader``) before Hydra's logging, callbacks, ``run_job``
-or sweeper use it: ``@hydra.main`` would compose it an extra time only to read ``hydra.mode``
-(docs/PERFORMANCE.md) and use it unchecked. The command line decides the mode (``-m`` or
-``hydra.mode=RUN|MULTIRUN``; one set in a config file is not read). ``--config-dir DIR`` becomes
-the first entry of ``hydra.searchpath``, an absolute ``--config-path`` replaces fedmoo's config
-folder; Hydra's other flags (``--cfg``, ``--info``, ...) go to ``@hydra.main``
-(``fedmoo.cli.app.main``) once ``check`` has composed their configuration the same way.
+or sweeper use it (``@hydra.main`` composes it twice, unchecked; docs/PERFORMANCE.md). The command
+line decides the mode (``-m`` or ``hydra.mode=RUN|MULTIRUN``, not a config file); ``--config-dir``
+and an absolute ``--config-path`` become the config search path; Hydra's other flags (``--cfg``,
+``--info``, ...) go to ``@hydra.main`` (``fedmoo.cli.app.main``) once ``check`` has composed
+their configuration the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from typing import Any, Callable, NamedTuple
 
 CONFIG_MODULE, CONFIG_NAME, JOB_NAME = "fedmoo.conf", "config", "app"
 MULTIRUN_FLAGS, RUN_FLAGS = ("-m", "--multirun"), ("-r", "--run")
-VALUED = ("-c", "--cfg", "-p", "--package")
 CONFIG_FLAGS = {"-cd": "config_dir", "--config-dir": "config_dir", "-cn": "config_name",
                 "--config-name": "config_name", "-cp": "config_path", "--config-path": "config_path"}
 
@@ -40,7 +38,8 @@ def plan(args: list[str]) -> Plan:
     """The plan of Hydra arguments (options first, as ``fedmoo.cli.overrides.normalize`` puts
     them); ``multirun`` is None for a flag this module does not run or an unusual
     ``hydra.mode`` override (``@hydra.main`` takes those)."""
-    from fedmoo.cli.groups import with_plugins
+    from fedmoo.cli.config import with_plugins
+    from fedmoo.cli.overrides import VALUED
     from fedmoo.errors import UserError
 
     given: dict[str, str] = {}
@@ -119,21 +118,15 @@ def loader(p: Plan):
 def check(p: Plan) -> None:
     """Compose ``p``'s configuration as ``@hydra.main`` will (for ``--cfg``, ``--hydra-help``,
     ...): ``Refused`` when it names foreign code or cannot be composed."""
-    from hydra.types import RunMode
-
     from fedmoo.errors import Refused
 
     with loader(p) as checked:
         try:
-            checked.load_configuration(config_name=p.config_name, overrides=list(p.overrides),
-                                       run_mode=RunMode.MULTIRUN if p.multirun else RunMode.RUN)
-        except Refused:
-            raise
+            _compose(checked, p)
         except Exception as e:  # noqa: BLE001 - nothing Hydra cannot compose is handed to it
             from fedmoo.cli.overrides import hydra_error_line
-            from fedmoo.cli.groups import GROUPS
 
-            raise Refused(hydra_error_line(e, list(p.overrides), GROUPS)) from None
+            raise Refused(hydra_error_line(e, list(p.overrides))) from None
 
 
 class Callbacks:
@@ -148,50 +141,60 @@ class Callbacks:
         nodes = OmegaConf.select(config, "hydra.callbacks") or {}
         self.callbacks = [instantiate(node) for node in nodes.values()]
 
-    def _notify(self, event: str, reverse: bool = False, **kwargs: Any) -> None:
-        for c in reversed(self.callbacks) if reverse else self.callbacks:
-            try:
-                getattr(c, event)(**kwargs)
-            except Exception as e:  # noqa: BLE001 - Hydra's rule: a callback never stops a run
-                warnings.warn(f"Callback {type(c).__name__}.{event} raised {type(e).__name__}: "
-                              f"{e}", stacklevel=2)
+    def __getattr__(self, event: str) -> Callable[..., None]:
+        """``on_run_start``, ``on_multirun_end``, ``on_job_start``, ...: tell every callback."""
+        if not event.startswith("on_"):     # unpickling looks up before __dict__
+            raise AttributeError(event)
 
-    def _event(name: str, reverse: bool = False):
-        def notify(self, config: Any, **kwargs: Any) -> None:
-            self._notify(name, reverse, config=config, **kwargs)
+        def notify(**kwargs: Any) -> None:
+            for c in reversed(self.callbacks) if event.endswith("_end") else self.callbacks:
+                try:
+                    getattr(c, event)(**kwargs)
+                except Exception as e:  # noqa: BLE001 - Hydra's rule: a callback never stops a run
+                    warnings.warn(f"Callback {type(c).__name__}.{event} raised "
+                                  f"{type(e).__name__}: {e}", stacklevel=2)
+
         return notify
-
-    on_run_start, on_run_end = _event("on_run_start"), _event("on_run_end", True)
-    on_multirun_start = _event("on_multirun_start")
-    on_multirun_end = _event("on_multirun_end", True)
-    on_job_start, on_job_end = _event("on_job_start"), _event("on_job_end", True)
-    del _event
 
 
 def run(task_function: Callable, p: Plan) -> int:
     """Run ``task_function`` as Hydra's run or sweep of ``p``; returns the number of the sweep's
     jobs that failed or left no result (0 for a run). Errors propagate as under
     HYDRA_FULL_ERROR=1."""
+    from hydra.core.plugins import Plugins
     from hydra.core.utils import configure_log, run_job
-    from hydra.types import HydraContext, RunMode
+    from hydra.types import HydraContext
+    from omegaconf import OmegaConf
 
-    mode = RunMode.MULTIRUN if p.multirun else RunMode.RUN
+    from fedmoo.run.callbacks import SweepReport, failed_jobs
+
     with loader(p) as checked:
-        cfg = _compose(checked, p, mode)
+        cfg = _compose(checked, p)
         configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
         callbacks = Callbacks(cfg)
         context = HydraContext(config_loader=checked, callbacks=callbacks)  # type: ignore[arg-type]
-        if p.multirun:
-            return _sweep(context, task_function, cfg, p.config_name)
-        callbacks.on_run_start(config=cfg, config_name=p.config_name)
-        done = run_job(hydra_context=context, task_function=task_function, config=cfg,
-                       job_dir_key="hydra.run.dir", job_subdir_key=None)
-        callbacks.on_run_end(config=cfg, config_name=p.config_name, job_return=done)
-        done.return_value      # raises the job's error, as Hydra's run does
-        return 0
+        if not p.multirun:
+            callbacks.on_run_start(config=cfg, config_name=p.config_name)
+            done = run_job(hydra_context=context, task_function=task_function, config=cfg,
+                           job_dir_key="hydra.run.dir", job_subdir_key=None)
+            callbacks.on_run_end(config=cfg, config_name=p.config_name, job_return=done)
+            done.return_value      # raises the job's error, as Hydra's run does
+            return 0
+        started = time.time()
+        callbacks.on_multirun_start(config=cfg, config_name=p.config_name)
+        sweeper = Plugins.instance().instantiate_sweeper(config=cfg, hydra_context=context,
+                                                         task_function=task_function)
+        sweeper.sweep(arguments=OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False))
+        callbacks.on_multirun_end(config=cfg, config_name=p.config_name)
+        # the sweep report read every job's files already; without it (hydra.callbacks changed),
+        # read them here
+        report = next((c for c in callbacks.callbacks if isinstance(c, SweepReport)), None)
+        if report is not None and report.failed is not None:
+            return len(report.failed)
+        return len(failed_jobs(Path(str(cfg.hydra.sweep.dir)), started))
 
 
-def _compose(checked: Any, p: Plan, mode: Any) -> Any:
+def _compose(checked: Any, p: Plan) -> Any:
     """The run's configuration, or the sweep's. Hydra composes a sweep's without its swept
     values, so ``algo.q=1`` fails there when only a swept option (``+row/...=qfedavg_q5,...``)
     sets ``algo=qfedavg``: such an override is swept too, as ``algo.q=choice(1)`` (one value),
@@ -199,12 +202,14 @@ def _compose(checked: Any, p: Plan, mode: Any) -> Any:
     import re
 
     from hydra.errors import ConfigCompositionException
+    from hydra.types import RunMode
 
     overrides = list(p.overrides)
     while True:
         try:
-            return checked.load_configuration(config_name=p.config_name, overrides=overrides,
-                                              run_mode=mode)
+            return checked.load_configuration(
+                config_name=p.config_name, overrides=overrides,
+                run_mode=RunMode.MULTIRUN if p.multirun else RunMode.RUN)
         except ConfigCompositionException as e:
             m = re.search(r"Could not override '([^']+)'", str(e))
             at = [i for i, o in enumerate(overrides) if m and p.multirun
@@ -213,23 +218,3 @@ def _compose(checked: Any, p: Plan, mode: Any) -> Any:
                 raise
             key, _, value = overrides[at[0]].partition("=")
             overrides[at[0]] = f"{key}=choice({value})"
-
-
-def _sweep(context: Any, task_function: Callable, cfg: Any, config_name: str) -> int:
-    from hydra.core.plugins import Plugins
-    from omegaconf import OmegaConf
-
-    from fedmoo.run.callbacks import SweepReport, failed_jobs
-
-    started = time.time()
-    context.callbacks.on_multirun_start(config=cfg, config_name=config_name)
-    sweeper = Plugins.instance().instantiate_sweeper(config=cfg, hydra_context=context,
-                                                     task_function=task_function)
-    sweeper.sweep(arguments=OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False))
-    context.callbacks.on_multirun_end(config=cfg, config_name=config_name)
-    # the sweep report read every job's files already; without it (hydra.callbacks changed),
-    # read them here
-    report = next((c for c in context.callbacks.callbacks if isinstance(c, SweepReport)), None)
-    if report is not None and report.failed is not None:
-        return len(report.failed)
-    return len(failed_jobs(Path(str(cfg.hydra.sweep.dir)), started))

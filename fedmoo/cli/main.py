@@ -14,8 +14,7 @@ import sys
 import traceback
 
 from fedmoo import logs
-from fedmoo.cli.groups import GROUPS, group_options
-from fedmoo.cli.option_help import option_text
+from fedmoo.cli.groups import GROUPS, group_options, option_text
 from fedmoo.errors import Refused, UserError
 
 # OpenMP threads that wait for work sleep instead of spinning (read once, when torch loads its
@@ -68,18 +67,17 @@ def _fail(msg: str) -> int:
 
 
 def cmd_run(args: list[str]) -> int:
-    from fedmoo.cli import run_help
+    if "-h" in args or "--help" in args:   # fedmoo's help; Hydra's is --hydra-help
+        from fedmoo.cli.run_help import run_help
 
-    if any(a in run_help.HELP_FLAGS for a in args):   # fedmoo's help; Hydra's is --hydra-help
-        print(run_help.run_help(), end="")
+        print(run_help(), end="")
         return 0
     from fedmoo.cli import overrides
     from fedmoo.run.launchers import check_launcher
 
     args = overrides.aliases(args)
-    err = (overrides.check_overrides(args) or overrides.check_new_keys(args, GROUPS)
-           or check_launcher(args))
-    if err:
+    if err := (overrides.check_overrides(args) or overrides.check_new_keys(args, GROUPS)
+                or check_launcher(args)):
         return _fail(err)
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -113,7 +111,7 @@ def cmd_run(args: list[str]) -> int:
             raise
         if trace:
             traceback.print_exc()
-        return _fail(overrides.hydra_error_line(e, args, GROUPS))
+        return _fail(overrides.hydra_error_line(e, args))
     return exit_status(failed_jobs=failed or 0)
 
 

@@ -21,8 +21,14 @@ def check_overrides(args: list[str]) -> str | None:
     for i, arg in enumerate(args):
         if i and args[i - 1] in VALUED:      # the value of --cfg job, -p package, ...
             continue
-        if not arg.startswith("-") and "=" not in arg:
-            return bare_word(arg, args[i - 1] if i else "")
+        if not arg.startswith("-") and "=" not in arg:   # usually a value's rest after a space
+            prev = args[i - 1] if i else ""
+            if "=" not in prev:
+                return f"{arg!r} is not an override (key=value); see `fedmoo run --help`"
+            key, _, value = prev.partition("=")
+            return (f"{arg!r} is not an override (key=value): a value with spaces must be quoted "
+                    f"as a whole, e.g. '{key}=\"{value} {arg}\"' (single quotes for the shell, "
+                    "double quotes for Hydra)")
         if arg.startswith("-"):
             continue
         key, _, value = arg.partition("=")
@@ -54,16 +60,6 @@ def config_folders(args: list[str]) -> list[Path]:
             out += [Path(v.strip()[len("file://"):]) for v in value.strip("[]").split(",")
                     if v.strip().startswith("file://")]
     return out
-
-
-def bare_word(arg: str, prev: str) -> str:
-    """The message for a word without ``=``: usually the rest of a value with a space in it."""
-    if "=" not in prev:
-        return f"{arg!r} is not an override (key=value); see `fedmoo run --help`"
-    key, _, value = prev.partition("=")
-    return (f"{arg!r} is not an override (key=value): a value with spaces must be quoted as a "
-            f"whole, e.g. '{key}=\"{value} {arg}\"' (single quotes for the shell, double quotes "
-            "for Hydra)")
 
 
 def aliases(args: list[str]) -> list[str]:
@@ -130,19 +126,16 @@ def normalize(args: list[str], groups: tuple[str, ...]) -> list[str]:
     return options + rest
 
 
-def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str]:
+def node_keys(args: list[str], dotted: str, swept: str | None) -> list[str]:
     """Keys of the config node ``dotted`` once the group choices in ``args`` are applied; for a
-    group swept over several options (``data=digits,synthetic``), the keys every one has."""
+    group swept over several options (``swept``: ``digits,synthetic``), the keys every one has."""
     from fedmoo.cli.config import compose
 
-    args = normalize(args, groups)
-    choices = [a for a in args
-               if "=" in a and a.partition("=")[0].lstrip("+") in groups and "," not in a]
+    choices = [a for a in normalize(args, GROUPS)
+               if "=" in a and a.partition("=")[0].lstrip("+") in GROUPS and "," not in a]
     top = dotted.split(".")[0]
-    swept = next((a.partition("=")[2].split(",") for a in args
-                  if a.partition("=")[0].lstrip("+") == top and "," in a), [None])
     found: list[set[str]] = []
-    for option in swept:
+    for option in swept.split(",") if swept else [None]:
         node = compose(choices + ([f"{top}={option.strip()}"] if option else []), resolve=False)
         for part in dotted.split("."):
             node = node.get(part) if isinstance(node, dict) else None
@@ -150,8 +143,10 @@ def node_keys(args: list[str], dotted: str, groups: tuple[str, ...]) -> list[str
     return sorted(set.intersection(*found))
 
 
-def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...]) -> str:
+def hydra_error_line(e: BaseException, args: list[str]) -> str:
     """One line for an error Hydra raised while composing the config or making the run dir."""
+    import yaml
+
     from fedmoo.config import schema
     from fedmoo.errors import UserError
 
@@ -160,9 +155,15 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
     wrong_type = schema.type_refusal(e)      # rounds=abc: the schema's own line
     if wrong_type:
         return wrong_type
-    yaml_error = yaml_line(e)
-    if yaml_error:
-        return yaml_error
+    bad_yaml = e      # a config file that is not plain YAML (a tag such as !!python/..., a typo)
+    while bad_yaml is not None and not isinstance(bad_yaml, yaml.YAMLError):
+        bad_yaml = bad_yaml.__cause__ or bad_yaml.__context__
+    if bad_yaml is not None:
+        mark = getattr(bad_yaml, "problem_mark", None)
+        where = f"{mark.name}, line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(bad_yaml, "problem", None) or str(bad_yaml).splitlines()[0]
+        return (f"{where}{problem}; a config file holds plain YAML values only (no tags such as "
+                "!!python/...)")
     text = str(e)
     if "hydra.launcher.invariant" in text:     # removed with its second arithmetic (CHANGELOG)
         return ("hydra.launcher.invariant is gone: a lockstep group's jobs always give each "
@@ -174,14 +175,14 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
         if parent == "engine":    # `engine` holds a name; its options come as one section
             return (f"{key} cannot be set on its own: write the engine with its options, "
                     f"'engine={{name:batched,{leaf}:VALUE}}'")
+        swept = next((a.partition("=")[2] for a in args if "," in a
+                      and a.partition("=")[0].lstrip("+") == key.split(".")[0]), None)
         try:
-            keys = node_keys(args, parent, groups) if parent else sorted(top_level_keys(groups))
+            keys = node_keys(args, parent, swept) if parent else sorted(top_level_keys(GROUPS))
         except Exception:  # noqa: BLE001 - the key list is only a hint
             keys = []
         close = difflib.get_close_matches(leaf, keys, n=1)
         hint = f"did you mean {(parent + '.') if parent else ''}{close[0]}? " if close else ""
-        swept = next((a.partition("=")[2] for a in args if "," in a
-                      and a.partition("=")[0].lstrip("+") == key.split(".")[0]), None)
         of = f" of {parent}" + (f" (in every {key.split('.')[0]}={swept})" if swept else "")
         valid = f"valid keys{of if parent else ''}: {', '.join(keys)}; " if keys else ""
         return f"{key} is not a config key; {hint}{valid}see `fedmoo run --cfg job`"
@@ -209,22 +210,6 @@ def hydra_error_line(e: BaseException, args: list[str], groups: tuple[str, ...])
         if cause not in lines:
             lines.append(cause)
     return " ".join(lines) + " (see `fedmoo run --help` and `fedmoo list`)"
-
-
-def yaml_line(e: BaseException) -> str | None:
-    """One line for a config file that is not plain YAML (``!!python/object/apply:`` and other
-    tags, broken syntax), or None."""
-    import yaml
-
-    while e is not None and not isinstance(e, yaml.YAMLError):
-        e = e.__cause__ or e.__context__
-    if e is None:
-        return None
-    mark = getattr(e, "problem_mark", None)
-    where = f"{mark.name}, line {mark.line + 1}: " if mark is not None else ""
-    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-    return (f"{where}{problem}; a config file holds plain YAML values only (no tags such as "
-            "!!python/...)")
 
 
 def from_hydra(e: BaseException) -> bool:

@@ -15,11 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fedmoo.cli.groups import with_plugins
+from fedmoo.cli.config import with_plugins
 from fedmoo.errors import UserError
-
-USAGE = "fedmoo prepare [overrides] [-m]"
-
 
 def _parse(overrides: list[str]):
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -101,7 +98,7 @@ def _where(location: str | None, data_dir: str) -> str:
 
 def main(args: list[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="fedmoo prepare", usage=USAGE,
+        prog="fedmoo prepare", usage="fedmoo prepare [overrides] [-m]",
         description="Download and cache the datasets that `fedmoo run [-m] OVERRIDES` needs "
                     "(run it once before a parallel sweep).")
     p.add_argument("-m", "--multirun", action="store_true", help="expand sweep overrides")
@@ -112,8 +109,7 @@ def main(args: list[str]) -> int:
     from fedmoo.cli.overrides import aliases, check_new_keys, check_overrides
 
     overrides = aliases(ns.overrides)
-    err = check_overrides(overrides) or check_new_keys(overrides, GROUPS)
-    if err:
+    if err := check_overrides(overrides) or check_new_keys(overrides, GROUPS):
         raise UserError(err)
     jobs = expand(overrides, ns.multirun)
     pairs = datasets(jobs)

@@ -22,9 +22,7 @@ import sys
 
 
 def exit_process(code: int) -> None:
-    """End the process with status ``code`` through the interpreter's normal exit (sys.exit),
-    without its slow teardown: glibc's ``_exit`` registered as the first C exit handler to run
-    (the C library's stdio buffers flushed now: ``_exit`` skips that), and ``gc.freeze()``."""
+    """End the process with status ``code`` through ``sys.exit``, without the slow teardown."""
     import ctypes
 
     try:
@@ -34,7 +32,7 @@ def exit_process(code: int) -> None:
         pass
     else:
         on_exit.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        libc.fflush(None)
+        libc.fflush(None)                # the C stdio buffers: ``_exit`` skips their flush
         on_exit(ctypes.cast(quick_exit, ctypes.c_void_p), None)
     gc.freeze()
     sys.exit(code)

@@ -16,7 +16,6 @@ from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
 from fedmoo.config.knobs import show
 
 WIDTH = 100
-HELP_FLAGS = ("-h", "--help")
 
 USAGE = """\
 usage: fedmoo run [OVERRIDES...] [-m] [--cfg job] [--hydra-help]
@@ -58,13 +57,6 @@ GROUP_HELP = {
 }
 
 
-def _defaults() -> dict[str, str]:
-    """``group -> option`` of config.yaml's defaults list."""
-    entries = re.findall(r"^[ \t]*-[ \t]*([a-z_]+)[ \t]*:[ \t]*([A-Za-z0-9_./]+)",
-                         (CONF_DIR / "config.yaml").read_text(), re.M)
-    return {group: option for group, option in entries if group in GROUPS}
-
-
 def _item(head: str, text: str, col: int) -> str:
     """``head`` then ``text`` wrapped at WIDTH, continuation lines indented to ``col``."""
     pad = " " * col
@@ -86,20 +78,18 @@ def _items(items: list[str], col: int) -> str:
         or " " * col
 
 
-def _options(group: str, default: str | None) -> list[str]:
-    options = list(group_options(group))
-    if group == "experiment":                 # 50-odd files: one entry per paper folder
-        papers = Counter(name.split("/")[0] for name in options)
-        return [f"{p}/<name> ({n} file{'s' if n > 1 else ''})" for p, n in papers.items()]
-    return [f"{o} (default)" if o == default else o for o in options]
-
-
 def run_help() -> str:
-    defaults = _defaults()
+    # group -> option of config.yaml's defaults list
+    defaults = dict(re.findall(r"^[ \t]*-[ \t]*([a-z_]+)[ \t]*:[ \t]*([A-Za-z0-9_./]+)",
+                               (CONF_DIR / "config.yaml").read_text(), re.M))
     parts = [USAGE, "", "config groups (GROUP=OPTION; `fedmoo list GROUP` describes each option):"]
     for group in GROUPS:
+        options = [f"{o} (default)" if o == defaults.get(group) else o for o in group_options(group)]
+        if group == "experiment":                 # 50-odd files: one entry per paper folder
+            papers = Counter(name.split("/")[0] for name in options)
+            options = [f"{p}/<name> ({n} file{'s' if n > 1 else ''})" for p, n in papers.items()]
         parts.append(_item(f"  {group}=", GROUP_HELP.get(group, ""), 14))
-        parts.append(_items(_options(group, defaults.get(group)), 14))
+        parts.append(_items(options, 14))
     parts += ["", "run knobs (KEY=VALUE, shown with the default; `fedmoo run --cfg job` shows all):"]
     for k in (*schema.knobs(), *schema.engine_options()):
         parts.append(_item(f"  {k.key}={show(k.default)}", k.help, 30))

@@ -51,9 +51,8 @@ def check(config: Any) -> Any:
         return config
     for part in ("job_logging", "hydra_logging"):
         node = hydra.get(part)
-        bad = logs.check_config(OmegaConf.to_container(node) if node is not None else {},
-                                f"hydra.{part}")
-        if bad:
+        if bad := logs.check_config(OmegaConf.to_container(node) if node is not None else {},
+                                    f"hydra.{part}"):
             raise Refused(bad)
     for part in ("launcher", "sweeper", "callbacks"):
         # instantiate is recursive: a _target_ nested anywhere in these nodes is called too

@@ -62,7 +62,6 @@ class GridSweeper(Sweeper):
         self.max_batch_size = max_batch_size
         self.params = dict(params or {})
         self.config: Any = None
-        self.hydra_context: Any = None
         self.launcher: Any = None
         self.loader: KeptConfigs | None = None
 
@@ -72,10 +71,9 @@ class GridSweeper(Sweeper):
 
         self.config = config
         self.loader = KeptConfigs(hydra_context.config_loader)
-        self.hydra_context = HydraContext(config_loader=self.loader,
-                                          callbacks=hydra_context.callbacks)
         self.launcher = Plugins.instance().instantiate_launcher(
-            hydra_context=self.hydra_context, task_function=task_function, config=config)
+            hydra_context=HydraContext(config_loader=self.loader, callbacks=hydra_context.callbacks),
+            task_function=task_function, config=config)
 
     def sweep(self, arguments: list[str]) -> list[Sequence[Any]]:
         from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -86,14 +84,14 @@ class GridSweeper(Sweeper):
 
         assert self.config is not None and self.launcher is not None
         parser = OverridesParser.create(config_loader=self.loader)
-        jobs = grid(parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()]
-                                           + list(arguments)))
+        given = parser.parse_overrides(list(arguments))
+        jobs = grid(parser.parse_overrides([f"{k}={v}" for k, v in self.params.items()]) + given)
         size = self.max_batch_size or max(len(jobs), 1)
         self.validate_batch_is_legal(jobs[:size])   # a bad job: no sweep directory either
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        sweep_started(self.config, len(jobs))
+        sweep_started(sweep_dir, len(jobs), [o.key_or_group for o in given if o.is_sweep_override()])
         returns = []
         for first in range(0, len(jobs), size):
             batch = jobs[first:first + size]
