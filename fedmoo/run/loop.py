@@ -4,13 +4,14 @@ It never branches on algorithm names: the algorithm, the attack and the engine a
 the config (``run.setup``) and meet only through the contracts in ``fedmoo.state``. A
 ``Session`` is one run's life in its directory, split at the engine (``begin``, train,
 ``update``, ``record``): ``run`` drives one session, fedmoo.run.group the sessions of a sweep
-together.
+together. Every update and row is checked for divergence (``check_diverged``, ``check_row``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -27,7 +28,6 @@ from fedmoo.params import get_flat, set_flat
 from fedmoo.report.results import ClientsRoundsWriter, RoundsWriter
 from fedmoo.run import identity, loggers
 from fedmoo.run.evaluation import RoundEvaluator
-from fedmoo.run.guards import check_diverged, check_row, reported_models
 from fedmoo.run.progress import open_bar, row_note
 from fedmoo.run.rundir import RunDir
 from fedmoo.run.sampler import ClientSampler
@@ -116,6 +116,60 @@ def _interrupt_all(sessions: list[Session], stop) -> None:
                 "again (same hydra.sweep.dir)"]
     if said:
         raise RunInterrupted(said[0], stop.signum)
+
+
+def check_diverged(w, losses, round_done: int,
+                   cfg: dict[str, Any], updates: torch.Tensor | None = None) -> None:
+    """Raise DivergenceError if a model, the clients' losses or their ``updates`` are not
+    finite, or a model's norm (in float64) exceeds ``diverge_norm``. ``w``: the global model, or
+    ``{name: model}`` (``reported_models``; a ``[N, d]`` model is one model per client)."""
+    limit = cfg["diverge_norm"]
+    models = {"the global model": w} if isinstance(w, torch.Tensor) else w
+    norms = {}
+    for name, m in models.items():   # a model per client [N, d]: the largest norm
+        n = torch.linalg.vector_norm(m, dim=-1, dtype=torch.float64)
+        norms[name] = float(n.max()) if n.numel() else 0.0
+    losses = [] if losses is None else [losses] if isinstance(losses, torch.Tensor) else losses
+    bad = [name for name, n in norms.items() if not math.isfinite(n)]
+    big = [name for name, n in norms.items() if limit is not None and n > float(limit)]
+    if bad:
+        what = f"{bad[0]} is not finite"
+    elif not all(bool(torch.isfinite(v).all()) for v in losses if v is not None):
+        what = "the clients' training loss is not finite"
+    elif updates is not None and not bool(torch.isfinite(updates).all()):
+        what = "a client's update is not finite (it overflowed in local training)"
+    elif big:
+        what = f"{big[0]}'s norm {norms[big[0]]:.3g} exceeds diverge_norm={float(limit):g}"
+    else:
+        return
+    raise _diverged(round_done, what, cfg)
+
+
+def _diverged(round_done: int, what: str, cfg: dict[str, Any]) -> DivergenceError:
+    return DivergenceError(f"training diverged in round {round_done}: {what}; lower client.lr "
+                           f"(now {cfg['client']['lr']}) or the server step size, or check the "
+                           "algo.* and attack settings")
+
+
+def reported_models(algo, state) -> dict[str, torch.Tensor]:
+    """Every model whose numbers a run reports: the global model, the model(s) it evaluates
+    (``algo.eval_params``: Ditto's personal models) and the algorithm's extra ones."""
+    out = {"the global model": state.w}
+    params = algo.eval_params(state)
+    if params is not state.w:
+        out["the evaluated model" if params.dim() == 1 else "a per-client model"] = params
+    for name, extra in algo.extra_eval_params(state).items():
+        out[f"the {name} model"] = extra
+    return out
+
+
+def check_row(row: dict[str, Any], round_done: int, cfg: dict[str, Any]) -> None:
+    """The losses an evaluated row reports are numbers: a finite model whose logits overflow
+    reports NaN, which is divergence, not a result."""
+    bad = [k for k, v in row.items() if "loss" in k.split("/")[-1]
+           and isinstance(v, float) and not math.isfinite(v)]
+    if bad:
+        raise _diverged(round_done, f"{bad[0]} is not finite", cfg)
 
 
 class Session(contextlib.ExitStack):

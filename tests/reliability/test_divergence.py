@@ -9,7 +9,7 @@ import torch
 
 from fedmoo import engine as fengine
 from fedmoo.errors import DivergenceError
-from fedmoo.run.guards import check_diverged
+from fedmoo.run.loop import check_diverged
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
 from tests.inprocess import cli_in

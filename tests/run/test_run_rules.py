@@ -10,7 +10,7 @@ import torch
 from fedmoo import data as fdata, models
 from fedmoo.engine.common import sample_losses
 from fedmoo.errors import DivergenceError, UserError
-from fedmoo.run.guards import check_diverged
+from fedmoo.run.loop import check_diverged
 from fedmoo.config.schema import check, cohort
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
