@@ -22,7 +22,6 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
 
 NICE = 10
 
@@ -40,38 +39,6 @@ def say(line: str) -> None:
 def first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
-
-
-class Pending:
-    """Rows not yet written, written together: when ``batch`` metrics wait, when the oldest
-    has waited ``flush_s`` seconds, and at the run's end."""
-
-    def __init__(self, backend, batch: int, flush_s: float):
-        self.backend, self.batch, self.flush_s = backend, batch, flush_s
-        self.rows: list[tuple[dict[str, float], int]] = []
-        self.since, self.size = 0.0, 0
-
-    def next(self, inbox: queue.Queue) -> dict[str, Any] | None:
-        """The next message; rows that waited long enough are written while waiting for it."""
-        while True:
-            wait = None if not self.rows else max(0.0, self.since + self.flush_s - time.monotonic())
-            try:
-                return inbox.get(timeout=wait)
-            except queue.Empty:
-                self.write()
-
-    def add(self, metrics: dict[str, float], step: int) -> None:
-        if not self.rows:
-            self.since = time.monotonic()
-        self.rows.append((metrics, step))
-        self.size += len(metrics)
-        if self.size >= self.batch:
-            self.write()
-
-    def write(self) -> None:
-        if self.rows:
-            self.backend.metrics(self.rows)
-        self.rows, self.size = [], 0
 
 
 def serve(writer) -> int:
@@ -115,17 +82,36 @@ def serve(writer) -> int:
         say("error " + writer.refusal(head, e))
         return 1
     say(f"ready {backend.run_id}")
-    final = None
+    # rows are written together: when BATCH metrics wait, FLUSH_S seconds after the oldest
+    # came, and at the run's end
+    rows: list[tuple[dict[str, float], int]] = []
+    due, final = 0.0, None
+
+    def write() -> None:
+        if rows:
+            backend.metrics(rows)
+            rows.clear()
+
     try:
-        pending = Pending(backend, writer.BATCH, writer.FLUSH_S)
-        while (msg := pending.next(inbox)) is not None:
+        while True:
+            try:
+                msg = inbox.get(timeout=max(0.0, due - time.monotonic()) if rows else None)
+            except queue.Empty:
+                write()
+                continue
+            if msg is None:
+                break
             if "final" in msg:
-                pending.write()
+                write()
                 final = msg
                 backend.end(msg["final"], msg.get("artifacts") or [])
-            else:
-                pending.add(msg["metrics"], int(msg["step"]))
-        pending.write()
+                continue
+            if not rows:
+                due = time.monotonic() + writer.FLUSH_S
+            rows.append((msg["metrics"], int(msg["step"])))
+            if sum(len(m) for m, _ in rows) >= writer.BATCH:
+                write()
+        write()
         if final is None:
             backend.end(None, [])
     except Exception as e:  # noqa: BLE001
