@@ -131,46 +131,42 @@ def check(ckpt: dict[str, Any], path: Path, template: ServerState, data_digest: 
         if not isinstance(ckpt["config"], dict):
             raise Misfit("its config is not a mapping")
         same_config(ckpt["config"])
-        _check(ckpt, template, data_digest, rounds, eval_every)
+        if data_digest is not None and ckpt["data"] != data_digest:
+            raise Misfit("it was trained on other data (the samples, labels or partition differ: "
+                         "another data_dir or changed dataset files); resume it on the data it was "
+                         "trained on")
+        saved = ckpt["state"]
+        if not isinstance(saved, dict):
+            raise Misfit("its state is not a mapping of fields")
+        want = state_to_dict(template)
+        _same_keys(set(saved), set(want), "state field", f" of {type(template).__name__}")
+        for name, ref in want.items():
+            _fits(saved[name], ref, f"state.{name}", strict=False)
+        w = saved["w"]
+        if w.is_floating_point() and not bool(torch.isfinite(w).all()):
+            raise Misfit("its weights state.w are not finite")
+        rnd = ckpt["round"]
+        if isinstance(rnd, bool) or not isinstance(rnd, int) or not 0 <= rnd <= rounds:
+            raise Misfit(f"round {rnd!r} is not a round of this run (0..{rounds})")
+        if saved["round"] != rnd:
+            raise Misfit(f"round {rnd} differs from its state's round {saved['round']!r}")
+        _check_rows(ckpt["rows"], rnd, rounds, eval_every)
+        rng = ckpt["rng"]
+        if not isinstance(rng, dict):
+            raise Misfit("rng is not a mapping of generator states")
+        rng_template = {k: v for k, v in rng_state().items() if k != "cuda"}
+        _same_keys(set(rng) - {"cuda"}, set(rng_template), "RNG state", "")
+        for name, ref in rng_template.items():
+            _fits(rng[name], ref, f"rng.{name}", strict=True)
+        if "cuda" in rng and not (isinstance(rng["cuda"], (list, tuple))
+                                  and all(isinstance(t, torch.Tensor) for t in rng["cuda"])):
+            raise Misfit("rng.cuda is not a list of CUDA generator states")
+        t = ckpt["elapsed_s"]
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+            raise Misfit(f"elapsed_s={t!r} is not a non-negative number of seconds")
     except Misfit as e:
         raise UserError(f"checkpoint {path} does not fit this run: {e}; delete it or run with "
                         "resume=false to start over") from None
-
-
-def _check(ckpt, template, data_digest, rounds, eval_every) -> None:
-    if data_digest is not None and ckpt["data"] != data_digest:
-        raise Misfit("it was trained on other data (the samples, labels or partition differ: "
-                     "another data_dir or changed dataset files); resume it on the data it was "
-                     "trained on")
-    saved = ckpt["state"]
-    if not isinstance(saved, dict):
-        raise Misfit("its state is not a mapping of fields")
-    want = state_to_dict(template)
-    _same_keys(set(saved), set(want), "state field", f" of {type(template).__name__}")
-    for name, ref in want.items():
-        _fits(saved[name], ref, f"state.{name}", strict=False)
-    w = saved["w"]
-    if w.is_floating_point() and not bool(torch.isfinite(w).all()):
-        raise Misfit("its weights state.w are not finite")
-    rnd = ckpt["round"]
-    if isinstance(rnd, bool) or not isinstance(rnd, int) or not 0 <= rnd <= rounds:
-        raise Misfit(f"round {rnd!r} is not a round of this run (0..{rounds})")
-    if saved["round"] != rnd:
-        raise Misfit(f"round {rnd} differs from its state's round {saved['round']!r}")
-    _check_rows(ckpt["rows"], rnd, rounds, eval_every)
-    rng = ckpt["rng"]
-    if not isinstance(rng, dict):
-        raise Misfit("rng is not a mapping of generator states")
-    rng_template = {k: v for k, v in rng_state().items() if k != "cuda"}
-    _same_keys(set(rng) - {"cuda"}, set(rng_template), "RNG state", "")
-    for name, ref in rng_template.items():
-        _fits(rng[name], ref, f"rng.{name}", strict=True)
-    if "cuda" in rng and not (isinstance(rng["cuda"], (list, tuple))
-                              and all(isinstance(t, torch.Tensor) for t in rng["cuda"])):
-        raise Misfit("rng.cuda is not a list of CUDA generator states")
-    t = ckpt["elapsed_s"]
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-        raise Misfit(f"elapsed_s={t!r} is not a non-negative number of seconds")
 
 
 def _same_keys(have: set, want: set, what: str, where: str) -> None:
