@@ -1,7 +1,7 @@
 """A sweep's jobs trained together: the runs of a group advance round by round in one program.
 
 ``run_jobs`` starts every job's session (as ``fedmoo run`` alone), groups the sessions that
-can share one program (``Planner``) and drives each group with fedmoo.run.loop.drive: every
+can share one program (``Plan``) and drives each group with fedmoo.run.loop.drive: every
 round the rows of all the group's cohorts (run x client) train in one call of the batched
 engine; each run's attack, server rule, evaluation and files go on as alone, and its numbers
 are those of the job alone, bit for bit (docs/scaling.md). A run that fits no group trains
@@ -34,25 +34,6 @@ class Job:
     record: dict[str, str] | None = None
 
 
-@dataclass
-class Plan:
-    """How a sweep was split: lists of job indices trained together, and jobs that ran alone
-    with the reason."""
-
-    groups: list[list[int]]
-    alone: list[tuple[int, str]]
-    total: int = 0          # jobs of the sweep, including those done already or refused
-
-    @property
-    def grouped(self) -> int:
-        return sum(len(g) for g in self.groups if len(g) > 1)
-
-    @property
-    def single(self) -> int:
-        """Started jobs that train on their own."""
-        return len(self.alone) + sum(1 for g in self.groups if len(g) == 1)
-
-
 def run_jobs(jobs: list[Job], max_rows: int = 4096,
              on_plan=None) -> list[RunResult | Exception]:
     """Run ``jobs``, grouping those that can train together; one outcome per job, in order:
@@ -63,7 +44,7 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
     with contextlib.ExitStack() as held:   # every started run's directory, until the sweep ends
         held.enter_context(fdata.sharing_sources())   # each dataset is read once
         sessions: dict[int, Session] = {}
-        planner = Planner(max_rows)
+        plan = Plan(max_rows, total=len(jobs))
         for i, job in enumerate(jobs):
             session = Session(job.cfg, job.run_dir, job.record, progress=False)
             try:
@@ -78,8 +59,7 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
                 outcomes[i] = done
             else:
                 sessions[i] = session
-                planner.add(i, session)
-        plan = planner.plan(total=len(jobs))
+                plan.add(i, session)
         for g in (g for g in plan.groups if len(g) > 1):
             for i in g:
                 sessions[i].rundir.info["trained_with"] = f"lockstep group of {len(g)} runs"
@@ -92,7 +72,7 @@ def run_jobs(jobs: list[Job], max_rows: int = 4096,
 
 def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None:
     lead = group[0]
-    # a group of several runs has a StackingEngine (Planner, _why_alone)
+    # a group of several runs has a StackingEngine (Plan, _why_alone)
     train = train_each if len(group) == 1 else lead.parts.engine.train_many
     set_threads(lead.cfg["threads"], num_params(lead.parts.model))   # as `fedmoo run` alone
     set_tf32(lead.cfg["tf32"], lead.parts.device)   # process-wide: every run was
@@ -110,14 +90,17 @@ def _run_group(group: list[Session], indices: list[int], outcomes: list) -> None
         outcomes[i] = failures.get(s, s.result)
 
 
-class Planner:
-    """Sorts started sessions into classes of compatible runs as they come (so each run's copy
-    of the samples is dropped at once for its class's), then cuts the classes into groups of at
-    most ``max_rows`` clients per round. Compatible: the uncompiled batched engine, the same
-    program, model architecture, dtype and device, and equal sample tensors."""
+class Plan:
+    """How a sweep is split: started sessions are sorted into classes of compatible runs as
+    they come (so each run's copy of the samples is dropped at once for its class's), which
+    ``groups`` cuts into lists of job indices trained together, at most ``max_rows`` clients per
+    round; ``alone``: the jobs that train on their own, with the reason. Compatible: the
+    uncompiled batched engine, the same program, model architecture, dtype and device, and
+    equal sample tensors."""
 
-    def __init__(self, max_rows: int):
+    def __init__(self, max_rows: int, total: int):
         self.max_rows = max_rows
+        self.total = total      # jobs of the sweep, including those done already or refused
         self.classes: list[tuple[tuple, Session, list[tuple[int, Session]]]] = []
         self.alone: list[tuple[int, str]] = []
 
@@ -136,7 +119,8 @@ class Planner:
                 return
         self.classes.append((sig, s, [(i, s)]))
 
-    def plan(self, total: int) -> Plan:
+    @property
+    def groups(self) -> list[list[int]]:
         groups: list[list[int]] = []
         for _, _, members in self.classes:
             current: list[int] = []
@@ -149,7 +133,16 @@ class Planner:
                 current.append(i)
                 rows += n
             groups.append(current)
-        return Plan(groups=groups, alone=self.alone, total=total)
+        return groups
+
+    @property
+    def grouped(self) -> int:
+        return sum(len(g) for g in self.groups if len(g) > 1)
+
+    @property
+    def single(self) -> int:
+        """Started jobs that train on their own."""
+        return len(self.alone) + sum(1 for g in self.groups if len(g) == 1)
 
 
 # Leaf modules whose arithmetic in a group is proven bit for bit that of a run alone
