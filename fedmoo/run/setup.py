@@ -1,6 +1,10 @@
 """Building a run's parts from its config: device, algorithm, federation, attack, model, engine.
 
 Every builder turns a mistake in the config into a one-line UserError that names the key.
+Before the big allocations, a lower bound of the run's memory must fit (``check_fits``): the
+model, its gradients and the global model (3 d, d counted on the ``meta`` device), the cohort's
+[K, d] updates, the algorithm's kept vectors and a batch's activations (one sample's, counted
+on a probe forward). Only that lower bound is refused, so there are no false alarms.
 """
 
 from __future__ import annotations
@@ -21,14 +25,13 @@ import numpy as np
 import torch
 
 import fedmoo
-from fedmoo import algorithms, attacks, models
+from fedmoo import algorithms, attacks, budget, models
 from fedmoo import data as fdata
 from fedmoo import engine as fengine
 from fedmoo.engine.base import Engine, LocalSGD
 from fedmoo.engine.cpu_layout import set_row_threads
 from fedmoo.errors import UserError
 from fedmoo.params import num_params
-from fedmoo.run import memory
 from fedmoo.run.tracker_child import first_line
 from fedmoo.config.schema import cohort_size
 
@@ -123,13 +126,13 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
                else "choose a dataset with a test split, or partition.split=pooled")
         raise UserError(f"partition={part.get('name')}{how} gives no client any {split} samples, "
                         f"so the run would report nothing; {fix}")
-    d, kept = memory.parameter_count(cfg, federation), memory.kept(algo, num_clients)
-    memory.check_fits(cfg, d, per_round, device, kept=kept)   # before allocating the parameters
+    d, vectors = parameter_count(cfg, federation), kept(algo, num_clients)
+    check_fits(cfg, d, per_round, device, kept=vectors)   # before allocating the parameters
     torch.manual_seed(int(cfg["seed"]))
     one = federation.x[federation.train.index[:1].cpu()].cpu()
     model = build_model(cfg, federation, one)
-    acts = memory.activations_per_sample(model, one)
-    memory.check_fits(cfg, d, per_round, device, acts, kept)  # before the first batch
+    acts = activations_per_sample(model, one)
+    check_fits(cfg, d, per_round, device, acts, vectors)  # before the first batch
     dtype = PRECISIONS[cfg["precision"]]
     model = model.to(device=device, dtype=dtype)
     set_threads(cfg["threads"], num_params(model))
@@ -226,3 +229,70 @@ def build_model(cfg: dict[str, Any], federation, one: torch.Tensor) -> torch.nn.
                         f"{classes} classes): {first_line(e)}; choose a model made for {d} "
                         "(see `fedmoo list model`)") from e
     return model.train()
+
+
+def parameter_count(cfg: dict[str, Any], federation) -> int | None:
+    """Parameters of the configured model, without allocating them (None if it cannot tell)."""
+    try:
+        with torch.device("meta"):
+            model = models.build(cfg["model"], tuple(federation.input_shape),
+                                 federation.num_classes, federation.num_tasks)
+        return sum(p.numel() for p in model.parameters())
+    except Exception:  # noqa: BLE001 - the estimate is a guard, never a new failure
+        return None
+
+
+def activations_per_sample(model: torch.nn.Module, x1: torch.Tensor) -> int:
+    """Numbers the leaf modules output for the one-sample batch ``x1`` (no gradients kept)."""
+    total = 0
+
+    def count(_module, _inputs, out):
+        nonlocal total
+        if isinstance(out, torch.Tensor):
+            total += out.numel()
+
+    hooks = [m.register_forward_hook(count) for m in model.modules() if not list(m.children())]
+    try:
+        with torch.no_grad():
+            model(x1)
+    finally:
+        for h in hooks:
+            h.remove()
+    return total
+
+
+def available(device: torch.device) -> int | None:
+    """Bytes fedmoo may still allocate on ``device`` (None if unknown; ``fedmoo.budget``)."""
+    return budget.available(device)
+
+
+def kept(algo, num_clients: int) -> int:
+    """Model-sized vectors ``algo``'s state keeps besides w, for ``num_clients`` clients."""
+    per_client, total = algo.kept_vectors
+    return per_client * num_clients + total
+
+
+def lower_bound(d: int, per_round: int, acts: int = 0, batch: int = 1, kept: int = 0) -> int:
+    """Bytes: 3 d + K d parameters-sized tensors, the algorithm's ``kept`` model-sized vectors
+    and a batch's activations with gradients."""
+    return torch.get_default_dtype().itemsize * (d * (3 + per_round + kept) + 2 * acts * batch)
+
+
+def check_fits(cfg: dict[str, Any], d: int | None, per_round: int, device: torch.device,
+               acts: int = 0, kept: int = 0) -> None:
+    free = available(device)
+    if d is None or free is None:
+        return
+    batch = int(cfg["client"]["batch_size"] or 1)   # null = full batch
+    need = lower_bound(d, per_round, acts, batch, kept)
+    if need <= free:
+        return
+    what = f"{d:.3g} parameters" + (f" and {acts:,} activations per sample x batch {batch}"
+                                    if acts else "")
+    state = f" and the {kept:,} model-sized vectors algo={cfg['algo']['name']} keeps" if kept else ""
+    need_s, free_s = budget.sizes(need, free)
+    raise UserError(
+        f"model={cfg['model'].get('name')} does not fit: {what} need at least {need_s} for a "
+        f"round of {per_round} clients{state}, but {device.type} has {free_s} free; choose a "
+        f"smaller model, fewer clients_per_round{' or num_clients,' if kept else ''} or a "
+        "smaller client.batch_size")

@@ -7,7 +7,7 @@ import torch
 
 from fedmoo.cli.overrides import check_overrides
 from fedmoo.errors import UserError
-from fedmoo.run import memory
+from fedmoo.run import setup
 from fedmoo.config.schema import check
 from fedmoo.run.loop import run
 from tests.conftest import small_cfg
@@ -52,7 +52,7 @@ def test_the_estimate_counts_the_models_an_algorithm_keeps(tmp_path, monkeypatch
     k = 6 if algo == "afl" else 3                    # afl: every client each round
     cfg = small_cfg(algo={"name": algo}, clients_per_round=k)
     need = 4 * 610 * (3 + k + kept)                  # logreg 60 -> 10: d = 610, float32
-    monkeypatch.setattr(memory, "available", lambda device: need - 1)
+    monkeypatch.setattr(setup, "available", lambda device: need - 1)
     with pytest.raises(UserError, match=rf" need at least {need:,} bytes for a round of {k} "
                                         rf"clients.*, but cpu has {need - 1:,} bytes free;"):
         run(cfg, tmp_path)
@@ -68,24 +68,24 @@ def test_the_estimate_counts_the_models_an_algorithm_keeps(tmp_path, monkeypatch
 
 def test_a_model_that_cannot_fit_is_refused_before_allocation(tmp_path, monkeypatch):
     cfg = small_cfg(model={"name": "mlp", "hidden": [200]})
-    d = memory.parameter_count(cfg, _fed(cfg))
+    d = setup.parameter_count(cfg, _fed(cfg))
     assert d == 60 * 200 + 200 + 200 * 10 + 10
-    params_only = memory.lower_bound(d, 3)
+    params_only = setup.lower_bound(d, 3)
     assert params_only == 4 * d * (3 + 3)
-    monkeypatch.setattr(memory, "available", lambda device: params_only - 1)
+    monkeypatch.setattr(setup, "available", lambda device: params_only - 1)
     with pytest.raises(UserError, match=r"^model=mlp does not fit: 1.42e\+04 parameters need at "
                                         r"least .* for a round of 3 clients"):
         run(cfg, tmp_path)
     # the activations of a batch count too: 200 + 200 + 10 numbers per sample (leaf outputs)
     model = __import__("fedmoo").models.build(cfg["model"], (60,), 10)
-    acts = memory.activations_per_sample(model, torch.zeros(1, 60))
+    acts = setup.activations_per_sample(model, torch.zeros(1, 60))
     assert acts == sum(m.out_features for m in model.modules()
                        if isinstance(m, torch.nn.Linear)) + 200   # + the ReLU's output
-    full = memory.lower_bound(d, 3, acts, batch=10)
-    monkeypatch.setattr(memory, "available", lambda device: full - 1)
+    full = setup.lower_bound(d, 3, acts, batch=10)
+    monkeypatch.setattr(setup, "available", lambda device: full - 1)
     with pytest.raises(UserError, match=r"activations per sample x batch 10"):
         run(cfg, tmp_path / "acts")
-    monkeypatch.setattr(memory, "available", lambda device: full)
+    monkeypatch.setattr(setup, "available", lambda device: full)
     run(cfg, tmp_path / "ok")
 
 
