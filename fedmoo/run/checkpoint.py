@@ -178,16 +178,13 @@ def _same_keys(have: set, want: set, what: str, where: str) -> None:
         raise Misfit(f"it has an unknown {what} {unknown[0]!r}{where}")
 
 
+# what a value is, in a Misfit's words (bool before number: a bool is an int)
+KINDS = ((torch.Tensor, "tensor"), (bool, "bool"), ((int, float), "number"),
+         ((list, tuple), "sequence"))
+
+
 def _kind(v: Any) -> str:
-    if isinstance(v, torch.Tensor):
-        return "tensor"
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, (list, tuple)):
-        return "sequence"
-    return type(v).__name__
+    return next((name for types, name in KINDS if isinstance(v, types)), type(v).__name__)
 
 
 def _fits(value: Any, ref: Any, where: str, strict: bool) -> None:
