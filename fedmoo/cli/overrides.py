@@ -101,29 +101,18 @@ def check_new_keys(args: list[str], groups: tuple[str, ...]) -> str | None:
     return None
 
 
-# Hydra options that may be written after overrides (argparse refuses overrides after them).
-FLAGS = {"-m", "--multirun", "--run", "--resolve"}
+# Hydra options that take a value (``--cfg job``), skipped by the checks and kept with it.
 VALUED = {"-c", "--cfg", "-p", "--package", "-cd", "--config-dir", "-cn", "--config-name", "-cp",
           "--config-path"}
 
 
-def normalize(args: list[str], groups: tuple[str, ...]) -> list[str]:
-    """Arguments as Hydra wants them: its options first (``fedmoo run seed=0,1 -m`` works), and
-    ``debug=true`` -> ``debug='true'`` (Hydra reads an unquoted true/false as a boolean, which
-    it refuses as a config group choice)."""
-    options, rest = [], []
-    given = iter(args)
-    for arg in given:
-        if arg in FLAGS:
-            options.append(arg)
-        elif arg in VALUED and (value := next(given, None)) is not None:
-            options += [arg, value]
-        else:
-            key, eq, value = arg.partition("=")
-            if eq and key.lstrip("+~") in groups and value in ("true", "false"):
-                arg = f"{key}='{value}'"
-            rest.append(arg)
-    return options + rest
+def group_choice(arg: str) -> str:
+    """``debug=true`` -> ``debug='true'``: Hydra reads an unquoted true/false as a boolean,
+    which it refuses as a config group choice."""
+    key, eq, value = arg.partition("=")
+    if eq and key.lstrip("+~") in GROUPS and value in ("true", "false"):
+        return f"{key}='{value}'"
+    return arg
 
 
 def node_keys(args: list[str], dotted: str, swept: str | None) -> list[str]:
@@ -131,7 +120,7 @@ def node_keys(args: list[str], dotted: str, swept: str | None) -> list[str]:
     group swept over several options (``swept``: ``digits,synthetic``), the keys every one has."""
     from fedmoo.cli.config import compose
 
-    choices = [a for a in normalize(args, GROUPS)
+    choices = [group_choice(a) for a in args
                if "=" in a and a.partition("=")[0].lstrip("+") in GROUPS and "," not in a]
     top = dotted.split(".")[0]
     found: list[set[str]] = []
