@@ -70,7 +70,7 @@ def jobs(args: list[str], multirun: bool) -> list[list[str]]:
         return [args]
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from fedmoo.cli.sweep_grid import grid
+    from fedmoo.cli.overrides import grid
 
     all_jobs = grid(OverridesParser.create().parse_overrides(args))
     chosen, seen = [], set()
