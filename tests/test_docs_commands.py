@@ -70,7 +70,7 @@ def jobs(args: list[str], multirun: bool) -> list[list[str]]:
         return [args]
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from fedmoo.cli.sweep_grid import grid
+    from fedmoo.cli.overrides import grid
 
     all_jobs = grid(OverridesParser.create().parse_overrides(args))
     chosen, seen = [], set()
@@ -100,7 +100,7 @@ def check(command: str) -> None:
         pytest.skip(launcher)            # e.g. hydra/launcher=ray without hydra-ray-launcher
     err = ov.check_overrides(args) or ov.check_new_keys(args, GROUPS) or launcher
     assert err is None, err
-    hydra_run.check(hydra_run.plan(ov.normalize([*(["-m"] if multirun else []), *args], GROUPS)))
+    hydra_run.check(hydra_run.plan([*(["-m"] if multirun else []), *args]))
     for job in jobs(args, multirun):
         cfg = compose(job)
         assert cfg["rounds"] >= 0 and cfg["data"]["name"], job

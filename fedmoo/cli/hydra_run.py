@@ -18,6 +18,8 @@ from typing import Any, Callable, NamedTuple
 
 CONFIG_MODULE, CONFIG_NAME, JOB_NAME = "fedmoo.conf", "config", "app"
 MULTIRUN_FLAGS, RUN_FLAGS = ("-m", "--multirun"), ("-r", "--run")
+# Hydra options that may be written after overrides (argparse refuses overrides after them).
+FLAGS = {"-m", "--multirun", "--run", "--resolve"}
 CONFIG_FLAGS = {"-cd": "config_dir", "--config-dir": "config_dir", "-cn": "config_name",
                 "--config-name": "config_name", "-cp": "config_path", "--config-path": "config_path"}
 
@@ -35,26 +37,30 @@ class Plan(NamedTuple):
 
 
 def plan(args: list[str]) -> Plan:
-    """The plan of Hydra arguments (options first, as ``fedmoo.cli.overrides.normalize`` puts
-    them); ``multirun`` is None for a flag this module does not run or an unusual
-    ``hydra.mode`` override (``@hydra.main`` takes those)."""
+    """The plan of ``fedmoo run ARGS``: Hydra's options first (``fedmoo run seed=0,1 -m``
+    works), group choices quoted (``fedmoo.cli.overrides.group_choice``); ``multirun`` is None
+    for a flag this module does not run or an unusual ``hydra.mode`` override (``@hydra.main``
+    takes those)."""
     from fedmoo.cli.config import with_plugins
-    from fedmoo.cli.overrides import VALUED
+    from fedmoo.cli.overrides import VALUED, group_choice
     from fedmoo.errors import UserError
 
     given: dict[str, str] = {}
-    flags, overrides = [], []
+    options, flags, overrides = [], [], []
     rest = iter(args)
     for arg in rest:
         name, eq, value = arg.partition("=")
         if name in CONFIG_FLAGS:
             given[CONFIG_FLAGS[name]] = value if eq else next(rest, "")
+        elif arg in FLAGS:
+            options.append(arg)
+        elif arg in VALUED and (value := next(rest, None)) is not None:   # --cfg job, -p algo
+            options += [arg, value]
         elif arg.startswith("-"):
             flags.append(arg)
-            if arg in VALUED and (value := next(rest, None)) is not None:   # --cfg job, -p algo
-                flags.append(value)
         else:
-            overrides.append(arg)
+            overrides.append(group_choice(arg))
+    flags = options + flags
     path = given.get("config_path")
     if "config_dir" in given:
         folder = Path(given["config_dir"]).expanduser().resolve()

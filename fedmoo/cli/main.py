@@ -92,7 +92,7 @@ def cmd_run(args: list[str]) -> int:
     # Make Hydra raise its composition errors (instead of printing a block and exiting with 1)
     # so they become one line and exit status 2 here.
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    planned = hydra_run.plan(overrides.normalize(args, GROUPS))
+    planned = hydra_run.plan(args)
     sys.argv = ["fedmoo run", *hydra_run.argv(planned)]
     log.debug("Hydra arguments: %s", shlex.join(sys.argv[1:]))
     try:

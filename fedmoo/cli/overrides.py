@@ -1,4 +1,5 @@
-"""`fedmoo run` overrides: checks Hydra does not make, and one-line messages for Hydra's errors.
+"""`fedmoo run` overrides: checks Hydra does not make, one-line messages for Hydra's errors, and
+a sweep's jobs (``grid``: fedmoo's sweeper, ``fedmoo prepare``).
 
 Hydra prints its composition errors as a multi-line block and exits with status 1; the CLI makes
 it raise them instead (HYDRA_FULL_ERROR) and prints ``hydra_error_line`` with status 2.
@@ -10,6 +11,7 @@ import difflib
 import itertools
 import re
 from pathlib import Path
+from typing import Any, Sequence
 
 from fedmoo.cli.groups import CONF_DIR, GROUPS, group_options
 
@@ -19,9 +21,9 @@ def check_overrides(args: list[str]) -> str | None:
     like block), and words that are not overrides; returns an error message or None."""
     folders = config_folders(args)
     for i, arg in enumerate(args):
-        if i and args[i - 1] in VALUED:      # the value of --cfg job, -p package, ...
+        if arg.startswith("-") or (i and args[i - 1] in VALUED):  # a flag, --cfg job's value
             continue
-        if not arg.startswith("-") and "=" not in arg:   # usually a value's rest after a space
+        if "=" not in arg:                   # usually a value's rest after a space
             prev = args[i - 1] if i else ""
             if "=" not in prev:
                 return f"{arg!r} is not an override (key=value); see `fedmoo run --help`"
@@ -29,8 +31,6 @@ def check_overrides(args: list[str]) -> str | None:
             return (f"{arg!r} is not an override (key=value): a value with spaces must be quoted "
                     f"as a whole, e.g. '{key}=\"{value} {arg}\"' (single quotes for the shell, "
                     "double quotes for Hydra)")
-        if arg.startswith("-"):
-            continue
         key, _, value = arg.partition("=")
         key = key.lstrip("+~")
         is_row = key.startswith("row/")   # a paper table's rows: conf/row/<paper>/<table>/
@@ -101,29 +101,18 @@ def check_new_keys(args: list[str], groups: tuple[str, ...]) -> str | None:
     return None
 
 
-# Hydra options that may be written after overrides (argparse refuses overrides after them).
-FLAGS = {"-m", "--multirun", "--run", "--resolve"}
+# Hydra options that take a value (``--cfg job``), skipped by the checks and kept with it.
 VALUED = {"-c", "--cfg", "-p", "--package", "-cd", "--config-dir", "-cn", "--config-name", "-cp",
           "--config-path"}
 
 
-def normalize(args: list[str], groups: tuple[str, ...]) -> list[str]:
-    """Arguments as Hydra wants them: its options first (``fedmoo run seed=0,1 -m`` works), and
-    ``debug=true`` -> ``debug='true'`` (Hydra reads an unquoted true/false as a boolean, which
-    it refuses as a config group choice)."""
-    options, rest = [], []
-    given = iter(args)
-    for arg in given:
-        if arg in FLAGS:
-            options.append(arg)
-        elif arg in VALUED and (value := next(given, None)) is not None:
-            options += [arg, value]
-        else:
-            key, eq, value = arg.partition("=")
-            if eq and key.lstrip("+~") in groups and value in ("true", "false"):
-                arg = f"{key}='{value}'"
-            rest.append(arg)
-    return options + rest
+def group_choice(arg: str) -> str:
+    """``debug=true`` -> ``debug='true'``: Hydra reads an unquoted true/false as a boolean,
+    which it refuses as a config group choice."""
+    key, eq, value = arg.partition("=")
+    if eq and key.lstrip("+~") in GROUPS and value in ("true", "false"):
+        return f"{key}='{value}'"
+    return arg
 
 
 def node_keys(args: list[str], dotted: str, swept: str | None) -> list[str]:
@@ -131,7 +120,7 @@ def node_keys(args: list[str], dotted: str, swept: str | None) -> list[str]:
     group swept over several options (``swept``: ``digits,synthetic``), the keys every one has."""
     from fedmoo.cli.config import compose
 
-    choices = [a for a in normalize(args, GROUPS)
+    choices = [group_choice(a) for a in args
                if "=" in a and a.partition("=")[0].lstrip("+") in GROUPS and "," not in a]
     top = dotted.split(".")[0]
     found: list[set[str]] = []
@@ -152,8 +141,7 @@ def hydra_error_line(e: BaseException, args: list[str]) -> str:
 
     if isinstance(e.__cause__, UserError):   # a plugin Hydra instantiated checked its values
         return str(e.__cause__)
-    wrong_type = schema.type_refusal(e)      # rounds=abc: the schema's own line
-    if wrong_type:
+    if wrong_type := schema.type_refusal(e):      # rounds=abc: the schema's own line
         return wrong_type
     bad_yaml = e      # a config file that is not plain YAML (a tag such as !!python/..., a typo)
     while bad_yaml is not None and not isinstance(bad_yaml, yaml.YAMLError):
@@ -224,3 +212,24 @@ def from_hydra(e: BaseException) -> bool:
             return False
         tb = tb.tb_next
     return True
+
+
+def grid(overrides: Sequence[Any]) -> list[list[str]]:
+    """Every job's overrides from parsed ``overrides`` (Hydra's ``Override``s): the cartesian
+    product of their values, the first key varying slowest; a key given twice keeps its first
+    place and its last value (Hydra's basic sweeper's grid). A comma list, ``range(...)`` and
+    ``choice(...)`` are swept; an interval cannot be (UserError)."""
+    from fedmoo.errors import UserError
+
+    values: dict[str, list[str]] = {}
+    for o in overrides:
+        key = o.get_key_element()
+        if not o.is_sweep_override():
+            values[key] = [f"{key}={o.get_value_element_as_str()}"]
+        elif o.is_discrete_sweep():
+            values[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
+        else:
+            kind = o.value_type.name if o.value_type is not None else "this sweep"
+            raise UserError(f"{key}: fedmoo's sweeper does not sweep {kind} (use a comma "
+                            "list, range(...) or choice(...))")
+    return [list(job) for job in itertools.product(*values.values())]

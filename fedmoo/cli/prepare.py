@@ -54,7 +54,7 @@ def expand(overrides: list[str], multirun: bool) -> list[list[str]]:
     ``hydra.*`` and ``hydra/...`` ones (they cannot change a job's data)."""
     from hydra.errors import HydraException
 
-    from fedmoo.cli.sweep_grid import grid
+    from fedmoo.cli.overrides import grid
 
     parsed = [o for o in _parse(overrides) if not o.key_or_group.startswith(("hydra.", "hydra/"))]
     sweeps = [o for o in parsed if o.is_sweep_override()]

@@ -1,5 +1,5 @@
 """fedmoo's sweeper (``hydra/sweeper=fedmoo``, the default): the grid of Hydra's basic sweeper
-(``fedmoo.cli.sweep_grid``), in batches of ``max_batch_size`` jobs, each job's configuration
+(``fedmoo.cli.overrides.grid``), in batches of ``max_batch_size`` jobs, each job's configuration
 composed once. Before a batch is launched every job of it is composed and checked (a bad job
 stops the sweep before any job of the batch runs); Hydra's basic sweeper throws those away and
 the launcher composes each again (0.3-0.5 s a job). Here ``KeptConfigs``, the config loader
@@ -80,7 +80,7 @@ class GridSweeper(Sweeper):
         from omegaconf import OmegaConf
 
         from fedmoo.cli.app import sweep_started
-        from fedmoo.cli.sweep_grid import grid
+        from fedmoo.cli.overrides import grid
 
         assert self.config is not None and self.launcher is not None
         parser = OverridesParser.create(config_loader=self.loader)

@@ -72,7 +72,7 @@ def test_the_grid_is_hydras_basic_sweepers():
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from fedmoo.cli.sweep_grid import grid
+    from fedmoo.cli.overrides import grid
 
     for args in (["a=1,2,3", "b=x,y"], ["a=range(0,3)", "b=1", "a=5,6"], ["c=choice(p,q)"],
                  ["+n=1,2", "~m", "k=[1,2]"], []):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from fedmoo.cli.groups import GROUPS
-from fedmoo.cli.overrides import check_new_keys, normalize
+from fedmoo.cli.hydra_run import argv, plan
+from fedmoo.cli.overrides import check_new_keys
 
 
 def test_hydra_options_move_first_and_group_booleans_are_quoted():
     args = ["seed=0,1", "-m", "debug=true", "--cfg", "job", "resume=false"]
-    assert normalize(args, GROUPS) == ["-m", "--cfg", "job", "seed=0,1", "debug='true'",
+    assert argv(plan(args)) == ["-m", "--cfg", "job", "seed=0,1", "debug='true'",
                                        "resume=false"]
 
 
