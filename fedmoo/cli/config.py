@@ -8,8 +8,10 @@ from typing import Any
 from fedmoo.errors import UserError
 
 
-def compose(overrides: list[str] | tuple[str, ...] = (), resolve: bool = True) -> dict[str, Any]:
-    """The resolved config ``fedmoo run OVERRIDES`` would use, as a plain dict (no hydra key)."""
+def compose(overrides: list[str] | tuple[str, ...] = (), resolve: bool = True,
+            hydra: bool = False) -> dict[str, Any]:
+    """The resolved config ``fedmoo run OVERRIDES`` would use, as a plain dict (with its
+    ``hydra`` node only if ``hydra``)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
@@ -20,7 +22,8 @@ def compose(overrides: list[str] | tuple[str, ...] = (), resolve: bool = True) -
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=with_plugins(list(overrides)))
+            cfg = hydra_compose(config_name="config", overrides=with_plugins(list(overrides)),
+                                return_hydra_config=hydra)
         return OmegaConf.to_container(cfg, resolve=resolve)
     except (HydraException, OmegaConfBaseException) as e:
         from fedmoo.config import schema

@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fedmoo.cli.config import with_plugins
+from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
+
 
 def _parse(overrides: list[str]):
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -26,27 +27,6 @@ def _parse(overrides: list[str]):
         return OverridesParser.create().parse_overrides(overrides)
     except HydraException as e:
         raise UserError(f"invalid override: {str(e).splitlines()[0]}") from None
-
-
-def _sweeper_params(fixed: list[str]) -> list[str]:
-    """``hydra.sweeper.params`` of the config the fixed overrides select, as ``key=value``."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_module(config_module="fedmoo.conf", version_base="1.3"):
-            cfg = compose(config_name="config", overrides=with_plugins(fixed),
-                          return_hydra_config=True)
-        params = OmegaConf.to_container(cfg.hydra.sweeper, resolve=False).get("params") or {}
-    except (HydraException, OmegaConfBaseException) as e:
-        raise UserError(f"invalid configuration: {str(e).splitlines()[0]}") from None
-    finally:
-        GlobalHydra.instance().clear()
-    return [f"{k}={v}" for k, v in params.items()]
 
 
 def expand(overrides: list[str], multirun: bool) -> list[list[str]]:
@@ -63,7 +43,8 @@ def expand(overrides: list[str], multirun: bool) -> list[list[str]]:
             raise UserError(f"{sweeps[0].input_line} is a sweep; add -m to prepare every job")
         return [[o.input_line for o in parsed]]
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
-    all_params = _parse(_sweeper_params(fixed) + [o.input_line for o in parsed])
+    swept = compose(fixed, resolve=False, hydra=True)["hydra"]["sweeper"].get("params") or {}
+    all_params = _parse([f"{k}={v}" for k, v in swept.items()] + [o.input_line for o in parsed])
     try:
         return grid(all_params)
     except HydraException as e:
@@ -72,8 +53,6 @@ def expand(overrides: list[str], multirun: bool) -> list[list[str]]:
 
 def datasets(jobs: list[list[str]]) -> list[tuple[dict[str, Any], str]]:
     """Distinct (data config, data_dir) pairs of the jobs, in first-seen order."""
-    from fedmoo.cli.config import compose
-
     seen: dict[str, tuple[dict[str, Any], str]] = {}
     for job in jobs:
         cfg = compose(job)

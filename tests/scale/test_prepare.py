@@ -36,6 +36,9 @@ def test_expand_sweeps_like_hydra():
     assert prepare.expand(["rounds=3"], multirun=False) == [["rounds=3"]]
     with pytest.raises(UserError, match="seed=0,1 is a sweep; add -m"):
         prepare.expand(["seed=0,1"], multirun=False)
+    # a bad fixed value is refused by its knob, in the words `fedmoo run -m` uses
+    with pytest.raises(UserError, match=r"^rounds='abc' must be a positive integer; e\.g\. "):
+        prepare.expand(["rounds=abc", "seed=0,1"], multirun=True)
 
 
 def test_datasets_are_deduplicated():
