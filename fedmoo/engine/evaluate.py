@@ -31,7 +31,7 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
 
     With one model, all clients' samples go through the network in a few large chunks
     (``chunk`` samples each; default ``eval_chunk``) and the per-client sums are formed with
-    one ``scatter_add``. ``clients`` restricts to a subset.
+    one ``index_add``. ``clients`` restricts to a subset.
     """
     s = data.split(split)
     n_clients, dev = s.num_clients, data.x.device
@@ -45,12 +45,8 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
             mask = torch.isin(owner, clients.to(dev))
             owner, index = owner[mask], index[mask]
         loss, correct = _forward_stats(model, data, index, chunk)
-        if tail:
-            sums[0].index_add_(0, owner, loss.double())
-            sums[1].index_add_(0, owner, correct.double())
-        else:
-            sums[0].scatter_add_(0, owner, loss.double())
-            sums[1].scatter_add_(0, owner, correct.double())
+        sums[0].index_add_(0, owner, loss.double())
+        sums[1].index_add_(0, owner, correct.double())
         sums[2].index_add_(0, owner, torch.ones(loss.shape, dtype=torch.float64, device=dev))
     else:
         ids = range(n_clients) if clients is None else clients.tolist()
