@@ -94,8 +94,7 @@ def each_row(count: int, workers: int, run: Callable[[int, int], None]) -> None:
 
     try:
         with ThreadPoolExecutor(workers) as pool:
-            for f in [pool.submit(work, k) for k in range(workers)]:
-                f.result()
+            list(pool.map(work, range(workers)))
     finally:
         torch.set_num_threads(threads)
 

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedmoo.engine.common import entrywise, gather
-from fedmoo.engine.plan import RoundPlan, active_rows
+from fedmoo.engine.plan import RoundPlan
 from fedmoo.engine.rowsgd import Rows, RowSGD, add_tensor
 
 # Inputs up to this size get a copy with a column of ones, so the bias trains inside the GEMMs
@@ -198,7 +198,8 @@ class LinearHead:
         flat = x.flatten(1)
         per_source = max(1, STEP_BYTES // max(1, b * flat.shape[1] * flat.element_size()))
         firsts: list[tuple[Tensor, Tensor]] = []
-        for steps, lo, hi in _blocks(active_rows(plan), per_source):
+        active = [int(n) for n in plan.active.sum(0).tolist()]   # rows taking each step
+        for steps, lo, hi in _blocks(active, per_source):
             r0, r1 = lo * reuse, hi * reuse            # the block's sources' rows
             n = r1 - r0
             t = whole if (r0, r1) == (0, n_rows) else whole.rows(r0, r1)

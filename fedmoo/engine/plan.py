@@ -104,14 +104,8 @@ def stack_plans(plans: list[RoundPlan]) -> RoundPlan:
 def longest_first(plan: RoundPlan, src: Tensor) -> tuple[RoundPlan, Tensor]:
     """The plan's rows reordered by their number of steps, most first (ties in order), and
     ``src`` (rows of a stack pointing at plan rows) renumbered to match. A row is active up to
-    its last step, so at every step the active rows are then a prefix (``active_rows``)
-    and a step can leave the finished rows out by slicing."""
+    its last step, so at every step the active rows are then a prefix and a step can leave
+    the finished rows out by slicing."""
     steps = plan.active.sum(1)
     order = torch.argsort(-steps, stable=True)
     return plan.take(order), torch.argsort(order)[src]
-
-
-def active_rows(plan: RoundPlan) -> list[int]:
-    """Per step, how many rows take it (on the host); the rows taking a step are the first
-    ones when the plan is ``longest_first``."""
-    return [int(n) for n in plan.active.sum(0).tolist()]
