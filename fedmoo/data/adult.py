@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from fedmoo.data.checks import read_text
 from fedmoo.data.download import Resource, ensure
@@ -117,10 +116,9 @@ def load(data_dir: Path, *, download: bool, train_rows: str) -> Source:
     if train_rows == "authors_code":
         dtr = authors_code_rows(dtr)
     return Source(
-        x=torch.from_numpy(np.concatenate([xtr, xte])),
-        y=torch.from_numpy(np.concatenate([ytr, yte])),
-        is_test=torch.from_numpy(np.concatenate([np.zeros(len(ytr), bool), np.ones(len(yte), bool)])),
-        owner=torch.from_numpy(np.concatenate([dtr, dte])),
+        x=np.concatenate([xtr, xte]), y=np.concatenate([ytr, yte]),
+        is_test=np.concatenate([np.zeros(len(ytr), bool), np.ones(len(yte), bool)]),
+        owner=np.concatenate([dtr, dte]),
         num_classes=2, input_shape=(NUM_FEATURES,), client_names=list(DOMAINS),
         class_names=["<=50K", ">50K"],
     )

@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from fedmoo.data.cache import cached
 from fedmoo.data.checks import open_image, read_text
@@ -73,7 +72,7 @@ def _build(root: Path, target: str, size: int, keep_valid: bool) -> Source:
             raise UserError(f"{ident_path} has no identity for {lost[0]}; {FIX}")
         ids = sorted({ident[files[i]] for i in keep})
         pos = {c: k for k, c in enumerate(ids)}
-        owner = torch.tensor([pos[ident[files[i]]] for i in keep])
+        owner = np.array([pos[ident[files[i]]] for i in keep], np.int64)
         names = [str(c) for c in ids]
     x = np.empty((len(keep), 3, size, size), np.float32)
     for j, i in enumerate(keep):
@@ -83,8 +82,7 @@ def _build(root: Path, target: str, size: int, keep_valid: bool) -> Source:
     is_test = np.array([split.get(files[i], 0) == 2 for i in keep])
     multi = target == "all"
     y = attrs[keep] if multi else attrs[keep, names_attr.index(target)]
-    return Source(x=torch.from_numpy(x), y=torch.from_numpy(np.ascontiguousarray(y)),
-                  is_test=torch.from_numpy(is_test), num_classes=2,
+    return Source(x=x, y=np.ascontiguousarray(y), is_test=is_test, num_classes=2,
                   input_shape=(3, size, size), owner=owner, client_names=names,
                   class_names=["no", "yes"] if multi else [f"not {target}", target],
                   task="multitask" if multi else "classification",

@@ -14,7 +14,6 @@ import pickle
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from fedmoo.data import pixels
 from fedmoo.data.checks import check_labels, reason
@@ -171,11 +170,9 @@ def load(data_dir: Path, name: str, normalize: str, download: bool, verify: bool
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise UserError(f"{meta}: {spec['names']!r} must be a list of strings; "
                         "re-download the dataset")
-    return Source(
-        x=pixels.normalize(x, is_test, normalize, spec["mean"], spec["std"]),
-        y=torch.from_numpy(y), is_test=torch.from_numpy(is_test),
-        num_classes=spec["num_classes"], input_shape=(3, 32, 32), class_names=list(names),
-    )
+    return Source(x=pixels.normalize(x, is_test, normalize, spec["mean"], spec["std"]), y=y,
+                  is_test=is_test, num_classes=spec["num_classes"], input_shape=(3, 32, 32),
+                  class_names=list(names))
 
 
 def load_cifar10(data_dir: Path, *, normalize: str, download: bool, verify: bool) -> Source:

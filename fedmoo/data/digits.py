@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from fedmoo.data.federated import Source
 
@@ -23,6 +22,6 @@ def load(data_dir: Path, *, test_fraction: float, split_seed: int) -> Source:
     for c in range(10):
         idx = rng.permutation(np.flatnonzero(y == c))
         is_test[idx[: round(test_fraction * len(idx))]] = True
-    return Source(x=torch.from_numpy(x), y=torch.from_numpy(y), is_test=torch.from_numpy(is_test),
-                  num_classes=10, input_shape=(1, 8, 8), class_names=[str(c) for c in range(10)],
+    return Source(x=x, y=y, is_test=is_test, num_classes=10, input_shape=(1, 8, 8),
+                  class_names=[str(c) for c in range(10)],
                   location="scikit-learn's bundled copy (no files)")

@@ -22,6 +22,8 @@ MULTITASK = ("multitask", "multitask_regression")
 
 @dataclass
 class Source:
+    """What a loader returns; its arrays may be given as numpy arrays (held as tensors)."""
+
     x: Tensor                      # [M, ...] float32 features (already normalised)
     y: Tensor                      # [M] int64 labels (or [M, S] targets)
     is_test: Tensor                # [M] bool, the dataset's own test split
@@ -34,6 +36,11 @@ class Source:
     task_names: list[str] | None = None   # multi-task data: one name per column of y
     location: str | None = None    # where the samples come from when that is not data_dir
     #                                (a system folder, "memory (generated, no files)"); messages only
+
+    def __post_init__(self):
+        for name in ("x", "y", "is_test", "owner"):
+            if isinstance(value := getattr(self, name), np.ndarray):
+                setattr(self, name, torch.from_numpy(value))
 
     @property
     def digest(self) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from fedmoo.data import pixels
 from fedmoo.data.cache import cached
@@ -42,9 +41,8 @@ def _source(items: list[tuple[Path, int, bool]], classes: list[str], normalize: 
     x = np.stack(arrs) if arrs else np.zeros((0, 3, 1, 1), np.uint8)
     y = np.array([c for _, c, _ in items], np.int64)
     is_test = np.array([t for _, _, t in items], bool)
-    return Source(x=pixels.normalize(x, is_test, normalize), y=torch.from_numpy(y),
-                  is_test=torch.from_numpy(is_test), num_classes=len(classes),
-                  input_shape=tuple(x.shape[1:]), class_names=classes)
+    return Source(x=pixels.normalize(x, is_test, normalize), y=y, is_test=is_test,
+                  num_classes=len(classes), input_shape=tuple(x.shape[1:]), class_names=classes)
 
 
 def load_cinic10(data_dir: Path, *, normalize: str, use_valid: bool, download: bool) -> Source:

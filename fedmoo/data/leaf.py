@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from fedmoo.data.cache import cached
 from fedmoo.data.checks import reason
@@ -90,9 +89,7 @@ def _federate(root: Path, users: list[str] | None, encode, classes: list[str]) -
             flags.append(np.full(len(y), is_test))
     x = np.concatenate(xs)
     return Source(
-        x=torch.from_numpy(x), y=torch.from_numpy(np.concatenate(ys)),
-        is_test=torch.from_numpy(np.concatenate(flags)),
-        owner=torch.from_numpy(np.concatenate(owners)),
+        x=x, y=np.concatenate(ys), is_test=np.concatenate(flags), owner=np.concatenate(owners),
         num_classes=len(classes), input_shape=tuple(x.shape[1:]), client_names=names,
         class_names=classes,
     )

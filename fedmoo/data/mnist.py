@@ -14,7 +14,6 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from fedmoo.data import pixels
 from fedmoo.data.cache import cached
@@ -110,11 +109,8 @@ def _load_idx_pair(paths: list[Path], num_classes: int
 
 def _source(x, y, is_test, normalize, num_classes, class_names, mean=None, std=None) -> Source:
     x = x[:, None]                                     # [M, 1, H, W]
-    return Source(
-        x=pixels.normalize(x, is_test, normalize, mean, std),
-        y=torch.from_numpy(y), is_test=torch.from_numpy(is_test),
-        num_classes=num_classes, input_shape=tuple(x.shape[1:]), class_names=class_names,
-    )
+    return Source(x=pixels.normalize(x, is_test, normalize, mean, std), y=y, is_test=is_test,
+                  num_classes=num_classes, input_shape=tuple(x.shape[1:]), class_names=class_names)
 
 
 def idx_files(data_dir: Path, dataset: str, download: bool,

@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from fedmoo.data import pixels
 from fedmoo.data.federated import Source
@@ -57,10 +56,9 @@ def build(left, right, seed: int, train_samples: int | None, test_samples: int |
         ys.append(np.stack([ly[keep], ry[partner]], axis=1).astype(np.int64))
         flags.append(np.full(len(keep), test))
     x, is_test = np.concatenate(xs)[:, None], np.concatenate(flags)
-    return Source(x=pixels.normalize(x, is_test, normalize, [0.1307], [0.3081]),
-                  y=torch.from_numpy(np.concatenate(ys)), is_test=torch.from_numpy(is_test),
-                  num_classes=10, input_shape=(1, SIDE, SIDE), task="multitask", task_names=TASKS,
-                  location=location)
+    x = pixels.normalize(x, is_test, normalize, [0.1307], [0.3081])
+    return Source(x=x, y=np.concatenate(ys), is_test=is_test, num_classes=10,
+                  input_shape=(1, SIDE, SIDE), task="multitask", task_names=TASKS, location=location)
 
 
 def load_multimnist(data_dir: Path, *, seed: int, train_samples: int | None,

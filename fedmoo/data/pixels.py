@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 
-def normalize(x: np.ndarray, is_test: np.ndarray, mode: str, mean=None, std=None) -> torch.Tensor:
-    """uint8 images ``[M, C, H, W]`` -> float32 tensor by ``mode`` (``data.normalize``): ``unit``
+def normalize(x: np.ndarray, is_test: np.ndarray, mode: str, mean=None, std=None) -> np.ndarray:
+    """uint8 images ``[M, C, H, W]`` -> contiguous float32 by ``mode`` (``data.normalize``): ``unit``
     ``x / 255``; ``standard`` ``(x / 255 - mean[c]) / std[c]`` (default: the training split's
     per-channel statistics); ``pixel_zscore`` every pixel position z-scored with the training
     split's raw mean and std, ``(x - mu) / (sigma + 0.001)`` (the q-FFL / FedFV FMNIST recipe)."""
@@ -25,4 +24,4 @@ def normalize(x: np.ndarray, is_test: np.ndarray, mode: str, mean=None, std=None
         t = train.astype(np.float64)
         mu, sigma = t.mean(axis=0), t.std(axis=0)
         out = (x.astype(np.float32) - mu.astype(np.float32)) / (sigma + 0.001).astype(np.float32)
-    return torch.from_numpy(np.ascontiguousarray(out, dtype=np.float32))
+    return np.ascontiguousarray(out, dtype=np.float32)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
@@ -46,6 +45,6 @@ def load(data_dir: Path, *, missing: str, test_fraction: float, seed: int,
             mu, sd = a[~is_test].mean(axis=0), a[~is_test].std(axis=0)
             a -= mu
             a /= np.where(sd > 0, sd, 1.0)
-    return Source(x=torch.from_numpy(x.astype(np.float32)), y=torch.from_numpy(y.astype(np.float32)),
-                  is_test=torch.from_numpy(is_test), num_classes=1, input_shape=(NUM_INPUTS,),
+    return Source(x=x.astype(np.float32), y=y.astype(np.float32), is_test=is_test,
+                  num_classes=1, input_shape=(NUM_INPUTS,),
                   task="multitask_regression", task_names=names[NUM_INPUTS:])

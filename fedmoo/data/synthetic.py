@@ -9,7 +9,6 @@ shuffle, as the reference generator (whose unseeded draws are seeded here with `
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from fedmoo import budget
 from fedmoo.data.federated import Source
@@ -63,10 +62,8 @@ def generate(num_users: int = 30, alpha: float = 1.0, beta: float = 1.0, seed: i
         is_test[start + perm[n_train:]] = True
         start = end
     return Source(
-        x=torch.from_numpy(x_all),
-        y=torch.from_numpy(y_all),
-        is_test=torch.from_numpy(is_test),
-        owner=torch.from_numpy(np.repeat(np.arange(num_users, dtype=np.int64), sizes)),
+        x=x_all, y=y_all, is_test=is_test,
+        owner=np.repeat(np.arange(num_users, dtype=np.int64), sizes),
         num_classes=NUM_CLASSES,
         input_shape=(DIM,),
         client_names=[f"f_{k:05d}" for k in range(num_users)],
