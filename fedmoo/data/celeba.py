@@ -23,8 +23,10 @@ URL = "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html"
 FIX = f"download it again from {URL}"
 
 
-def read_table(path: Path, header: bool) -> tuple[list[str], list[str], list[list[str]]]:
-    """(column names, image names, rows of values) of a CelebA text file."""
+def read_table(path: Path, header: bool, allowed: set[int] | None = None
+               ) -> tuple[list[str], list[str], np.ndarray]:
+    """(column names, image names, int64 values [rows, columns]) of a CelebA text file, each
+    value in ``allowed`` when given."""
     lines = [ln.split() for ln in read_text(path, FIX).splitlines() if ln.strip()]
     cols: list[str] = []
     if header:
@@ -36,37 +38,31 @@ def read_table(path: Path, header: bool) -> tuple[list[str], list[str], list[lis
         if len(ln) != width:
             raise UserError(f"{path}: row {i + 1} ({ln[0]}) has {len(ln) - 1} values, expected "
                             f"{width - 1}; {FIX}")
-    return cols, [ln[0] for ln in lines], [ln[1:] for ln in lines]
-
-
-def _ints(path: Path, vals: list[list[str]], allowed: set[int] | None = None) -> np.ndarray:
-    """The values of a CelebA table as int64, each in ``allowed`` when given."""
-    if not vals:
+    if not lines:
         raise UserError(f"{path} has no rows; {FIX}")
     try:
-        arr = np.array(vals, dtype=np.int64).reshape(len(vals), -1)
+        vals = np.array([ln[1:] for ln in lines], dtype=np.int64).reshape(len(lines), -1)
     except (ValueError, OverflowError):
         raise UserError(f"{path} holds a value that is not an integer; {FIX}") from None
-    if allowed is not None and not np.isin(arr, list(allowed)).all():
-        row = int(np.flatnonzero(~np.isin(arr, list(allowed)).all(axis=-1))[0])
+    if allowed is not None and not np.isin(vals, list(allowed)).all():
+        row = int(np.flatnonzero(~np.isin(vals, list(allowed)).all(axis=-1))[0])
         raise UserError(f"{path}: row {row + 1} holds a value outside {sorted(allowed)}; {FIX}")
-    return arr
+    return cols, [ln[0] for ln in lines], vals
 
 
 def _build(root: Path, target: str, size: int, keep_valid: bool) -> Source:
     from PIL import Image
 
-    names_attr, files, vals = read_table(root / "list_attr_celeba.txt", header=True)
-    attrs = (_ints(root / "list_attr_celeba.txt", vals, {-1, 1}) + 1) // 2   # -1/1 -> 0/1
-    _, pfiles, pvals = read_table(root / "list_eval_partition.txt", header=False)
-    parts = _ints(root / "list_eval_partition.txt", pvals, {0, 1, 2})[:, 0].tolist()
-    split = dict(zip(pfiles, parts))
+    names_attr, files, attrs = read_table(root / "list_attr_celeba.txt", True, {-1, 1})
+    attrs = (attrs + 1) // 2                                    # -1/1 -> 0/1
+    _, pfiles, parts = read_table(root / "list_eval_partition.txt", False, {0, 1, 2})
+    split = dict(zip(pfiles, parts[:, 0].tolist()))
     keep = [i for i, f in enumerate(files) if split.get(f, 0) != 1 or keep_valid]
     ident_path = root / "identity_CelebA.txt"
     owner = names = None
     if ident_path.is_file():
         _, ifiles, ivals = read_table(ident_path, header=False)
-        ident = dict(zip(ifiles, _ints(ident_path, ivals)[:, 0].tolist()))
+        ident = dict(zip(ifiles, ivals[:, 0].tolist()))
         lost = [files[i] for i in keep if files[i] not in ident]
         if lost:
             raise UserError(f"{ident_path} has no identity for {lost[0]}; {FIX}")
