@@ -130,56 +130,42 @@ def _unpack(archive: Path, root: Path, entries, open_member) -> None:
         raise
 
 
-def _extract_tar(archive: Path, root: Path) -> None:
-    with tarfile.open(archive) as tf:
-        # Lazy iteration: a member whose declared size breaks the limits stops the scan before
-        # its data is decompressed.
-        _unpack(archive, root, ((m, m.name, m.isdir(), m.isfile() and not m.issparse(),
-                                 m.size if m.isfile() else 0) for m in tf), tf.extractfile)
-
-
-def _extract_zip(archive: Path, root: Path) -> None:
-    with zipfile.ZipFile(archive) as zf:
-        infos = zf.infolist()
-        for i in infos:
-            if i.compress_type not in ZIP_METHODS:
-                raise ValueError(f"archive member {i.filename!r} uses compression method "
-                                 f"{i.compress_type} (only stored and deflated are read)")
-        # zipfile stops at each member's declared size (and fails its CRC if data runs on).
-        # a link has S_IFLNK in the Unix mode
-        _unpack(archive, root, ((i, i.filename, i.is_dir(), not i.is_dir() and not
-                                 stat.S_ISLNK(i.external_attr >> 16), i.file_size)
-                                for i in infos), zf.open)
-
-
-def _gunzip(archive: Path, root: Path) -> None:
-    dest = root / archive.name[:-3]
-    tmp = dest.with_name(dest.name + ".part")
-    try:
-        with gzip.open(archive, "rb") as src, open(tmp, "wb") as dst:
-            packed = archive.stat().st_size
-            copy_bounded(src, dst, lambda n: check_expansion(archive.name, n, packed))
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def extract(archive: Path, target: Path) -> None:
     """Unpack a .tar(.gz/.bz2/.xz), .zip or single-file .gz into ``target`` (module docstring);
-    the kind comes from the name, else from the content."""
+    the kind comes from the name, else from the content (by name first: a gzip file of zeros
+    also passes tarfile.is_tarfile)."""
     target.mkdir(parents=True, exist_ok=True)
     root = target.resolve()
     name = archive.name.lower()
-    if name.endswith(TAR_SUFFIXES):                   # by name first: a gzip file of zeros
-        _extract_tar(archive, root)                    # also passes tarfile.is_tarfile
-    elif name.endswith(".zip"):
-        _extract_zip(archive, root)
-    elif name.endswith(".gz"):
-        _gunzip(archive, root)
-    elif tarfile.is_tarfile(archive):
-        _extract_tar(archive, root)
-    elif zipfile.is_zipfile(archive):
-        _extract_zip(archive, root)
+    by_name = name.endswith((*TAR_SUFFIXES, ".zip", ".gz"))
+    if name.endswith(TAR_SUFFIXES) or not by_name and tarfile.is_tarfile(archive):
+        with tarfile.open(archive) as tf:
+            # Lazy iteration: a member whose declared size breaks the limits stops the scan before
+            # its data is decompressed.
+            _unpack(archive, root, ((m, m.name, m.isdir(), m.isfile() and not m.issparse(),
+                                     m.size if m.isfile() else 0) for m in tf), tf.extractfile)
+    elif name.endswith(".zip") or not by_name and zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            infos = zf.infolist()
+            for i in infos:
+                if i.compress_type not in ZIP_METHODS:
+                    raise ValueError(f"archive member {i.filename!r} uses compression method "
+                                     f"{i.compress_type} (only stored and deflated are read)")
+            # zipfile stops at each member's declared size (and fails its CRC if data runs on);
+            # a link has S_IFLNK in the Unix mode
+            _unpack(archive, root, ((i, i.filename, i.is_dir(), not i.is_dir() and not
+                                     stat.S_ISLNK(i.external_attr >> 16), i.file_size)
+                                    for i in infos), zf.open)
+    elif by_name:                                     # a single gzipped file
+        dest = root / archive.name[:-3]
+        tmp = dest.with_name(dest.name + ".part")
+        try:
+            with gzip.open(archive, "rb") as src, open(tmp, "wb") as dst:
+                packed = archive.stat().st_size
+                copy_bounded(src, dst, lambda n: check_expansion(archive.name, n, packed))
+            os.replace(tmp, dest)
+        finally:
+            tmp.unlink(missing_ok=True)
     else:
         raise ValueError(f"{archive} is not a tar, zip or gzip archive")
 
