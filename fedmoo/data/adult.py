@@ -70,20 +70,16 @@ def parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             raise UserError(f"{path}:{lineno}: {len(vals)} fields, Adult records have "
                             f"{len(FIELDS)}; re-download the file")
         rec = dict(zip(FIELDS, vals))
-        hot = []
-        for col in VOCAB:
-            v = rec[col]
-            if v == "?":
-                continue
+        known = [(col, rec[col]) for col in VOCAB if rec[col] != "?"]    # ?: missing, no feature
+        for col, v in known:
             if (col, v) not in FEATURE:
                 raise UserError(f"{path}:{lineno}: unknown {col} value {v!r}; "
                                 "re-download the file")
-            hot.append(FEATURE[col, v])
         income = rec["income"].rstrip(".")
         if income not in LABELS:
             raise UserError(f"{path}:{lineno}: income {rec['income']!r} is neither <=50K nor "
                             ">50K; re-download the file")
-        rows.append(hot)
+        rows.append([FEATURE[cv] for cv in known])
         labels.append(LABELS[income])
         domain.append(0 if rec["education"] == "Doctorate" else 1)
     x = np.zeros((len(rows), NUM_FEATURES), np.float32)
