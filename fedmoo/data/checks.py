@@ -59,11 +59,9 @@ def open_image(path: Path, fix: str, size: tuple[int, int] | None = None):
     try:
         img = Image.open(path)
         w, h = img.size
-        if w * h > MAX_PIXELS or (size is not None and (w, h) != tuple(size)):
-            want = f"{size[0]}x{size[1]}" if size else f"at most {MAX_PIXELS} pixels"
-            raise UserError(f"{path} is {w}x{h} pixels, expected {want}; {fix}")
-        return img.convert("RGB")
-    except UserError:
-        raise
+        if w * h <= MAX_PIXELS and (size is None or (w, h) == tuple(size)):
+            return img.convert("RGB")
     except Exception as e:  # noqa: BLE001 - PIL raises many types for damaged images
         raise UserError(f"{path} is not a readable image ({reason(e)}); {fix}") from None
+    want = f"{size[0]}x{size[1]}" if size else f"at most {MAX_PIXELS} pixels"
+    raise UserError(f"{path} is {w}x{h} pixels, expected {want}; {fix}")
