@@ -100,8 +100,9 @@ class BatchUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"it refers to {module}.{name}, which CIFAR batches never do")
 
 
-def _unpickle(path: Path, md5: str) -> dict:
-    """The dict of one CIFAR batch file; anything else is a UserError naming the file."""
+def _unpickle(path: Path, md5: str, *keys: str) -> list:
+    """The entries ``keys`` of the dict in one CIFAR pickle file; anything else (no dict, a key
+    missing) is a UserError naming the file."""
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
@@ -115,20 +116,17 @@ def _unpickle(path: Path, md5: str) -> dict:
             hint = f"; its md5 {got} is not the published {md5}"
         raise UserError(f"{path} is not a CIFAR pickle batch file ({reason(e)}{hint}); "
                         "re-download the dataset") from None
-    return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in d.items()}
-
-
-def _field(d: dict, key: str, path: Path):
-    if key not in d:
-        raise UserError(f"{path} has no {key!r} entry, so it is not a CIFAR batch file; "
-                        "re-download the dataset")
-    return d[key]
+    d = {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in d.items()}
+    for key in keys:
+        if key not in d:
+            raise UserError(f"{path} has no {key!r} entry, so it is not a CIFAR batch file; "
+                            "re-download the dataset")
+    return [d[key] for key in keys]
 
 
 def _batch(path: Path, spec: dict, md5: str) -> tuple[np.ndarray, np.ndarray]:
     """Images uint8 [n, 3, 32, 32] and labels int64 [n] of one batch, checked."""
-    d = _unpickle(path, md5)
-    data, labels = _field(d, "data", path), _field(d, spec["labels"], path)
+    data, labels = _unpickle(path, md5, "data", spec["labels"])
     if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 \
             or data.shape[1] != 3072:
         shape = getattr(data, "shape", type(data).__name__)
@@ -166,7 +164,7 @@ def load(data_dir: Path, name: str, normalize: str, download: bool, verify: bool
             flags.append(np.full(len(y), f in spec["test"]))
     x, y, is_test = np.concatenate(xs), np.concatenate(ys), np.concatenate(flags)
     meta = root / spec["meta"]
-    names = _field(_unpickle(meta, files[spec["meta"]]), spec["names"], meta)
+    [names] = _unpickle(meta, files[spec["meta"]], spec["names"])
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise UserError(f"{meta}: {spec['names']!r} must be a list of strings; "
                         "re-download the dataset")
