@@ -58,7 +58,8 @@ def build(left, right, seed: int, train_samples: int | None, test_samples: int |
     x, is_test = np.concatenate(xs)[:, None], np.concatenate(flags)
     x = pixels.normalize(x, is_test, normalize, [0.1307], [0.3081])
     return Source(x=x, y=np.concatenate(ys), is_test=is_test, num_classes=10,
-                  input_shape=(1, SIDE, SIDE), task="multitask", task_names=TASKS, location=location)
+                  input_shape=(1, SIDE, SIDE), task="multitask", task_names=TASKS,
+                  location=location)
 
 
 def load_multimnist(data_dir: Path, *, seed: int, train_samples: int | None,

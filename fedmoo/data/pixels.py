@@ -6,7 +6,7 @@ import numpy as np
 
 
 def normalize(x: np.ndarray, is_test: np.ndarray, mode: str, mean=None, std=None) -> np.ndarray:
-    """uint8 images ``[M, C, H, W]`` -> contiguous float32 by ``mode`` (``data.normalize``): ``unit``
+    """uint8 images ``[M, C, H, W]`` -> float32 array by ``mode`` (``data.normalize``): ``unit``
     ``x / 255``; ``standard`` ``(x / 255 - mean[c]) / std[c]`` (default: the training split's
     per-channel statistics); ``pixel_zscore`` every pixel position z-scored with the training
     split's raw mean and std, ``(x - mu) / (sigma + 0.001)`` (the q-FFL / FedFV FMNIST recipe)."""
