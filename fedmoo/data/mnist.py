@@ -58,12 +58,15 @@ def read_idx(path: Path) -> np.ndarray:
             head = f.read(4)
             if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in IDX_DTYPES:
                 raise UserError(f"{path} is not an IDX file (bad magic number); re-download it")
+            if head[3] == 0:           # a 0-d array would hold no samples
+                raise UserError(f"{path} is not an IDX file (its header declares no "
+                                "dimensions); re-download it")
             raw_dims = f.read(4 * head[3])
             if len(raw_dims) < 4 * head[3]:
                 raise UserError(f"{path} is truncated inside its header; re-download it")
             dims = struct.unpack(f">{head[3]}I", raw_dims)
             dtype = np.dtype(IDX_DTYPES[head[2]])
-            need = (math.prod(dims) if dims else 0) * dtype.itemsize
+            need = math.prod(dims) * dtype.itemsize
             if need > MAX_IDX_BYTES:
                 raise UserError(f"{path}: header declares {dims} values ({need} bytes), more than "
                                 f"the {MAX_IDX_BYTES} bytes an IDX file may hold; re-download it")

@@ -32,6 +32,7 @@ def test_read_idx_parses_header_and_big_endian_data(tmp_path):
 @pytest.mark.parametrize("raw,needle", [
     (b"\x00\x01\x08\x01\x00\x00\x00\x01\x05", "bad magic"),
     (bytes([0, 0, 8, 1]) + (5).to_bytes(4, "big") + b"\x01\x02", "truncated"),
+    (bytes([0, 0, 8, 0]), "declares no dimensions"),   # was a reshape traceback
 ])
 def test_read_idx_rejects_bad_files(tmp_path, raw, needle):
     (tmp_path / "f").write_bytes(raw)
