@@ -21,7 +21,7 @@ class Algorithm:
     name: ClassVar[str] = ""
     state_cls: ClassVar[type[ServerState]] = ServerState
     # Model-sized vectors the state keeps besides w: (per client, in total); a run's memory
-    # estimate counts them before anything is allocated (fedmoo.run.memory).
+    # estimate counts them before anything is allocated (fedmoo.run.setup).
     kept_vectors: ClassVar[tuple[int, int]] = (0, 0)
 
     hp: Any          # the declared dataclass, filled: a rule annotates its own (``hp: FedFV``)

@@ -46,7 +46,7 @@ def build(model_cfg: dict[str, Any], input_shape, num_classes: int,
 def _check_memory(name: str, make) -> None:
     """Refuse a model whose parameters alone cannot fit in memory, before allocating them: the
     model is first made on PyTorch's ``meta`` device (shapes only) to count them."""
-    if torch.empty(0).device.type == "meta":      # already shapes only (fedmoo.run.memory)
+    if torch.empty(0).device.type == "meta":      # already shapes only (fedmoo.run.setup)
         return
     try:
         with torch.device("meta"):
