@@ -34,8 +34,8 @@ def test_cli_lists_the_front_with_error_bars(tmp_path, capsys):
     assert main(["pareto", str(tmp_path), "--out", str(out_png)]) == 0
     text = capsys.readouterr().out
     rows = [line for line in text.splitlines() if line.startswith("| ") and "±" in line]
-    assert rows[0] == "| fedavg | 80.00 ± 1.00 | 40.00 ± 0.00 | 2 | yes |"
-    assert rows[1] == "| qfedavg | 78.00 ± 1.00 | 50.00 ± 0.00 | 2 | yes |"
+    assert rows[0] == "| FedAvg | 80.00 ± 1.00 | 40.00 ± 0.00 | 2 | yes |"
+    assert rows[1] == "| q-FedAvg | 78.00 ± 1.00 | 50.00 ± 0.00 | 2 | yes |"
     assert rows[2] == "| AFL | 75.00 ± 1.00 | 45.00 ± 0.00 | 2 |  |"
     # reference = worst x (75) and worst y (40): (80-75)*(40-40) + (78-75)*(50-40) = 30
     assert "above the reference (75, 40): 30" in text
@@ -44,7 +44,7 @@ def test_cli_lists_the_front_with_error_bars(tmp_path, capsys):
     assert main(["pareto", str(tmp_path), "--y", "test/acc_std", "--minimize-y",
                  "--ref", "70", "20"]) == 0
     text = capsys.readouterr().out
-    assert "| fedavg | 80.00 ± 1.00 | 10.00 ± 0.00 | 2 | yes |" in text
+    assert "| FedAvg | 80.00 ± 1.00 | 10.00 ± 0.00 | 2 | yes |" in text
     assert "| AFL | 75.00 ± 1.00 | 12.00 ± 0.00 | 2 |  |" in text
     assert "above the reference (70, 20): 100" in text      # (80-70) * (20-10)
 
@@ -79,7 +79,7 @@ def test_labels_of_crowded_points_never_overlap_nor_leave_the_axes(tmp_path, cap
     finally:
         Figure.savefig = real
     text = capsys.readouterr().out
-    assert "| FedFV beta=0.5 |" in text and "| fedavg |" in text   # no "beta=" left
+    assert "| FedFV beta=0.5 |" in text and "| FedAvg |" in text   # no "beta=" left
     ax = saved[0].axes[0]
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -87,8 +87,8 @@ def test_labels_of_crowded_points_never_overlap_nor_leave_the_axes(tmp_path, cap
     frame = ax.get_window_extent(r)
     notes = [t for t in ax.texts]
     boxes = [t.get_window_extent(r) for t in notes]
-    assert sorted(t.get_text() for t in notes) == ["AFL", "FedFV beta=0.5", "FedProx", "fedavg",
-                                                   "qfedavg"]
+    assert sorted(t.get_text() for t in notes) == ["AFL", "FedAvg", "FedFV beta=0.5", "FedProx",
+                                                   "q-FedAvg"]
     legend = ax.get_legend().get_window_extent(r)
     for i, a in enumerate(boxes):
         assert not a.overlaps(legend)

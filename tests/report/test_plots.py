@@ -42,6 +42,16 @@ def test_metric_ranges():
     assert plots.metric_range("server/custom") == (-math.inf, math.inf)
 
 
+def test_every_built_in_rule_is_labelled_by_its_name():
+    # a legend must not show "FedFV" beside "fedavg": each rule's description starts "Name: "
+    from fedmoo.config import hparams
+
+    slugs = [s for g, s in hparams.all_declared() if g == "algo"]
+    names = {s: plots.rule_name(s) for s in slugs}
+    assert len(slugs) >= 19 and all(names[s] != s for s in slugs), names
+    assert plots.rule_name("fedavg") == "FedAvg" and plots.rule_name("qfedavg") == "q-FedAvg"
+
+
 def test_curves_markers_clipped_bands_and_identical_curves(tmp_path, figures):
     _job(tmp_path, "a0", ["algo=fedavg"], 0, {}, rounds=rounds([0.9, 1.0], "round/improved_frac"))
     _job(tmp_path, "a1", ["algo=fedavg"], 1, {}, rounds=rounds([0.7, 1.0], "round/improved_frac"))
@@ -54,8 +64,8 @@ def test_curves_markers_clipped_bands_and_identical_curves(tmp_path, figures):
     assert plots.plot_metric(groups, label, "round/improved_frac", tmp_path / "f.png")
     ax = figures[-1].axes[0]
     lines = ax.get_lines()
-    assert [ln.get_label() for ln in lines] == ["fedavg (n=2)",
-                                                "FedProx mu=0 (n=2) = fedavg"]
+    assert [ln.get_label() for ln in lines] == ["FedAvg (n=2)",
+                                                "FedProx mu=0 (n=2) = FedAvg"]
     assert lines[0].get_marker() == "o" and lines[1].get_linestyle() != lines[0].get_linestyle()
     assert "same curve" in ax.get_title()
     for band in ax.collections:                  # mean 1.0 +- 0 and 0.8 +- 0.1, never above 1
@@ -133,8 +143,8 @@ def test_histogram_panels_say_which_are_identical(tmp_path, figures):
     groups = group_jobs(find_jobs([tmp_path]))
     assert plots.plot_client_hist(groups, plots.labeller(groups, None), tmp_path / "h.png")
     titles = [ax.get_title(loc="left") for ax in figures[-1].axes]
-    assert titles == ["fedavg (2 clients, n=1)",
-                      "FedProx (2 clients, n=1) = fedavg"]
+    assert titles == ["FedAvg (2 clients, n=1)",
+                      "FedProx (2 clients, n=1) = FedAvg"]
 
 
 def _mixed(tmp_path):

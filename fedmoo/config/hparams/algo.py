@@ -26,7 +26,7 @@ def _solver() -> str:
 
 
 @declares("algo", "fedavg", "fedmoo.algorithms.fedavg:FedAvg",
-          "Federated averaging: sample-weighted (or uniform) mean of client updates")
+          "FedAvg: federated averaging, the sample-weighted (or uniform) mean of client updates")
 class FedAvg:
     weighting: str = knob("samples", "client weights: samples (n_k / n) | uniform (1 / K)",
                           choices=WEIGHTING)
@@ -41,7 +41,7 @@ class FedProx(FedAvg):
 
 
 @declares("algo", "qfedavg", "fedmoo.algorithms.qfedavg:QFedAvg",
-          "q-FedAvg (q-FFL): reweights clients by loss^q for a fairer accuracy spread")
+          "q-FedAvg: q-FFL, reweights clients by loss^q for a fairer accuracy spread")
 class QFedAvg:
     q: float = knob(1.0, "fairness exponent; grid {0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 15}; "
                     "0 = uniform FedAvg", lo=0.0)
@@ -167,7 +167,7 @@ class TERM:
 
 
 @declares("algo", "trimmed_mean", "fedmoo.algorithms.robust:TrimmedMean",
-          "Coordinate-wise trimmed mean of client updates (robust aggregator)")
+          "TrimmedMean: coordinate-wise trimmed mean of client updates (robust aggregator)")
 class TrimmedMean:
     beta: float = knob(0.1, "fraction trimmed on each side, in [0, 0.5)", lo=0.0, hi=0.5,
                        hi_open=True)
@@ -187,4 +187,4 @@ class MultiKrum(Krum):
 
 
 declare("algo", "median", NoKnobs, "fedmoo.algorithms.robust:Median",
-        "Coordinate-wise median of client updates (robust aggregator)")
+        "Median: coordinate-wise median of client updates (robust aggregator)")
