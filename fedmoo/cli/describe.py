@@ -14,7 +14,7 @@ from typing import Any
 from fedmoo.cli.config import compose
 from fedmoo.cli.overrides import check_overrides
 from fedmoo.errors import UserError
-from fedmoo.report.checks import writing
+from fedmoo.report.checks import check_figure, writing
 
 def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
     """Everything ``describe`` prints, as one JSON-ready dict (plus private text-only keys)."""
@@ -128,6 +128,7 @@ def main(args: list[str]) -> int:
     ns = p.parse_args(args)
     if err := check_overrides(ns.overrides):
         raise UserError(err)       # fedmoo.cli.main: one line, exit status 2
+    check_figure("--plot", ns.plot)
     info = describe(compose(ns.overrides), model_only=ns.model_only)
     if ns.plot:
         with writing("--plot", ns.plot):

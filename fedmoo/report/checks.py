@@ -38,6 +38,13 @@ def writing(option: str, path: str | Path) -> Iterator[None]:
                         "path") from None
 
 
+def check_figure(option: str, path: str | None) -> None:
+    """A figure file named by ``option``: ``.png``, ``.pdf`` or ``.svg`` (matplotlib refuses
+    other suffixes with a traceback, after the work is done)."""
+    if path and Path(path).suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise UserError(f"{option} {path}: give a .png, .pdf or .svg file")
+
+
 def check_dpi(dpi: int) -> None:
     """``--dpi`` of a figure: 10 to 2400 (matplotlib refuses 0 with a traceback and runs out of
     memory on a huge one)."""

@@ -38,6 +38,10 @@ def test_describe_text_and_plot(tmp_path):
     r = cli("describe", "data=digits", "--plot", "labels.png/x.png")     # under a file
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert r.stderr.startswith("fedmoo: error: --plot labels.png/x.png: cannot write there (")
+    r = cli("describe", "data=digits", "--plot", "labels.txt")     # was matplotlib's traceback
+    assert r.returncode == 2
+    assert r.stderr == "fedmoo: error: --plot labels.txt: give a .png, .pdf or .svg file\n"
+    assert not (cli.cwd / "labels.txt").exists()
 
 
 @pytest.mark.slow
