@@ -23,9 +23,9 @@ import numpy as np
 from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
 from fedmoo.report.checks import check_dpi, require_known, writing
-from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs
+from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs, left_out, status_counts
 from fedmoo.report.plots import axis_label, labeller, metric_range, pyplot
-from fedmoo.report.tables import load_spec
+from fedmoo.report.tables import load_spec, problems
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +76,19 @@ def points(dirs: list[str], x: str, y: str, spec: dict | None = None) -> list[di
                  if a is not None and b is not None and np.isfinite(a) and np.isfinite(b)]
         label = label_of(g)
         if not pairs:
-            log.warning("%s: no completed seed reports %s and %s; left out", label, x, y,
-                        extra={"prefix": "fedmoo pareto: "})
+            if g.counted():           # (jobs not counted are named below)
+                log.warning("%s: no completed seed reports %s and %s; left out", label, x, y,
+                            extra={"prefix": "fedmoo pareto: "})
             continue
         a = np.array(pairs)
         out.append({"label": label, "x": a[:, 0].mean(), "x_std": a[:, 0].std(),
                     "y": a[:, 1].mean(), "y_std": a[:, 1].std(), "n": len(a)})
+    lines = [f"not included: {p}" for p in problems(jobs, groups)]     # as fedmoo table's
+    if gone := left_out(jobs, groups):
+        lines.append(f"left out {len(gone)} of {len(jobs)} jobs ({status_counts(gone)}): only "
+                     "completed jobs with intact files count")
+    for line in lines:
+        log.warning("%s", line, extra={"prefix": "fedmoo pareto: "})
     return out
 
 

@@ -104,7 +104,7 @@ def _notes(g: Group, include_failed: bool = False) -> list[str]:
     return notes
 
 
-def _problems(jobs: list[Job], groups: list[Group], include_failed: bool = False) -> list[str]:
+def problems(jobs: list[Job], groups: list[Group], include_failed: bool = False) -> list[str]:
     """``path: why`` for every job that is not counted."""
     dup = {id(d): k for g in groups for d, k in zip(g.dropped, g.kept_for)}
     out = []
@@ -153,7 +153,7 @@ def build_table(jobs: list[Job], spec: dict[str, Any], include_failed: bool = Fa
             [f"not the paper's recipe: {', '.join(gaps)}"] if gaps else [])
         records.append(rec)
     records.sort(key=lambda r: (r["_order"], r["_label"]))
-    return records, _problems(jobs, groups, include_failed)
+    return records, problems(jobs, groups, include_failed)
 
 
 def recipe_gaps(g: Group, experiment: str | None, primary: list[str],

@@ -53,7 +53,10 @@ def test_nothing_to_show_is_one_line(tmp_path, capsys):
     _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 80.0, "test/acc_worst10": 1.0},
          status="diverged")
     assert main(["pareto", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.count("\n") == 2   # the left-out note and the error
+    err = capsys.readouterr().err.splitlines()   # the job left out, the count, the error
+    assert err[0] == f"fedmoo pareto: not included: {tmp_path / '0'}: diverged"
+    assert err[1].startswith("fedmoo pareto: left out 1 of 1 jobs (1 diverged)")
+    assert err[2].startswith("fedmoo: error: no configuration below") and len(err) == 3
 
 
 def _five(tmp_path, close=True):
@@ -160,3 +163,21 @@ def test_a_degenerate_trade_off_is_one_line(tmp_path, capsys, args, needle):
     assert main(["pareto", str(tmp_path), *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"fedmoo: error: {needle}") and err.count("\n") == 1, err
+
+
+def test_left_out_jobs_are_named_as_table_names_them(tmp_path, capsys):
+    # was silent: a diverged seed and a damaged summary.json vanished from the point's mean
+    for seed in (0, 1):
+        _job(tmp_path, f"a{seed}", ["algo=fedavg"], seed,
+             {"test/acc_mean": 80.0 + seed, "test/acc_worst10": 40.0})
+    _job(tmp_path, "a2", ["algo=fedavg"], 2, {"test/acc_mean": 10.0}, status="diverged")
+    (_job(tmp_path, "a3", ["algo=fedavg"], 3, {}) / "summary.json").write_text("{bad")
+    assert main(["pareto", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "| (one configuration) | 80.50 ± 0.50 | 40.00 ± 0.00 | 2 | yes |" in out
+    lines = err.splitlines()
+    assert f"fedmoo pareto: not included: {tmp_path / 'a2'}: diverged" in lines
+    assert any(s.startswith(f"fedmoo pareto: not included: {tmp_path / 'a3'}: corrupt (summary"
+                            ".json is not valid JSON") for s in lines)
+    assert lines[-1] == ("fedmoo pareto: left out 2 of 4 jobs (1 corrupt, 1 diverged): only "
+                         "completed jobs with intact files count")
