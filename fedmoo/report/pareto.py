@@ -22,7 +22,7 @@ import numpy as np
 
 from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
-from fedmoo.report.checks import check_dpi, require_known, writing
+from fedmoo.report.checks import check_dpi, check_figure, require_known, writing
 from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs, left_out, status_counts
 from fedmoo.report.plots import axis_label, labeller, metric_range, pyplot
 from fedmoo.report.tables import load_spec, problems
@@ -268,8 +268,7 @@ def main(args: list[str]) -> int:
     if given and not all(math.isfinite(float(v)) for v in given):
         raise UserError(f"--ref {given[0]} {given[1]}: the reference point must be two finite "
                         "numbers (the hypervolume would be infinite or undefined)")
-    if ns.out and Path(ns.out).suffix.lower() not in (".png", ".pdf", ".svg"):
-        raise UserError(f"--out {ns.out}: give a .png, .pdf or .svg file")
+    check_figure("--out", ns.out)
     recs = points(ns.dirs, x, y, spec)
     if not recs:
         raise UserError(f"no configuration below {', '.join(ns.dirs)} has completed runs that "
