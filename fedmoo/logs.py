@@ -58,6 +58,15 @@ class StderrHandler(logging.StreamHandler):
         return sys.stderr
 
 
+class RunLog(logging.FileHandler):
+    """A run's ``fedmoo.log``. A line it cannot write (a full disk) is left out of it without
+    logging's "--- Logging error ---" traceback on stderr, which gets the line itself anyway."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handleError(record)
+
+
 def stderr_handler() -> StderrHandler:
     """The stderr handler at ``FEDMOO_LOG_LEVEL`` (the factory the Hydra job config names)."""
     return StderrHandler(env_level())
@@ -85,7 +94,9 @@ def setup(level: int | None = None) -> None:
 # What a logging configuration (Hydra's hydra.job_logging / hydra.hydra_logging, given to
 # logging.config.dictConfig) may name: dictConfig imports and calls whatever a ``class`` or
 # ``()`` key names and imports the module of an ``ext://`` value, before any run starts.
-FACTORIES = ("fedmoo.logs.",)                       # ``()``: fedmoo's own factories
+# fedmoo's own factories and handler class, by exact name: a prefix would also pass
+# ``fedmoo.logs.os.remove`` (dictConfig follows every dot)
+OURS = ("fedmoo.logs.stderr_handler", "fedmoo.logs.hydra_handler", "fedmoo.logs.RunLog")
 STREAMS = ("ext://sys.stdout", "ext://sys.stderr")
 _BASES = {"handlers": logging.Handler, "formatters": logging.Formatter, "filters": logging.Filter}
 
@@ -102,9 +113,9 @@ def _logging_class(path: str, base: type) -> bool:
 
 def check_config(config: dict | None, where: str) -> str | None:
     """Why the dictConfig mapping ``config`` (plain dicts and lists) is refused, or None: a
-    ``class`` that is not one of the logging package's own handlers / formatters / filters, a
-    ``()`` factory that is not fedmoo's, an ``ext://`` other than sys.stdout / sys.stderr, a
-    handler's file not named ``*.log`` (it could empty a result file)."""
+    ``class`` that is not one of the logging package's own handlers / formatters / filters (or
+    fedmoo.logs'), a ``()`` factory that is not fedmoo's, an ``ext://`` other than sys.stdout /
+    sys.stderr, a handler's file not named ``*.log`` (it could empty a result file)."""
     def walk(node, key: str, section: str | None) -> str | None:
         if isinstance(node, str):
             return f"{key}={node}" if node.startswith("ext://") and node not in STREAMS else None
@@ -112,10 +123,11 @@ def check_config(config: dict | None, where: str) -> str | None:
             enumerate(node) if isinstance(node, list) else ()
         for k, v in items:
             sub = f"{key}.{k}"
-            if k == "class" and not (isinstance(v, str) and _logging_class(
+            ours = isinstance(v, str) and v in OURS
+            if k == "class" and not (ours or isinstance(v, str) and _logging_class(
                     v, _BASES.get(section or "", object))):
                 return f"{sub}={v}"
-            if k == "()" and not (isinstance(v, str) and v.startswith(FACTORIES)):
+            if k == "()" and not ours:
                 return f"{sub}={v}"
             if k == "filename" and section == "handlers" and not str(v).endswith(".log"):
                 return f"{sub}={v}"       # (mode w on rounds.csv would empty a result)
@@ -129,5 +141,5 @@ def check_config(config: dict | None, where: str) -> str | None:
         return None
     return (f"{bad} is refused: a logging configuration may name only the logging module's own "
             "handlers, formatters and filters (logging.FileHandler, logging.StreamHandler, "
-            "logging.handlers.RotatingFileHandler, ...), fedmoo.logs factories, "
+            f"logging.handlers.RotatingFileHandler, ...), {', '.join(OURS)}, "
             f"{' or '.join(STREAMS)} and files named *.log (docs/troubleshooting.md)")

@@ -59,8 +59,12 @@ def test_plugin_targets_are_allowed_others_not(monkeypatch):
 
     monkeypatch.setenv("FEDMOO_PLUGINS", "myproj")
     monkeypatch.syspath_prepend(str(PLUGIN))
-    assert target_allowed("myproj.callbacks.Notify")
+    assert target_allowed("myproj.lossavg.LossAvg")        # a class the plugin defines
     assert not target_allowed("myprojx.Evil") and not target_allowed("os.system")
+    # not what its modules import: Hydra would follow the dots to torch.save or fedmoo's declare
+    assert not target_allowed("myproj.lossavg.torch.save")
+    assert not target_allowed("myproj.lossavg.declare")
+    assert not target_allowed("myproj.callbacks.Notify")   # no such module
 
 
 def test_a_missing_plugin_is_one_line(tmp_path):

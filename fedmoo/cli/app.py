@@ -229,7 +229,7 @@ def _job_log(job: Job):
     from fedmoo import logs
 
     try:
-        handler = logging.FileHandler(job.run_dir / "fedmoo.log")
+        handler = logs.RunLog(job.run_dir / "fedmoo.log")
     except OSError:        # an unusable directory: its failure is reported on stderr anyway
         yield
         return

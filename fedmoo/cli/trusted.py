@@ -16,10 +16,11 @@ from hydra.core.config_loader import ConfigLoader
 
 from fedmoo.errors import Refused
 
-# Classes Hydra may instantiate for a fedmoo run: fedmoo's own, Hydra's defaults and the
-# launcher plugins docs/scaling.md documents (and the declared plugins' packages).
+# Classes Hydra may instantiate for a fedmoo run, by exact name: fedmoo's own callbacks, Hydra's
+# defaults and the launcher plugins docs/scaling.md documents (and the declared plugins' classes).
 ALLOWED_TARGETS = (
-    "fedmoo.",
+    "fedmoo.cli.precheck.CheckConfig",
+    "fedmoo.run.callbacks.SweepReport",
     "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
     "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
     "hydra_plugins.fedmoo_lockstep_launcher.lockstep_launcher.LockstepLauncher",
@@ -32,11 +33,25 @@ ALLOWED_TARGETS = (
 
 
 def target_allowed(target: str) -> bool:
-    """On ALLOWED_TARGETS, or in a declared plugin's package (fedmoo.plugins)."""
+    """On ALLOWED_TARGETS, or ``module.Name`` of a class or function that a declared plugin's
+    package (fedmoo.plugins) defines. Not a name a module only imports: Hydra follows every dot,
+    so a package prefix alone would pass ``myproj.os.remove`` or ``fedmoo.logs.os.makedirs``."""
+    import importlib
+
     from fedmoo.config import plugins
 
-    allowed = (*ALLOWED_TARGETS, *(f"{p}." for p in plugins.names()))
-    return any(target == a or (a.endswith(".") and target.startswith(a)) for a in allowed)
+    if target in ALLOWED_TARGETS:
+        return True
+    module, _, name = target.rpartition(".")
+    package = target.partition(".")[0]
+    if package not in plugins.names() or not module:
+        return False
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return False
+    home = getattr(found, "__module__", None) or ""
+    return callable(found) and (home == package or home.startswith(package + "."))
 
 
 def check(config: Any) -> Any:

@@ -14,8 +14,9 @@ from tests.inprocess import cli_in
 from tests.reliability.helpers import SMALL
 from tests.report.test_tables import _job
 
-NOTE = ("fedmoo pareto: (one configuration): no completed seed reports test/acc_mean and "
-        "test/acc_worst10; left out")
+NOTE = ("fedmoo pareto: not included: {}: diverged\n"
+        "fedmoo pareto: left out 1 of 1 jobs (1 diverged): only completed jobs with intact files "
+        "count")
 
 
 def _line(level: int, msg: str, **extra) -> str:
@@ -42,12 +43,32 @@ def test_stderr_text_and_quiet(tmp_path, capsys, level_env):
          status="diverged")
     error = (f"fedmoo: error: no configuration below {tmp_path} has completed runs that report "
              "test/acc_mean and test/acc_worst10 (see `fedmoo table` for the metrics)")
+    note = NOTE.format(tmp_path / "0")
     assert main(["pareto", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == f"{NOTE}\n{error}\n"
+    assert capsys.readouterr().err == f"{note}\n{error}\n"
     assert main(["-q", "pareto", str(tmp_path)]) == 2      # the warning goes, the error stays
     assert capsys.readouterr().err == f"{error}\n"
     assert main(["--verbose", "pareto", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == f"{NOTE}\n{error}\n"
+    assert capsys.readouterr().err == f"{note}\n{error}\n"
+
+
+def test_a_run_log_a_full_disk_refuses_prints_no_traceback(tmp_path, capsys):
+    class Full:
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+        def flush(self):
+            pass
+
+    handler = logs.RunLog(tmp_path / "fedmoo.log")
+    handler.stream.close()
+    handler.stream = Full()
+    record = logging.LogRecord("fedmoo.x", logging.ERROR, __file__, 1, "lost", None, None)
+    handler.emit(record)                       # was "--- Logging error ---" and a traceback
+    assert capsys.readouterr().err == ""
+    record = logging.LogRecord("fedmoo.x", logging.ERROR, __file__, 1, "%d", ("x",), None)
+    handler.emit(record)                       # a bug of the message itself is still shown
+    assert "--- Logging error ---" in capsys.readouterr().err
 
 
 def test_the_level_variable(monkeypatch, capsys, level_env):

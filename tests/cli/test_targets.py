@@ -3,8 +3,12 @@ every class a logging config names is on fedmoo's list, checked on the configura
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
+from fedmoo.cli import trusted
 from fedmoo.cli.hydra_run import check, plan
 from fedmoo.cli.trusted import target_allowed
 from fedmoo.errors import Refused
@@ -25,6 +29,12 @@ def test_allowlist():
     assert not target_allowed("os.system")
     assert not target_allowed("hydra_plugins.evil.Launcher")
     assert not target_allowed("fedmoo_evil.x")          # a prefix is a package, not a string
+    # a name a module only imports is not fedmoo's (Hydra follows every dot)
+    assert not target_allowed("fedmoo.logs.os.makedirs")
+    assert not target_allowed("fedmoo.run.rundir.shutil.rmtree")
+    for path in (Path(trusted.__file__).parents[1] / "conf").rglob("*.yaml"):
+        for target in re.findall(r"_target_:\s*(\S+)", path.read_text()):
+            assert target_allowed(target), (path, target)      # fedmoo's own configs pass
 
 
 @pytest.mark.parametrize("override,where", [
@@ -118,6 +128,13 @@ def folder(tmp_path):
     (root / "hydra" / "job_logging" / "zip.yaml").write_text(
         "version: 1\nhandlers:\n  z:\n    class: zipfile.ZipFile\n"
         f"    file: {tmp_path / 'made.zip'}\n    mode: w\nroot:\n  handlers: [z]\n")
+    (root / "experiment" / "dotted.yaml").write_text(     # fedmoo's name as a prefix: os
+        EVIL_CALLBACK.replace("os.makedirs", "fedmoo.logs.os.makedirs")
+        .format(made=tmp_path / "made_by_dotted") + "rounds: 1\n")
+    for key in ("()", "class"):     # fedmoo.logs' name as a prefix reached its imports
+        (root / "hydra" / "job_logging" / f"dotted{len(key)}.yaml").write_text(
+            f"version: 1\nhandlers:\n  x:\n    '{key}': fedmoo.logs.os.makedirs\n"
+            f"    name: {tmp_path / 'made_by_dotted'}\nroot:\n  handlers: [x]\n")
     (root / "experiment" / "tag.yaml").write_text(
         "# @package _global_\nrounds: !!python/object/apply:os.system ['touch made_by_tag']\n")
     (root / "experiment" / "fine.yaml").write_text("# @package _global_\nrounds: 1\n")
@@ -136,6 +153,9 @@ def folder(tmp_path):
     (["experiment=evil", "--hydra-help"], "hydra.callbacks.evil._target_=os.makedirs is not"),
     (["-m", "experiment=fine,evil"], "hydra.callbacks.evil._target_=os.makedirs is not"),
     (["hydra/job_logging=zip"], "hydra.job_logging.handlers.z.class=zipfile.ZipFile is refused"),
+    (["experiment=dotted"], "hydra.callbacks.evil._target_=fedmoo.logs.os.makedirs is not"),
+    (["hydra/job_logging=dotted2"], "handlers.x.()=fedmoo.logs.os.makedirs is refused"),
+    (["hydra/job_logging=dotted5"], "handlers.x.class=fedmoo.logs.os.makedirs is refused"),
     (["experiment=tag"], "tag.yaml, line 2: could not determine a constructor for the tag"),
     (["-cn", "mine"], "hydra.callbacks.evil._target_=os.makedirs is not"),
 ])
