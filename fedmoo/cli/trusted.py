@@ -32,6 +32,14 @@ ALLOWED_TARGETS = (
 )
 
 
+# Settings that make a job's processes run commands or load code: its environment (PYTHONPATH
+# with a sitecustomize.py, LD_PRELOAD, PATH) and submitit's shell lines and srun / sbatch flags.
+# Only the command line may set them: a value a config file sets is refused (per variable of a
+# mapping). Neither has a value in fedmoo's own configs.
+COMMAND_LINE_ONLY = {"hydra.job.env_set": True, "hydra.launcher.additional_parameters": True,
+                     "hydra.launcher.setup": False, "hydra.launcher.srun_args": False}
+
+
 def target_allowed(target: str) -> bool:
     """On ALLOWED_TARGETS, or ``module.Name`` of a class or function that a declared plugin's
     package (fedmoo.plugins) defines. Not a name a module only imports: Hydra follows every dot,
@@ -69,6 +77,20 @@ def check(config: Any) -> Any:
         if bad := logs.check_config(OmegaConf.to_container(node) if node is not None else {},
                                     f"hydra.{part}"):
             raise Refused(bad)
+    def raw(key: str) -> Any:         # as written: an ${oc.env:...} in it is left to the run
+        node = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
+        return OmegaConf.to_container(node) if OmegaConf.is_config(node) else node
+
+    given = {str(o).partition("=")[0].lstrip("+~") for part in ("hydra", "task")
+             for o in raw(f"hydra.overrides.{part}") or ()}
+    for key, per_entry in COMMAND_LINE_ONLY.items():
+        value = raw(key)
+        names = [f"{key}.{k}" for k in value] if per_entry and value else [key] if value else []
+        for name in names:
+            if key not in given and name not in given:
+                raise Refused(f"{name} is set by a config file; fedmoo takes it only from the "
+                              "command line (it can make the job run other code: PYTHONPATH, "
+                              "LD_PRELOAD, shell lines); give it there or in your shell")
     for part in ("launcher", "sweeper", "callbacks"):
         # instantiate is recursive: a _target_ nested anywhere in these nodes is called too
         node = hydra.get(part)

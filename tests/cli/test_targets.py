@@ -135,6 +135,11 @@ def folder(tmp_path):
         (root / "hydra" / "job_logging" / f"dotted{len(key)}.yaml").write_text(
             f"version: 1\nhandlers:\n  x:\n    '{key}': fedmoo.logs.os.makedirs\n"
             f"    name: {tmp_path / 'made_by_dotted'}\nroot:\n  handlers: [x]\n")
+    (root / "experiment" / "envset.yaml").write_text(     # a sitecustomize.py on PYTHONPATH
+        f"# @package _global_\nhydra:\n  job:\n    env_set:\n      PYTHONPATH: {root}\n")
+    (root / "sitecustomize.py").write_text("open('made_by_sitecustomize', 'w')\n")
+    (root / "experiment" / "setup.yaml").write_text(
+        "# @package _global_\nhydra:\n  launcher:\n    setup: ['touch made_by_setup']\n")
     (root / "experiment" / "tag.yaml").write_text(
         "# @package _global_\nrounds: !!python/object/apply:os.system ['touch made_by_tag']\n")
     (root / "experiment" / "fine.yaml").write_text("# @package _global_\nrounds: 1\n")
@@ -157,6 +162,8 @@ def folder(tmp_path):
     (["hydra/job_logging=dotted2"], "handlers.x.()=fedmoo.logs.os.makedirs is refused"),
     (["hydra/job_logging=dotted5"], "handlers.x.class=fedmoo.logs.os.makedirs is refused"),
     (["experiment=tag"], "tag.yaml, line 2: could not determine a constructor for the tag"),
+    (["experiment=envset", "logger=mlflow"], "hydra.job.env_set.PYTHONPATH is set by a config"),
+    (["experiment=envset", "-m", "seed=0,1"], "hydra.job.env_set.PYTHONPATH is set by a config"),
     (["-cn", "mine"], "hydra.callbacks.evil._target_=os.makedirs is not"),
 ])
 @pytest.mark.parametrize("how", ["--config-dir", "-cd", "searchpath"])
@@ -169,6 +176,24 @@ def test_a_config_folders_code_is_refused_and_nothing_runs(cli, folder, args, re
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and refusal in r.stderr, r.stderr
     assert sorted(p.name for p in cli.cwd.iterdir()) == ["confs"]     # nothing made, no outputs
+
+
+def test_submitits_shell_lines_come_from_the_command_line_only(folder):
+    args = [f"--config-dir={folder}", "experiment=setup", "hydra/launcher=slurm", "-m", "seed=0"]
+    assert check_targets(args).startswith("hydra.launcher.setup is set by a config file")
+    assert check_targets([*args, "hydra.launcher.setup=[hostname]"]) is None
+
+
+def test_the_command_line_may_set_a_jobs_environment(cli, folder):
+    r = cli("run", f"--config-dir={folder}", "experiment=fine", "progress=false", "data=digits",
+            "num_clients=4", "clients_per_round=2", "+hydra.job.env_set.FEDMOO_X=1",
+            "hydra.run.dir=out")
+    assert r.returncode == 0, r.stderr
+    r = cli("run", f"--config-dir={folder}", "experiment=envset", "progress=false",
+            "hydra.job.env_set.PYTHONPATH=.", "rounds=1", "data=digits", "num_clients=4",
+            "clients_per_round=2",
+            "hydra.run.dir=out2")
+    assert r.returncode == 0, r.stderr        # the file's value replaced by the user's own
 
 
 def test_a_config_folders_plain_options_run(cli, folder):
