@@ -33,11 +33,15 @@ ALLOWED_TARGETS = (
 
 
 # Settings that make a job's processes run commands or load code: its environment (PYTHONPATH
-# with a sitecustomize.py, LD_PRELOAD, PATH) and submitit's shell lines and srun / sbatch flags.
-# Only the command line may set them: a value a config file sets is refused (per variable of a
-# mapping). Neither has a value in fedmoo's own configs.
+# with a sitecustomize.py, LD_PRELOAD, PATH), submitit's shell lines and srun / sbatch flags,
+# Ray's runtime environments (pip, setup hooks) and the cluster it joins (a Ray client unpickles
+# what the server sends). Only the command line may set them: a value a config file sets is
+# refused (per entry of a mapping: True). None has a value in fedmoo's own configs.
 COMMAND_LINE_ONLY = {"hydra.job.env_set": True, "hydra.launcher.additional_parameters": True,
-                     "hydra.launcher.setup": False, "hydra.launcher.srun_args": False}
+                     "hydra.launcher.setup": False, "hydra.launcher.srun_args": False,
+                     "hydra.launcher.ray.init.address": False,
+                     "hydra.launcher.ray.init.runtime_env": True,
+                     "hydra.launcher.ray.remote.runtime_env": True}
 
 
 def target_allowed(target: str) -> bool:

@@ -178,10 +178,17 @@ def test_a_config_folders_code_is_refused_and_nothing_runs(cli, folder, args, re
     assert sorted(p.name for p in cli.cwd.iterdir()) == ["confs"]     # nothing made, no outputs
 
 
-def test_submitits_shell_lines_come_from_the_command_line_only(folder):
+def test_launchers_shell_lines_and_clusters_come_from_the_command_line_only(folder):
     args = [f"--config-dir={folder}", "experiment=setup", "hydra/launcher=slurm", "-m", "seed=0"]
     assert check_targets(args).startswith("hydra.launcher.setup is set by a config file")
     assert check_targets([*args, "hydra.launcher.setup=[hostname]"]) is None
+    (folder / "experiment" / "ray.yaml").write_text(
+        "# @package _global_\nhydra:\n  launcher:\n    ray:\n      init:\n"
+        "        address: ray://elsewhere:10001\n        runtime_env: {pip: [x]}\n")
+    args = [f"--config-dir={folder}", "experiment=ray", "hydra/launcher=ray", "-m", "seed=0"]
+    assert check_targets(args).startswith("hydra.launcher.ray.init.address is set by a config")
+    args.append("hydra.launcher.ray.init.address=auto")
+    assert check_targets(args).startswith("hydra.launcher.ray.init.runtime_env.pip is set by")
 
 
 def test_the_command_line_may_set_a_jobs_environment(cli, folder):
