@@ -15,6 +15,7 @@ from fedmoo.cli.config import compose
 from fedmoo.cli.overrides import check_overrides
 from fedmoo.errors import UserError
 from fedmoo.report.checks import check_figure, writing
+from fedmoo.report.results import save_figure
 
 def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
     """Everything ``describe`` prints, as one JSON-ready dict (plus private text-only keys)."""
@@ -112,7 +113,7 @@ def plot(info: dict[str, Any], path: str) -> None:
     ax.set_title(f"{m['data']} / {m['partition']}: training labels per client")
     fig.colorbar(im, ax=ax, label="samples")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

@@ -25,6 +25,7 @@ from fedmoo.errors import UserError
 from fedmoo.report.checks import check_dpi, check_figure, require_known, writing
 from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs, left_out, status_counts
 from fedmoo.report.plots import axis_label, labeller, metric_range, pyplot
+from fedmoo.report.results import save_figure
 from fedmoo.report.tables import load_spec, problems
 
 log = logging.getLogger(__name__)
@@ -220,7 +221,7 @@ def plot(recs: list[dict], x: str, y: str, minimize_y: bool, path: str, dpi: int
     if how == "numbered":
         fig.set_size_inches(9.6, 4.8)
         fig.tight_layout()
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    save_figure(fig, path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return how
 

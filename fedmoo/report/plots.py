@@ -21,7 +21,7 @@ from fedmoo.errors import UserError
 from fedmoo.report import tables
 from fedmoo.report.jobs import (Group, Job, as_text, counts, find_jobs, group_jobs, label_keys,
                                 left_out, skipped_line, status_counts)
-from fedmoo.report.results import one_line
+from fedmoo.report.results import one_line, save_figure
 from fedmoo.report.checks import check_dpi, require_known, writing
 
 log = logging.getLogger(__name__)
@@ -195,7 +195,7 @@ def _finish(fig, out: Path, dpi: int, note: str = "") -> None:
         fig.tight_layout(rect=(0, 0.035, 1, 1))
     else:
         fig.tight_layout()
-    fig.savefig(out, dpi=dpi)
+    save_figure(fig, out, dpi=dpi)
     pyplot().close(fig)
 
 

@@ -36,6 +36,13 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda f: f.write(text))
 
 
+def save_figure(fig, path: str | Path, **kwargs: Any) -> None:
+    """``fig.savefig(path, **kwargs)`` through ``atomic_write``: a full disk leaves no partial
+    figure (nor a cut table beside it, ``atomic_write_text``)."""
+    fmt = Path(path).suffix[1:].lower()
+    atomic_write(Path(path), lambda f: fig.savefig(f, format=fmt, **kwargs), mode="wb")
+
+
 def _fmt(v: Any) -> Any:
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else str(v)

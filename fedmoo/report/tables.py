@@ -28,7 +28,7 @@ from fedmoo.report.checks import did_you_mean, require_known, writing
 from fedmoo.report.jobs import (Group, Job, as_text, counts, final_metrics, find_jobs, flatten,
                                 group_jobs, is_result_key, label_keys, override_keys,
                                 skipped_line)
-from fedmoo.report.results import csv_text
+from fedmoo.report.results import atomic_write_text, csv_text
 
 log = logging.getLogger(__name__)
 
@@ -376,7 +376,7 @@ def main(argv: list[str], compose: Callable[[list[str]], dict[str, Any]] | None 
     if ns.out:
         with writing("--out", ns.out):
             Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(ns.out).write_text(text)
+            atomic_write_text(Path(ns.out), text)
         print(f"wrote {ns.out} ({len(records)} configurations, {len(jobs)} jobs)")
     else:
         sys.stdout.write(text)

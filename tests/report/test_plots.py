@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -266,3 +267,39 @@ def test_thirteen_curves_keep_the_specs_order_distinct_colours_and_truetype(tmp_
     assert b"/Subtype /Type3" not in pdf and b"/CIDFontType2" in pdf   # TrueType glyphs
     assert main(["pareto", str(tmp_path / "runs"), "--spec", "demo/many"]) == 0
     assert "| FedFV a0.13 | 62.00" in capsys.readouterr().out      # the spec's labels, as plot's
+
+
+def test_a_full_disk_leaves_no_cut_figure_or_table(tmp_path, monkeypatch, capsys):
+    """A figure or table that cannot be written whole is not there at all; an older file of that
+    name stays as it was (a cut PNG, or an empty table.tex, read as a result)."""
+    from matplotlib.figure import Figure
+
+    from fedmoo.cli.main import main
+
+    _job(tmp_path / "runs", "0", ["algo=fedavg"], 0, {"test/acc_mean": 2.0,
+                                                      "test/acc_worst10": 1.0},
+         rounds=rounds([1.0, 2.0]))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "t.tex").write_text("the old table\n")
+
+    def full(fig, f, **kwargs):          # half a figure, then the disk is full
+        if isinstance(f, (str, Path)):
+            Path(f).write_bytes(b"\x89PNG half")
+        else:
+            f.write(b"\x89PNG half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", full)
+    assert main(["plot", str(tmp_path / "runs"), "--out", str(out / "p")]) == 2
+    assert main(["pareto", str(tmp_path / "runs"), "--out", str(out / "x.png")]) == 2
+
+    def no_sync(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("fedmoo.report.results.os.fsync", no_sync)
+    assert main(["table", str(tmp_path / "runs"), "--format", "latex", "--out",
+                 str(out / "t.tex")]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert sorted(p.name for p in out.rglob("*")) == ["p", "t.tex"]
+    assert (out / "t.tex").read_text() == "the old table\n"
