@@ -60,7 +60,7 @@ def target_allowed(target: str) -> bool:
         return False
     try:
         found = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
+    except (Exception, SystemExit):   # noqa: BLE001 - a plugin module that fails: not allowed
         return False
     home = getattr(found, "__module__", None) or ""
     return callable(found) and (home == package or home.startswith(package + "."))
