@@ -66,7 +66,8 @@ def plan(args: list[str]) -> Plan:
         folder = Path(given["config_dir"]).expanduser().resolve()
         if not folder.is_dir():
             raise UserError(f"--config-dir {given['config_dir']}: no such folder")
-        if (folder / f"{given.get('config_name')}.yaml").is_file() and path is None:
+        named = given.get("config_name")        # (-cn: not "None.yaml" when it is not given)
+        if named and (folder / f"{named}.yaml").is_file() and path is None:
             # the primary config is the folder's: Hydra reads it before hydra.searchpath
             path, folder = str(folder), None
         entry = folder.as_uri() if folder else f"pkg://{CONFIG_MODULE}"

@@ -10,6 +10,7 @@ it composes that names anything else is refused (``Refused``, exit status 2) bef
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from hydra.core.config_loader import ConfigLoader
@@ -37,6 +38,8 @@ ALLOWED_TARGETS = (
 # Ray's runtime environments (pip, setup hooks) and the cluster it joins (a Ray client unpickles
 # what the server sends). Only the command line may set them: a value a config file sets is
 # refused (per entry of a mapping: True). None has a value in fedmoo's own configs.
+# The hydra nodes Hydra hands to code (instantiate, logging.config.dictConfig).
+CHECKED = ("job_logging", "hydra_logging", "launcher", "sweeper", "callbacks")
 COMMAND_LINE_ONLY = {"hydra.job.env_set": True, "hydra.launcher.additional_parameters": True,
                      "hydra.launcher.setup": False, "hydra.launcher.srun_args": False,
                      "hydra.launcher.ray.init.address": False,
@@ -66,27 +69,38 @@ def target_allowed(target: str) -> bool:
     return callable(found) and (home == package or home.startswith(package + "."))
 
 
-def check(config: Any) -> Any:
+def check(config: Any, overrides: list[str] | None = None) -> Any:
     """``config``, or ``Refused`` (one line) when the composed configuration ``config`` (with its
-    ``hydra`` node) would run code fedmoo does not allow."""
+    ``hydra`` node; ``overrides``: those it was composed with) would run code fedmoo does not
+    allow."""
     from omegaconf import OmegaConf
 
     from fedmoo import logs
+    from fedmoo.run.gpu_lease import register_resolvers
 
     hydra = OmegaConf.select(config, "hydra")
     if hydra is None:
         return config
+    register_resolvers()              # ${fedmoo.gpus:} resolves here as in the run
+    for node, key, where in [*((hydra, part, f"hydra.{part}") for part in CHECKED),
+                             (hydra.get("job"), "env_set", "hydra.job.env_set")]:
+        if node is not None and key in node and (bad := _interpolated(node, key, where)):
+            raise Refused(bad)
     for part in ("job_logging", "hydra_logging"):
         node = hydra.get(part)
         if bad := logs.check_config(OmegaConf.to_container(node) if node is not None else {},
                                     f"hydra.{part}"):
             raise Refused(bad)
-    def raw(key: str) -> Any:         # as written: an ${oc.env:...} in it is left to the run
+
+    def raw(key: str) -> Any:
         node = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
         return OmegaConf.to_container(node) if OmegaConf.is_config(node) else node
 
-    given = {str(o).partition("=")[0].lstrip("+~") for part in ("hydra", "task")
-             for o in raw(f"hydra.overrides.{part}") or ()}
+    written = [str(o) for part in ("task", "hydra") for o in raw(f"hydra.overrides.{part}") or ()]
+    if overrides is not None and (extra := Counter(written) - Counter(map(str, overrides))):
+        raise Refused(f"hydra.overrides holds {next(iter(extra))!r}, which the command line did "
+                      "not give: a config file may not add overrides (docs/troubleshooting.md)")
+    given = {o.partition("=")[0].lstrip("+~") for o in written}
     for key, per_entry in COMMAND_LINE_ONLY.items():
         value = raw(key)
         names = [f"{key}.{k}" for k in value] if per_entry and value else [key] if value else []
@@ -106,6 +120,41 @@ def check(config: Any) -> Any:
                               "hydra/launcher=local_gpus|slurm|ray or Hydra's defaults "
                               "(docs/scaling.md)")
     return config
+
+
+def _interpolated(node: Any, key: Any, where: str) -> str | None:
+    """Why ``node[key]`` (and what is below it) cannot be checked as it is written, or None. The
+    checks read the configuration as written; Hydra resolves it before it uses it, so a value
+    made by an interpolation (``${oc.create:{_target_: ...}}``, ``${hydra.callbacks.other}``)
+    must resolve here to a plain value, and ``_target_`` / ``class`` / ``()`` are written out."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+    # OmegaConf's own parse: is the interpolation the whole value (it may make a node), or in a
+    # string (it makes a string)?
+    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
+    from omegaconf.grammar_parser import parse
+
+    if OmegaConf.is_interpolation(node, key):
+        text = node._get_node(key)._value()
+        if key in ("_target_", "class", "()"):
+            return f"{where}={text}: code named through an interpolation is refused; write it out"
+        parts = list(parse(text).text().getChildren())
+        if len(parts) != 1 or not isinstance(parts[0], OmegaConfGrammarParser.InterpolationContext):
+            return None                                   # a string with ${...} inside it
+        try:
+            value = node[key]
+        except Exception:  # noqa: BLE001 - what cannot be resolved now cannot be checked
+            return f"{where}={text} cannot be resolved before Hydra uses it, so it is refused"
+        if isinstance(value, (DictConfig, ListConfig)):
+            return f"{where}={text} makes a whole node through an interpolation; write it out"
+        return None
+    child = node._get_node(key)
+    if isinstance(child, DictConfig):
+        keys: Any = list(child.keys())
+    elif isinstance(child, ListConfig):
+        keys = range(len(child))
+    else:
+        return None
+    return next((bad for k in keys if (bad := _interpolated(child, k, f"{where}.{k}"))), None)
 
 
 def _targets(node: Any, key: str):
@@ -137,7 +186,14 @@ class CheckedLoader(LoaderProxy):
     other processes (joblib, submitit) get it pickled and check their jobs there too."""
 
     def load_configuration(self, *args: Any, **kwargs: Any) -> Any:
-        return check(self.loader.load_configuration(*args, **kwargs))
+        overrides = kwargs.get("overrides", args[1] if len(args) > 1 else None)
+        return check(self.loader.load_configuration(*args, **kwargs), overrides)
 
     def load_sweep_config(self, master_config: Any, sweep_overrides: list[str]) -> Any:
-        return check(self.loader.load_sweep_config(master_config, sweep_overrides))
+        """A job's configuration: Hydra composes it with the sweep's own hydra.* overrides
+        (checked with the sweep) and the job's."""
+        from omegaconf import OmegaConf
+
+        given = OmegaConf.to_container(master_config.hydra.overrides.hydra, resolve=False)
+        return check(self.loader.load_sweep_config(master_config, sweep_overrides),
+                     [*given, *sweep_overrides])

@@ -140,6 +140,15 @@ def folder(tmp_path):
     (root / "sitecustomize.py").write_text("open('made_by_sitecustomize', 'w')\n")
     (root / "experiment" / "setup.yaml").write_text(
         "# @package _global_\nhydra:\n  launcher:\n    setup: ['touch made_by_setup']\n")
+    # values Hydra resolves before it uses them: a node made by an interpolation, and
+    # overrides "given" by a file (Hydra adds the command line's to them)
+    (root / "evil.pth").write_text("import os; os.makedirs('made_by_pth')\n")
+    (root / "experiment" / "create.yaml").write_text(
+        "# @package _global_\nhydra:\n  callbacks:\n    evil: \"${oc.create:{_target_: "
+        f"site.addsitedir, _args_: ['{root}']}}}}\"\n")
+    (root / "experiment" / "given.yaml").write_text(
+        "# @package _global_\nhydra:\n  overrides:\n    task: ['hydra.job.env_set.PYTHONPATH=x']"
+        f"\n  job:\n    env_set:\n      PYTHONPATH: {root}\n")
     (root / "experiment" / "tag.yaml").write_text(
         "# @package _global_\nrounds: !!python/object/apply:os.system ['touch made_by_tag']\n")
     (root / "experiment" / "fine.yaml").write_text("# @package _global_\nrounds: 1\n")
@@ -162,6 +171,9 @@ def folder(tmp_path):
     (["hydra/job_logging=dotted2"], "handlers.x.()=fedmoo.logs.os.makedirs is refused"),
     (["hydra/job_logging=dotted5"], "handlers.x.class=fedmoo.logs.os.makedirs is refused"),
     (["experiment=tag"], "tag.yaml, line 2: could not determine a constructor for the tag"),
+    (["experiment=create"], "hydra.callbacks.evil=${oc.create:{_target_: site.addsitedir"),
+    (["experiment=given", "logger=mlflow"],
+     "hydra.overrides holds 'hydra.job.env_set.PYTHONPATH=x', which the command line did not"),
     (["experiment=envset", "logger=mlflow"], "hydra.job.env_set.PYTHONPATH is set by a config"),
     (["experiment=envset", "-m", "seed=0,1"], "hydra.job.env_set.PYTHONPATH is set by a config"),
     (["-cn", "mine"], "hydra.callbacks.evil._target_=os.makedirs is not"),
@@ -176,6 +188,28 @@ def test_a_config_folders_code_is_refused_and_nothing_runs(cli, folder, args, re
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and refusal in r.stderr, r.stderr
     assert sorted(p.name for p in cli.cwd.iterdir()) == ["confs"]     # nothing made, no outputs
+
+
+def test_a_node_made_by_an_interpolation_is_refused_where_code_is_named(folder):
+    (folder / "experiment" / "ref.yaml").write_text(
+        "# @package _global_\nhydra:\n  job_logging:\n    spare: {class: logging.FileHandler, "
+        "filename: rounds.csv, mode: w}\n    handlers:\n      file: ${hydra.job_logging.spare}\n")
+    err = check_targets([f"--config-dir={folder}", "experiment=ref"])
+    assert err.startswith("hydra.job_logging.handlers.file=${hydra.job_logging.spare} makes a "
+                          "whole node through an interpolation")
+    (folder / "experiment" / "named.yaml").write_text(
+        "# @package _global_\nhydra:\n  callbacks:\n    x: {_target_: '${oc.decode:os.getcwd}'}\n")
+    err = check_targets([f"--config-dir={folder}", "experiment=named"])
+    assert err.startswith("hydra.callbacks.x._target_=${oc.decode:os.getcwd}: code named")
+    # fedmoo's own interpolations pass: the log file's name, the launchers' ${fedmoo.gpus:}
+    assert check_targets(["hydra/launcher=local_gpus", "-m", "seed=0,1"]) is None
+
+
+def test_a_folders_config_yaml_is_not_the_primary_config_unless_named(tmp_path):
+    (tmp_path / "None.yaml").write_text("")      # was read as "-cn None" given
+    (tmp_path / "config.yaml").write_text("rounds: 2\n")
+    assert plan([f"--config-dir={tmp_path}", "seed=1"]).config_path is None
+    assert plan([f"--config-dir={tmp_path}", "-cn", "config"]).config_path == str(tmp_path)
 
 
 def test_launchers_shell_lines_and_clusters_come_from_the_command_line_only(folder):
