@@ -111,11 +111,23 @@ def _logging_class(path: str, base: type) -> bool:
     return isinstance(found, type) and issubclass(found, base)
 
 
+RUN_DIR = "${hydra.runtime.output_dir}/"
+
+
+def _in_run_dir(filename: str) -> bool:
+    """``filename`` names a ``*.log`` file in the run's folder (``RUN_DIR`` then a name, which
+    may be ``${hydra.job.name}``)."""
+    name = filename.removeprefix(RUN_DIR).replace("${hydra.job.name}", "job")
+    return filename.startswith(RUN_DIR) and name.endswith(".log") and not any(
+        c in name for c in "/\\${}") and name not in (".log", "..log")
+
+
 def check_config(config: dict | None, where: str) -> str | None:
     """Why the dictConfig mapping ``config`` (plain dicts and lists) is refused, or None: a
     ``class`` that is not one of the logging package's own handlers / formatters / filters (or
     fedmoo.logs'), a ``()`` factory that is not fedmoo's, an ``ext://`` other than sys.stdout /
-    sys.stderr, a handler's file not named ``*.log`` (it could empty a result file)."""
+    sys.stderr, a handler's file not a ``*.log`` in the run's folder (it could empty a result
+    file, or any file through an absolute path or a symlink elsewhere)."""
     def walk(node, key: str, section: str | None) -> str | None:
         if isinstance(node, str):
             return f"{key}={node}" if node.startswith("ext://") and node not in STREAMS else None
@@ -129,7 +141,7 @@ def check_config(config: dict | None, where: str) -> str | None:
                 return f"{sub}={v}"
             if k == "()" and not ours:
                 return f"{sub}={v}"
-            if k == "filename" and section == "handlers" and not str(v).endswith(".log"):
+            if k == "filename" and section == "handlers" and not _in_run_dir(str(v)):
                 return f"{sub}={v}"       # (mode w on rounds.csv would empty a result)
             bad = walk(v, sub, k if node is config else section)
             if bad:
@@ -142,4 +154,4 @@ def check_config(config: dict | None, where: str) -> str | None:
     return (f"{bad} is refused: a logging configuration may name only the logging module's own "
             "handlers, formatters and filters (logging.FileHandler, logging.StreamHandler, "
             f"logging.handlers.RotatingFileHandler, ...), {', '.join(OURS)}, "
-            f"{' or '.join(STREAMS)} and files named *.log (docs/troubleshooting.md)")
+            f"{' or '.join(STREAMS)} and files {RUN_DIR}NAME.log (docs/troubleshooting.md)")

@@ -10,7 +10,9 @@ it composes that names anything else is refused (``Refused``, exit status 2) bef
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_loader import ConfigLoader
@@ -109,6 +111,8 @@ def check(config: Any, overrides: list[str] | None = None) -> Any:
                 raise Refused(f"{name} is set by a config file; fedmoo takes it only from the "
                               "command line (it can make the job run other code: PYTHONPATH, "
                               "LD_PRELOAD, shell lines); give it there or in your shell")
+    if bad := _places(config, hydra, given):
+        raise Refused(bad)
     for part in ("launcher", "sweeper", "callbacks"):
         # instantiate is recursive: a _target_ nested anywhere in these nodes is called too
         node = hydra.get(part)
@@ -120,6 +124,47 @@ def check(config: Any, overrides: list[str] | None = None) -> Any:
                               "hydra/launcher=local_gpus|slurm|ray or Hydra's defaults "
                               "(docs/scaling.md)")
     return config
+
+
+def _places(config: Any, hydra: Any, given: set[str]) -> str | None:
+    """Why the files a run writes could land on or wipe files elsewhere, or None: Hydra's record
+    folder (``hydra.output_subdir``), a job's folder (``hydra.sweep.subdir``) and the run log's
+    name stay inside the run's folder; the run's folder is not inside a folder of configs (whose
+    files, symlinks among them, are not the user's); discarding a result (``resume=false``) is
+    the command line's choice, not a file's."""
+    from omegaconf import OmegaConf
+
+    def written(node: Any, key: str) -> Any:
+        return node._get_node(key)._value() if node is not None and key in node else None
+
+    for key, value in (("output_subdir", written(hydra, "output_subdir")),
+                       ("job.name", written(hydra.get("job"), "name")),
+                       ("sweep.subdir", written(hydra.get("sweep"), "subdir"))):
+        text = str(value or "")
+        job_keys = re.sub(r"\$\{hydra\.job\.(num|id|override_dirname)\}", "", text)
+        if f"hydra.{key}" in given:
+            continue                     # the user's own choice
+        if text.startswith(("/", "~")) or ".." in text.split("/") or "${" in job_keys \
+                or (key != "sweep.subdir" and "/" in text):
+            return (f"hydra.{key}={value} could put fedmoo's files outside the run's folder; give "
+                    "a name inside it (a config file cannot choose another place)")
+    if OmegaConf.select(config, "resume", default=True) is False and "resume" not in given:
+        return ("resume=false is set by a config file: it would discard a finished result; "
+                "give resume=false on the command line to discard it")
+    entries = OmegaConf.to_container(hydra.searchpath) if "searchpath" in hydra else []
+    folders = [Path(e[len("file://"):]).resolve() for e in map(str, entries or ())
+               if e.startswith("file://")]
+    place = "sweep.dir" if str(written(hydra, "mode")) == "RunMode.MULTIRUN" else "run.dir"
+    try:
+        out = Path(str(OmegaConf.select(config, f"hydra.{place}"))).expanduser().resolve()
+    except Exception:  # noqa: BLE001 - a folder not resolvable yet is the run's to refuse
+        return None
+    inside = next((f for f in folders if out == f or f in out.parents), None)
+    if inside is not None:
+        return (f"hydra.{place}={out} is inside the config folder {inside}: results go elsewhere "
+                "(its files are not yours to overwrite); set another hydra.run.dir / "
+                "hydra.sweep.dir")
+    return None
 
 
 def _interpolated(node: Any, key: Any, where: str) -> str | None:

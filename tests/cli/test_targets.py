@@ -87,6 +87,10 @@ def test_logging_names_only_the_logging_modules_classes(cli):
     ("+hydra.job_logging.formatters.simple.class=zipfile.ZipFile", "formatters.simple.class"),
     ("hydra.hydra_logging.handlers.console.class=shutil.rmtree", "hydra_logging.handlers"),
     ("hydra.job_logging.handlers.file.filename=rounds.csv", "handlers.file.filename"),
+    # a .log elsewhere (or through ..) could be any file: a symlink named x.log, mode w
+    ("hydra.job_logging.handlers.file.filename=/tmp/x.log", "handlers.file.filename"),
+    ("hydra.job_logging.handlers.file.filename=${hydra.runtime.output_dir}/../x.log",
+     "handlers.file.filename"),
     ("+hydra.hydra_logging.handlers.f={class: logging.FileHandler, filename: summary.json, "
      "mode: w}", "hydra_logging.handlers.f.filename"),
 ])
@@ -210,6 +214,27 @@ def test_a_folders_config_yaml_is_not_the_primary_config_unless_named(tmp_path):
     (tmp_path / "config.yaml").write_text("rounds: 2\n")
     assert plan([f"--config-dir={tmp_path}", "seed=1"]).config_path is None
     assert plan([f"--config-dir={tmp_path}", "-cn", "config"]).config_path == str(tmp_path)
+
+
+@pytest.mark.parametrize("text,refusal", [
+    ("hydra:\n  output_subdir: /elsewhere", "hydra.output_subdir=/elsewhere could put"),
+    ("hydra:\n  sweep:\n    subdir: ../other_run", "hydra.sweep.subdir=../other_run could"),
+    ("hydra:\n  job:\n    name: ../x", "hydra.job.name=../x could put"),
+    ("resume: false", "resume=false is set by a config file: it would discard a finished"),
+    ("hydra:\n  sweep:\n    dir: {folder}/out", "is inside the config folder"),
+])
+def test_a_config_file_cannot_write_or_wipe_elsewhere(folder, text, refusal):
+    """A file that chose these wrote Hydra's record over another folder's files, or deleted
+    another run's results (resume=false): the command line still may."""
+    (folder / "experiment" / "place.yaml").write_text(
+        "# @package _global_\n" + text.format(folder=folder) + "\n")
+    args = [f"--config-dir={folder}", "experiment=place", "-m", "seed=0"]
+    assert refusal in (check_targets(args) or "")
+    key = text.split(":")[-2].split()[-1]
+    if key in ("output_subdir", "subdir", "resume"):
+        given = {"output_subdir": "hydra.output_subdir=/elsewhere", "resume": "resume=false",
+                 "subdir": "hydra.sweep.subdir=../other_run"}[key]
+        assert check_targets([*args, given]) is None
 
 
 def test_launchers_shell_lines_and_clusters_come_from_the_command_line_only(folder):
