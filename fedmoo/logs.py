@@ -101,14 +101,20 @@ STREAMS = ("ext://sys.stdout", "ext://sys.stderr")
 _BASES = {"handlers": logging.Handler, "formatters": logging.Formatter, "filters": logging.Filter}
 
 
+# The logging package's handlers that send lines to another host (a config would send the run's
+# log, and the secrets an ${oc.env:...} puts in it, wherever it names)
+NETWORK = ("SocketHandler", "DatagramHandler", "SysLogHandler", "HTTPHandler", "SMTPHandler")
+
+
 def _logging_class(path: str, base: type) -> bool:
-    """``path`` names a subclass of ``base`` defined by the logging package itself."""
+    """``path`` names a subclass of ``base`` defined by the logging package itself, not one that
+    sends to another host."""
     import logging.handlers
 
     module, _, name = path.rpartition(".")
     owner = {"logging": logging, "logging.handlers": logging.handlers}.get(module)
     found = getattr(owner, name, None) if owner is not None else None
-    return isinstance(found, type) and issubclass(found, base)
+    return isinstance(found, type) and issubclass(found, base) and name not in NETWORK
 
 
 RUN_DIR = "${hydra.runtime.output_dir}/"

@@ -89,6 +89,8 @@ def test_logging_names_only_the_logging_modules_classes(cli):
     ("hydra.job_logging.handlers.file.filename=rounds.csv", "handlers.file.filename"),
     # a .log elsewhere (or through ..) could be any file: a symlink named x.log, mode w
     ("hydra.job_logging.handlers.file.filename=/tmp/x.log", "handlers.file.filename"),
+    ("+hydra.job_logging.handlers.n={class: logging.handlers.SocketHandler, host: h, port: 1}",
+     "handlers.n.class"),                       # the run's log sent to another host
     ("hydra.job_logging.handlers.file.filename=${hydra.runtime.output_dir}/../x.log",
      "handlers.file.filename"),
     ("+hydra.hydra_logging.handlers.f={class: logging.FileHandler, filename: summary.json, "
