@@ -26,7 +26,7 @@ from fedmoo.report.checks import check_dpi, check_figure, require_known, writing
 from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs, left_out, status_counts
 from fedmoo.report.plots import axis_label, labeller, metric_range, pyplot
 from fedmoo.report.results import save_figure
-from fedmoo.report.tables import load_spec, problems
+from fedmoo.report.tables import MD_ESCAPES, load_spec, problems
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def render(recs: list[dict], x: str, y: str, hv: float, ref: tuple[float, float]
            fixed: bool = True) -> str:
     lines = [f"| configuration | {x} | {y} | seeds | front |", "|---|---|---|---|---|"]
     for r in sorted(recs, key=lambda r: (not r["front"], -r["x"])):
-        lines.append(f"| {r['label']} | {r['x']:.2f} ± {r['x_std']:.2f} | {r['y']:.2f} ± "
+        lines.append(f"| {r['label'].translate(MD_ESCAPES)} | {r['x']:.2f} ± {r['x_std']:.2f} | {r['y']:.2f} ± "
                      f"{r['y_std']:.2f} | {r['n']} | {'yes' if r['front'] else ''} |")
     lines.append(f"\nhypervolume of the front above the reference ({ref[0]:.4g}, {ref[1]:.4g}): "
                  f"{hv:.4g}\nreference point: " + ("fixed" if fixed else "the worst x and worst y "

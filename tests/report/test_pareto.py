@@ -181,3 +181,10 @@ def test_left_out_jobs_are_named_as_table_names_them(tmp_path, capsys):
                             ".json is not valid JSON") for s in lines)
     assert lines[-1] == ("fedmoo pareto: left out 2 of 4 jobs (1 corrupt, 1 diverged): only "
                          "completed jobs with intact files count")
+
+
+def test_a_label_with_a_bar_keeps_the_markdown_table_whole():
+    from fedmoo.report.pareto import render
+
+    rec = {"label": "a|b", "x": 1.0, "x_std": 0.0, "y": 2.0, "y_std": 0.0, "n": 1, "front": True}
+    assert "| a\\|b | 1.00 ± 0.00 | 2.00 ± 0.00 | 1 | yes |" in render([rec], "x", "y", 0.0, (0, 0))
