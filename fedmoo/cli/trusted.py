@@ -40,13 +40,13 @@ ALLOWED_TARGETS = (
 # Ray's runtime environments (pip, setup hooks) and the cluster it joins (a Ray client unpickles
 # what the server sends). Only the command line may set them: a value a config file sets is
 # refused (per entry of a mapping: True). None has a value in fedmoo's own configs.
-# The hydra nodes Hydra hands to code (instantiate, logging.config.dictConfig).
-CHECKED = ("job_logging", "hydra_logging", "launcher", "sweeper", "callbacks")
 COMMAND_LINE_ONLY = {"hydra.job.env_set": True, "hydra.launcher.additional_parameters": True,
                      "hydra.launcher.setup": False, "hydra.launcher.srun_args": False,
                      "hydra.launcher.ray.init.address": False,
                      "hydra.launcher.ray.init.runtime_env": True,
                      "hydra.launcher.ray.remote.runtime_env": True}
+# The hydra nodes Hydra hands to code (instantiate, logging.config.dictConfig).
+CHECKED = ("job_logging", "hydra_logging", "launcher", "sweeper", "callbacks")
 
 
 def target_allowed(target: str) -> bool:
