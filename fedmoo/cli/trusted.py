@@ -5,7 +5,9 @@ Hydra instantiates ``hydra.launcher``, ``hydra.sweeper`` and ``hydra.callbacks.*
 ``_target_``) and hands ``hydra.job_logging`` / ``hydra.hydra_logging`` to
 ``logging.config.dictConfig``; any of them can come from a config folder, not only from an
 override. ``CheckedLoader`` wraps the config loader fedmoo hands to Hydra, so every configuration
-it composes that names anything else is refused (``Refused``, exit status 2) before it is used.
+it composes that names anything else is refused (``Refused``, exit status 2) before it is used,
+and so is one where a config file sets what only the command line may (``COMMAND_LINE_ONLY``,
+``_places``).
 """
 
 from __future__ import annotations
