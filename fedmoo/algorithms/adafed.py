@@ -7,8 +7,7 @@ import torch
 
 from fedmoo.algorithms.base import Algorithm
 from fedmoo.config.hparams import algo as declared
-from fedmoo.moo.gram import combine, gram, normalizer
-from fedmoo.moo.gram_schmidt import adafed_coefficients
+from fedmoo.moo.gram import adafed_coefficients, combine, gram, normalizer
 from fedmoo.state import ClientSpec
 
 # ``loss`` -> the Cohort field read as f_k

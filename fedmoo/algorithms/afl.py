@@ -11,7 +11,7 @@ from fedmoo.algorithms.base import Algorithm
 from fedmoo.config.hparams import algo as declared
 from fedmoo.errors import UserError
 from fedmoo.moo.gram import combine
-from fedmoo.moo.simplex import project_simplex
+from fedmoo.moo.minnorm import project_simplex
 from fedmoo.state import ServerState
 
 

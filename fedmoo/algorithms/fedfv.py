@@ -12,8 +12,7 @@ from torch import Tensor
 
 from fedmoo.algorithms.base import Algorithm
 from fedmoo.config.hparams import algo as declared
-from fedmoo.moo.conflict import project_conflicts, remove_conflict, row_dots
-from fedmoo.moo.gram import TINY, combine, gram
+from fedmoo.moo.gram import TINY, combine, gram, project_conflicts, remove_conflict, row_dots
 from fedmoo.state import ServerState
 
 

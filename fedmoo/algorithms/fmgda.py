@@ -11,7 +11,7 @@ from torch import Tensor
 
 from fedmoo.algorithms.base import Algorithm, mixing_weights
 from fedmoo.config.hparams import algo as declared
-from fedmoo.moo.tasks import min_norm_tasks, task_average
+from fedmoo.moo.minnorm import min_norm_tasks, task_average
 from fedmoo.state import ClientSpec, GradientProbe, ServerState, TaskTraining
 
 # The FMOL paper's Pareto-stationarity measure ||lambda_t^T grad F(x_t)||^2 (its Appendix A)

@@ -21,14 +21,12 @@ from fedmoo.errors import UserError
 
 # Metric keys a client reports with its trained parameters (fedmoo.flower.client sends them all).
 CLIENT_ID = "client_id"          # fedmoo client index in [0, num_clients): per-client state rows
-LOSS_BEFORE = "loss_before"      # mean train loss of the received global model, before training
-LOSS_AFTER = "loss_after"        # mean train loss of the last local epoch
-ACC_BEFORE = "acc_before"        # train accuracy (%) of the received global model
-LOSS_TRAINED = "loss_trained"    # train loss of the trained local model (when EVAL_TRAINED asks)
-ACC_TRAINED = "acc_trained"      # train accuracy (%) of the trained local model (idem)
 LOCAL_LR = "lr"                  # the client's local learning rate
+# The Cohort's per-client scalars, reported under their field names (the trained model's two
+# only when EVAL_TRAINED asks); docs of fedmoo.state.Cohort.
+SCALARS = ("loss_before", "loss_after", "acc_before", "loss_trained", "acc_trained")
 PROX_MU = "prox_mu"              # config key sent to clients: proximal term of the local objective
-EVAL_TRAINED = "eval_trained"    # config key sent to clients: 1 = also report LOSS/ACC_TRAINED
+EVAL_TRAINED = "eval_trained"    # config key sent to clients: 1 = also report loss/acc_trained
 ROUND = "server_round"           # config key sent to clients: the round (seeds their minibatches)
 
 
@@ -137,9 +135,7 @@ class ServerRule:
             client_ids=torch.tensor(ids, dtype=torch.long),
             deltas=w.unsqueeze(0) - local,
             num_samples=torch.tensor([float(r.num_examples) for r in replies], dtype=dt),
-            loss_before=scalar(LOSS_BEFORE), loss_after=scalar(LOSS_AFTER),
-            acc_before=scalar(ACC_BEFORE), local_lr=float(lr),
-            loss_trained=scalar(LOSS_TRAINED), acc_trained=scalar(ACC_TRAINED),
+            local_lr=float(lr), **{key: scalar(key) for key in SCALARS},
         )
 
     def aggregate(self, replies: list[Reply]) -> tuple[list[np.ndarray], dict[str, float]]:

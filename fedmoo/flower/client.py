@@ -24,8 +24,7 @@ from fedmoo.engine.base import LocalSGD
 from fedmoo.engine.common import (client_batches, forward_stats, param_views, round_seed,
                                   sample_losses)
 from fedmoo.engine.sequential import last_epoch_loss
-from fedmoo.flower.aggregation import (ACC_BEFORE, ACC_TRAINED, CLIENT_ID, EVAL_TRAINED, LOCAL_LR,
-                                       LOSS_AFTER, LOSS_BEFORE, LOSS_TRAINED, PROX_MU, ROUND)
+from fedmoo.flower.aggregation import CLIENT_ID, EVAL_TRAINED, LOCAL_LR, PROX_MU, ROUND
 from fedmoo.params import set_flat
 
 
@@ -82,12 +81,12 @@ class LocalTrainer:
 
         model.train()
         batches = client_batches(idx.numel(), sgd.batch_size, sgd.epochs, sgd.local_steps, gen)
-        metrics = {CLIENT_ID: self.client_id, LOSS_BEFORE: float(lb.mean()),
-                   LOSS_AFTER: last_epoch_loss(idx, batches, step),
-                   ACC_BEFORE: 100.0 * float(cb.mean()), LOCAL_LR: sgd.lr}
+        metrics = {CLIENT_ID: self.client_id, "loss_before": float(lb.mean()),
+                   "loss_after": last_epoch_loss(idx, batches, step),
+                   "acc_before": 100.0 * float(cb.mean()), LOCAL_LR: sgd.lr}
         if eval_trained:
             la, ca = forward_stats(model, x, y, idx, self.task)
-            metrics.update({LOSS_TRAINED: float(la.mean()), ACC_TRAINED: 100.0 * float(ca.mean())})
+            metrics.update(loss_trained=float(la.mean()), acc_trained=100.0 * float(ca.mean()))
         return trainable_arrays(model), int(idx.numel()), metrics
 
     def evaluate(self, arrays: list[np.ndarray]) -> tuple[float, int, dict[str, float]]:

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedmoo.errors import UserError
-from fedmoo.models.base import Model
+from fedmoo.models import Model
 
 
 def image_shape(input_shape: tuple[int, ...], model: str) -> tuple[int, int, int]:

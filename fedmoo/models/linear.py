@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from fedmoo.models.base import Model
+from fedmoo.models import Model
 
 
 class LogReg(Model):

@@ -8,7 +8,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from fedmoo.models.base import Model
+from fedmoo.models import Model
 
 
 def _scan(xw: Tensor, w_hh_t: Tensor, hidden: int) -> Tensor:

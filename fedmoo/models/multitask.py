@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fedmoo.models.base import Model
+from fedmoo.models import Model
 from fedmoo.models.cnn import ConvPoolReLU, image_shape
 from fedmoo.models.linear import relu_layers
 from fedmoo.models.resnet import FEATURES, stem_and_blocks

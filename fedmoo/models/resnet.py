@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedmoo.models.base import Model
+from fedmoo.models import Model
 from fedmoo.models.cnn import image_shape
 
 

@@ -1,7 +1,9 @@
-"""Min-norm point of the convex hull of K vectors from their Gram matrix: FedMGDA+'s
-box-constrained simplex QP ``min 1/2 lam^T G lam, sum lam = 1, lo <= lam <= hi`` (MGDA / FMGDA:
-no box), in float64 through qpsolvers; a bounded Frank-Wolfe solve takes over when the solver
-fails or answers an infeasible point, so a round never crashes."""
+"""Problems on the probability simplex. The min-norm point of the convex hull of K vectors from
+their Gram matrix: FedMGDA+'s box-constrained simplex QP ``min 1/2 lam^T G lam, sum lam = 1,
+lo <= lam <= hi`` (MGDA / FMGDA: no box), in float64 through qpsolvers; a bounded Frank-Wolfe
+solve takes over when the solver fails or answers an infeasible point, so a round never crashes.
+Its S-task form over per-task averages (FMGDA / FSMGDA, Yang et al. 2023), and the Euclidean
+projection onto the simplex (AFL; Wang & Carreira-Perpinan, 2013)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
+
+from fedmoo.moo.gram import gram
 
 FEAS_TOL = 1e-6
 
@@ -99,3 +103,50 @@ def _solve_qp(p: np.ndarray, lo: np.ndarray, hi: np.ndarray, solver: str) -> np.
     if abs(x.sum() - 1.0) > FEAS_TOL or np.any(x < lo - FEAS_TOL) or np.any(x > hi + FEAS_TOL):
         return None
     return np.clip(x, lo, hi)
+
+
+def task_average(deltas: Tensor, mask: Tensor, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Per-task average ``means [S, d]`` of the clients' task updates ``deltas [K, S, d]`` over the
+    clients holding each task (``mask [K, S]``), weighted by ``weights [K]`` (default uniform: the
+    paper's ``1 / |R_s|``), and ``present [S]``; a task no client holds gets a zero row."""
+    m = mask.to(deltas.dtype)
+    if weights is not None:
+        m = m * weights.to(device=deltas.device, dtype=deltas.dtype)[:, None]
+    total = m.sum(0)
+    present = total > 0
+    coef = torch.where(present, m / total.clamp_min(torch.finfo(deltas.dtype).tiny), 0.0)
+    return torch.einsum("ks,ksd->sd", coef, deltas), present
+
+
+def min_norm_tasks(means: Tensor, present: Tensor, coords: Tensor | None = None,
+                   solver: str = "daqp") -> tuple[Tensor, MinNormResult | None]:
+    """Simplex weights ``lam [S]`` (float64, CPU) of the min-norm point of ``conv{means[s]}`` over
+    the present tasks, measured on ``coords [d]`` (default every coordinate), with the FedMGDA QP
+    solver; absent tasks get weight 0, and no present task gives ``lam = 0`` without a QP."""
+    s = means.shape[0]
+    lam = torch.zeros(s, dtype=torch.float64)
+    idx = present.nonzero().flatten().cpu()
+    if idx.numel() == 0:
+        return lam, None
+    sub = means[idx.to(means.device)]
+    if coords is not None:
+        sub = sub[:, coords]
+    sol = min_norm_weights(gram(sub), eps=1.0, solver=solver)
+    lam[idx] = sol.lam
+    return lam, sol
+
+
+def project_simplex(v: Tensor) -> Tensor:
+    """``argmin_{x >= 0, sum x = 1} ||x - v||`` for ``v [n]``, without host synchronisation.
+
+    Sort ``u`` descending; ``rho = max{j : u_j + (1 - sum_{i<=j} u_i) / j > 0}`` (the sum INCLUDES
+    ``u_j``; fair_flearn / watml exclude it, mapping (1.25, 0.15) to (1.05, 0) instead of (1, 0));
+    ``theta = (1 - sum_{i<=rho} u_i) / rho``; ``x = max(v + theta, 0)``."""
+    if v.dim() != 1 or v.numel() == 0:
+        raise ValueError(f"project_simplex needs a non-empty vector, got shape {tuple(v.shape)}")
+    u = v.sort(descending=True).values
+    excess = u.cumsum(0) - 1.0                                   # sum_{i<=j} u_i - 1
+    j = torch.arange(1, v.numel() + 1, dtype=v.dtype, device=v.device)
+    rho = torch.where(u - excess / j > 0, j, torch.zeros_like(j)).max()   # >= 1 always
+    theta = excess.gather(0, (rho - 1).long().view(1)) / rho
+    return (v - theta).clamp_min(0.0)

@@ -14,7 +14,7 @@ from fedmoo.config import hparams, schema
 from fedmoo.cli.config import compose
 from fedmoo.errors import UserError
 from fedmoo.config.hparams.model import groups_problem, widths_problem
-from fedmoo.models.base import Model
+from fedmoo.models import Model
 from fedmoo.params import num_params
 
 CONF = Path(models.__file__).parents[1] / "conf" / "model"

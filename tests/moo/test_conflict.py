@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fedmoo.moo.conflict import project_conflicts, remove_conflict
+from fedmoo.moo.gram import project_conflicts, remove_conflict
 
 
 def test_toy_projections_of_the_spec():

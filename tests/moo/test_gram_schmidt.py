@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from fedmoo.moo.gram_schmidt import adafed_coefficients
+from fedmoo.moo.gram import adafed_coefficients
 
 
 def direction(x, f):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fedmoo.moo.tasks import min_norm_tasks, task_average
+from fedmoo.moo.minnorm import min_norm_tasks, task_average
 
 T = dict(dtype=torch.float64)
 

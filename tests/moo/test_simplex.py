@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from fedmoo.moo.simplex import project_simplex
+from fedmoo.moo.minnorm import project_simplex
 
 
 def brute_force_projection(v: torch.Tensor) -> torch.Tensor:
