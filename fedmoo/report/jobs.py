@@ -334,10 +334,8 @@ def group_jobs(jobs: list[Job]) -> list[Group]:
 
 def override_keys(groups: list[Group]) -> list[str]:
     """Result keys overridden differently in different configurations, in order of appearance."""
-    keys: list[str] = []
-    for g in groups:
-        for j in g.jobs + g.dropped:
-            keys += [k for k in j.overrides if k not in keys and is_result_key(k)]
+    keys = dict.fromkeys(k for g in groups for j in g.jobs + g.dropped for k in j.overrides
+                         if is_result_key(k))
     return [k for k in keys if len({g.value(k) for g in groups}) > 1]
 
 
@@ -350,9 +348,8 @@ def label_keys(groups: list[Group], primary: list[str] | None = None) -> list[st
     def distinct(ks: list[str]) -> int:
         return len({tuple(g.value(k) for k in ks) for g in groups})
 
-    candidates: list[str] = []
-    for g in groups:
-        candidates += [k for k in g.jobs[0].identity() if k not in candidates and k not in keys]
+    candidates = [k for k in dict.fromkeys(c for g in groups for c in g.jobs[0].identity())
+                  if k not in keys]
     candidates.sort(key=lambda k: not k.endswith(".name"))  # stable: config order otherwise
     for k in candidates:
         if distinct(keys) == len(groups):
