@@ -260,32 +260,31 @@ def counts(job: Job, include_failed: bool = False) -> bool:
     return job.status == "completed" or (include_failed and job.config is not None)
 
 
-def status_counts(jobs: list[Job]) -> str:
-    """``2 diverged, 1 failed``: how many of ``jobs`` have each status."""
-    return ", ".join(f"{n} {s}" for s, n in sorted(Counter(j.status for j in jobs).items()))
-
-
 def final_metrics(jobs: list[Job]) -> list[str]:
     """The metric names of the jobs' summary.json ``final``, in order of first appearance."""
     return list(dict.fromkeys(str(k) for j in jobs for k in (j.summary or {}).get("final") or {}))
 
 
-def left_out(jobs: list[Job], groups: list[Group], include_failed: bool = False) -> list[Job]:
-    """The jobs a report does not count because of their status (repeated seeds aside)."""
+def left_out(jobs: list[Job], groups: list[Group], include_failed: bool = False) -> str:
+    """``2 of 6 jobs (1 diverged, 1 failed)``: the jobs a report does not count because of their
+    status (repeated seeds aside); ``""`` if none."""
     dropped = {id(j) for g in groups for j in g.dropped}
-    return [j for j in jobs if id(j) not in dropped
-            and (j.config is None or not counts(j, include_failed))]
+    out = Counter(j.status for j in jobs if id(j) not in dropped
+                  and (j.config is None or not counts(j, include_failed)))
+    if not out:
+        return ""
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(out.items()))
+    return f"{out.total()} of {len(jobs)} jobs ({statuses})"
 
 
 def skipped_line(jobs: list[Job], groups: list[Group], include_failed: bool = False,
                  verb: str = "counts") -> str | None:
     """``left out 2 of 6 jobs (1 diverged, 1 failed): only completed jobs count; ...`` or None."""
-    out = left_out(jobs, groups, include_failed)
-    if not out:
+    if not (out := left_out(jobs, groups, include_failed)):
         return None
     why = ("they hold no readable configuration" if include_failed else
            f"only completed jobs with intact files count; --include-failed {verb} what they hold")
-    return f"left out {len(out)} of {len(jobs)} jobs ({status_counts(out)}): {why}"
+    return f"left out {out}: {why}"
 
 
 @dataclass
@@ -335,10 +334,8 @@ def group_jobs(jobs: list[Job]) -> list[Group]:
 
 def override_keys(groups: list[Group]) -> list[str]:
     """Result keys overridden differently in different configurations, in order of appearance."""
-    keys: list[str] = []
-    for g in groups:
-        for j in g.jobs + g.dropped:
-            keys += [k for k in j.overrides if k not in keys and is_result_key(k)]
+    keys = dict.fromkeys(k for g in groups for j in g.jobs + g.dropped for k in j.overrides
+                         if is_result_key(k))
     return [k for k in keys if len({g.value(k) for g in groups}) > 1]
 
 
@@ -351,9 +348,8 @@ def label_keys(groups: list[Group], primary: list[str] | None = None) -> list[st
     def distinct(ks: list[str]) -> int:
         return len({tuple(g.value(k) for k in ks) for g in groups})
 
-    candidates: list[str] = []
-    for g in groups:
-        candidates += [k for k in g.jobs[0].identity() if k not in candidates and k not in keys]
+    candidates = [k for k in dict.fromkeys(c for g in groups for c in g.jobs[0].identity())
+                  if k not in keys]
     candidates.sort(key=lambda k: not k.endswith(".name"))  # stable: config order otherwise
     for k in candidates:
         if distinct(keys) == len(groups):

@@ -23,7 +23,7 @@ import numpy as np
 from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
 from fedmoo.report.checks import check_dpi, check_figure, require_known, writing
-from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs, left_out, status_counts
+from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs, left_out
 from fedmoo.report.plots import axis_label, labeller, metric_range, pyplot
 from fedmoo.report.results import save_figure
 from fedmoo.report.tables import MD_ESCAPES, load_spec, problems
@@ -86,8 +86,7 @@ def points(dirs: list[str], x: str, y: str, spec: dict | None = None) -> list[di
                     "y": a[:, 1].mean(), "y_std": a[:, 1].std(), "n": len(a)})
     lines = [f"not included: {p}" for p in problems(jobs, groups)]     # as fedmoo table's
     if gone := left_out(jobs, groups):
-        lines.append(f"left out {len(gone)} of {len(jobs)} jobs ({status_counts(gone)}): only "
-                     "completed jobs with intact files count")
+        lines.append(f"left out {gone}: only completed jobs with intact files count")
     for line in lines:
         log.warning("%s", line, extra={"prefix": "fedmoo pareto: "})
     return out

@@ -20,7 +20,7 @@ import pandas as pd
 from fedmoo.errors import UserError
 from fedmoo.report import tables
 from fedmoo.report.jobs import (Group, Job, as_text, counts, find_jobs, group_jobs, label_keys,
-                                left_out, skipped_line, status_counts)
+                                left_out, skipped_line)
 from fedmoo.report.results import one_line, save_figure
 from fedmoo.report.checks import check_dpi, require_known, writing
 
@@ -177,15 +177,6 @@ def check_jobs(jobs: list[Job], groups: list[Group], include_failed: bool = Fals
                 _warn(f"{j.rows_path}: {j.rounds_note}")
     if line := skipped_line(jobs, groups, include_failed, verb="plots"):
         _warn(line)
-
-
-def figure_note(jobs: list[Job], groups: list[Group], include_failed: bool) -> str:
-    """The line under every figure that counts the jobs it does not show ('' if none)."""
-    out = left_out(jobs, groups, include_failed)
-    if not out:
-        return ""
-    return (f"not shown: {len(out)} of {len(jobs)} jobs ({status_counts(out)})"
-            + ("" if include_failed else ": only completed jobs are shown (--include-failed)"))
 
 
 def _finish(fig, out: Path, dpi: int, note: str = "") -> None:
@@ -489,8 +480,12 @@ def main(argv: list[str]) -> int:
                                 "--include-failed plots them")
             require_known("--metric", [m], known, "a column of any rounds.csv of the jobs "
                           f"plotted under {' '.join(ns.dirs)}")
-    opts = {"include_failed": ns.include_failed, "dpi": ns.dpi,
-            "note": figure_note(jobs, groups, ns.include_failed)}
+    # the line under every figure that counts the jobs it does not show
+    note = left_out(jobs, groups, ns.include_failed)
+    if note:
+        note = f"not shown: {note}" + ("" if ns.include_failed else
+                                       ": only completed jobs are shown (--include-failed)")
+    opts = {"include_failed": ns.include_failed, "dpi": ns.dpi, "note": note}
     ext = f".{ns.format}"
     written = []
     with writing("--out", out):
