@@ -125,7 +125,7 @@ def _in_run_dir(filename: str) -> bool:
     may be ``${hydra.job.name}``)."""
     name = filename.removeprefix(RUN_DIR).replace("${hydra.job.name}", "job")
     return filename.startswith(RUN_DIR) and name.endswith(".log") and not any(
-        c in name for c in "/\\${}") and name not in (".log", "..log")
+        c in name for c in "/\\${}")
 
 
 def check_config(config: dict | None, where: str) -> str | None:

@@ -278,12 +278,14 @@ def left_out(jobs: list[Job], groups: list[Group], include_failed: bool = False)
 
 
 def skipped_line(jobs: list[Job], groups: list[Group], include_failed: bool = False,
-                 verb: str = "counts") -> str | None:
-    """``left out 2 of 6 jobs (1 diverged, 1 failed): only completed jobs count; ...`` or None."""
+                 verb: str | None = "counts") -> str | None:
+    """``left out 2 of 6 jobs (1 diverged, 1 failed): only completed jobs count; ...`` or None
+    (``verb``: what ``--include-failed`` does, None for a command without it)."""
     if not (out := left_out(jobs, groups, include_failed)):
         return None
     why = ("they hold no readable configuration" if include_failed else
-           f"only completed jobs with intact files count; --include-failed {verb} what they hold")
+           "only completed jobs with intact files count" +
+           (f"; --include-failed {verb} what they hold" if verb else ""))
     return f"left out {out}: {why}"
 
 

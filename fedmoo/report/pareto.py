@@ -23,7 +23,7 @@ import numpy as np
 from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
 from fedmoo.report.checks import check_dpi, check_figure, require_known, writing
-from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs, left_out
+from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs, skipped_line
 from fedmoo.report.plots import axis_label, labeller, metric_range, pyplot
 from fedmoo.report.results import save_figure
 from fedmoo.report.tables import MD_ESCAPES, load_spec, problems
@@ -85,10 +85,9 @@ def points(dirs: list[str], x: str, y: str, spec: dict | None = None) -> list[di
         out.append({"label": label, "x": a[:, 0].mean(), "x_std": a[:, 0].std(),
                     "y": a[:, 1].mean(), "y_std": a[:, 1].std(), "n": len(a)})
     lines = [f"not included: {p}" for p in problems(jobs, groups)]     # as fedmoo table's
-    if gone := left_out(jobs, groups):
-        lines.append(f"left out {gone}: only completed jobs with intact files count")
-    for line in lines:
-        log.warning("%s", line, extra={"prefix": "fedmoo pareto: "})
+    for line in [*lines, skipped_line(jobs, groups, verb=None)]:
+        if line:
+            log.warning("%s", line, extra={"prefix": "fedmoo pareto: "})
     return out
 
 
@@ -96,8 +95,9 @@ def render(recs: list[dict], x: str, y: str, hv: float, ref: tuple[float, float]
            fixed: bool = True) -> str:
     lines = [f"| configuration | {x} | {y} | seeds | front |", "|---|---|---|---|---|"]
     for r in sorted(recs, key=lambda r: (not r["front"], -r["x"])):
-        lines.append(f"| {r['label'].translate(MD_ESCAPES)} | {r['x']:.2f} ± {r['x_std']:.2f} | {r['y']:.2f} ± "
-                     f"{r['y_std']:.2f} | {r['n']} | {'yes' if r['front'] else ''} |")
+        lines.append(f"| {r['label'].translate(MD_ESCAPES)} | {r['x']:.2f} ± {r['x_std']:.2f} | "
+                     f"{r['y']:.2f} ± {r['y_std']:.2f} | {r['n']} | "
+                     f"{'yes' if r['front'] else ''} |")
     lines.append(f"\nhypervolume of the front above the reference ({ref[0]:.4g}, {ref[1]:.4g}): "
                  f"{hv:.4g}\nreference point: " + ("fixed" if fixed else "the worst x and worst y "
                  "of these configurations: it moves when configurations are added; fix it with "

@@ -38,7 +38,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def save_figure(fig, path: str | Path, **kwargs: Any) -> None:
     """``fig.savefig(path, **kwargs)`` through ``atomic_write``: a full disk leaves no partial
-    figure (nor a cut table beside it, ``atomic_write_text``)."""
+    figure, and an older file of that name stays as it was."""
     fmt = Path(path).suffix[1:].lower()
     atomic_write(Path(path), lambda f: fig.savefig(f, format=fmt, **kwargs), mode="wb")
 
