@@ -135,12 +135,3 @@ class TaskTraining:
 def state_to_dict(state: ServerState) -> dict[str, Any]:
     """Plain dict of a state dataclass (tensors are kept; safe for ``torch.save``)."""
     return {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
-
-
-def state_from_dict(template: ServerState, values: dict[str, Any]) -> ServerState:
-    """Rebuild a state of the template's class from ``state_to_dict`` output."""
-    names = {f.name for f in dataclasses.fields(template)}
-    unknown = set(values) - names
-    if unknown:
-        raise ValueError(f"checkpoint state has unknown fields {sorted(unknown)}")
-    return dataclasses.replace(template, **values)

@@ -10,6 +10,7 @@ refuses, so an accepted run keeps a copy in ``.fedmoo/hydra/``, which a refused 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,6 @@ from fedmoo.report.results import (atomic_write_text, read_summary, to_jsonable,
                                    write_json)
 from fedmoo.run import checkpoint, identity, locks
 from fedmoo.data.federated import tensors_digest
-from fedmoo.state import state_from_dict
 
 # Files a run writes; ``resume=false`` deletes them before starting over.
 RESULT_FILES = ("summary.json", "rounds.csv", "clients.csv", "model.pt", checkpoint.FILENAME,
@@ -130,7 +130,7 @@ class RunDir:
         checkpoint.check(ckpt, self.path / checkpoint.FILENAME, state, self.data_digest,
                          int(self.cfg["rounds"]), int(self.cfg["eval_every"]),
                          lambda config: self.check_same_config(config, "checkpointed"))
-        state = state_from_dict(state, ckpt["state"])
+        state = dataclasses.replace(state, **ckpt["state"])   # its fields checked above
         checkpoint.set_rng_state(ckpt["rng"])
         self.resumed_from = int(state.round)
         return state, ckpt["rows"], float(ckpt["elapsed_s"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from fedmoo import algorithms
 from fedmoo.run import checkpoint
 from fedmoo import engine as fengine
 from fedmoo.run.loop import run
-from fedmoo.state import ServerState, state_from_dict
+from fedmoo.state import ServerState
 from tests.conftest import ROOT, small_cfg
 from tests.inprocess import run_main
 from tests.reliability.helpers import ONE_THREAD, SMALL, rows_without_time, summary, wait_rows
@@ -46,7 +47,7 @@ def test_checkpoint_round_trip_is_weights_only_and_restores_rngs(tmp_path):
     expect = (torch.rand(3), np.random.rand(3), random.random())
     assert not list(tmp_path.glob(".*.tmp"))
     ckpt = checkpoint.load(tmp_path, torch.device("cpu"))  # torch.load(weights_only=True)
-    back = state_from_dict(RichState(w=torch.zeros(4)), ckpt["state"])
+    back = dataclasses.replace(RichState(w=torch.zeros(4)), **ckpt["state"])
     assert isinstance(back, RichState) and back.round == 7 and torch.equal(back.w, st.w)
     assert torch.equal(back.lam, st.lam) and back.meta == st.meta
     assert torch.equal(back.history[0], torch.ones(2)) and back.history[1] == 3.5
@@ -167,6 +168,6 @@ def test_every_algorithm_state_round_trips(tmp_path, name):
         pytest.skip(f"{name} has no default hyperparameters")
     st = algo.init(torch.randn(7), num_clients=4)
     checkpoint.save(tmp_path, st, [], {}, 0.0)
-    back = state_from_dict(algo.init(torch.zeros(7), num_clients=4),
-                           checkpoint.load(tmp_path, torch.device("cpu"))["state"])
+    back = dataclasses.replace(algo.init(torch.zeros(7), num_clients=4),
+                               **checkpoint.load(tmp_path, torch.device("cpu"))["state"])
     assert type(back) is type(st) and torch.equal(back.w, st.w) and back.round == st.round
