@@ -27,7 +27,6 @@ from fedmoo.run import tracker_process
 from fedmoo.run.tracker_child import first_line
 from fedmoo.run.tracker_process import WRITERS, ChildTracker, numbers
 from fedmoo.report.jobs import flatten
-from fedmoo.config.schema import LOGGERS
 
 FLUSH_S = 2   # TensorBoard's events reach the disk at most this late
 SWEEP_ENV = "FEDMOO_SWEEP_DIR"   # set by the sweep report callback while a sweep runs,
@@ -193,15 +192,10 @@ def build(names: str | list[str] | None, run_dir: Path, cfg: dict[str, Any] | No
     """The trackers selected by the ``logger`` config key. ``overrides``: the job's command-line
     overrides; they name the tracked run (``algo=fedfv seed=1``; the run directory's name
     without any)."""
-    names = selected(names)
-    for n in names:
-        if n not in LOGGERS:
-            raise UserError(f"logger={n!r} is not valid; choose one or a list of: "
-                            f"{', '.join(LOGGERS)}")
     members: dict[str, NullLogger] = {}
     name, tags = run_label(Path(run_dir), overrides)
     try:
-        for n in dict.fromkeys(n for n in names if n != "none"):
+        for n in dict.fromkeys(n for n in selected(names) if n != "none"):
             members[n] = KINDS[n](Path(run_dir), cfg or {}, name, tags)
     except BaseException:
         Trackers(members).close()

@@ -35,9 +35,9 @@ def _written(run_dir: Path, name: str, timeout: float = 180) -> str:
 
 
 def test_unknown_logger_is_one_line(tmp_path):
-    with pytest.raises(UserError, match=r"^logger='foo' is not valid; choose one or a list of: "
-                                        r"none, tensorboard, mlflow, wandb$"):
-        loggers.build(["tensorboard", "foo"], tmp_path)
+    with pytest.raises(UserError, match=r"^logger=\['tensorboard', 'foo'\] must be one of: none, "
+                                        r"tensorboard, mlflow, wandb, or a list of them"):
+        run({**small_cfg(), "logger": ["tensorboard", "foo"]}, tmp_path)   # schema.check
 
 
 class Breaks(loggers.NullLogger):
