@@ -39,7 +39,6 @@ class AFL(Algorithm):
 
     name = "afl"
     hp: declared.AFL
-    state_cls = AFLState
     kept_vectors = (0, 1)          # w_avg [d]
 
     def check_run(self, num_clients, clients_per_round):

@@ -34,7 +34,6 @@ class Ditto(Algorithm):
     name = "ditto"
     hp: declared.Ditto
     reads_before = False           # its rule reads no loss_before / acc_before
-    state_cls = DittoState
     kept_vectors = (1, 0)          # personal [N, d]
 
     def init(self, w0, num_clients):

@@ -47,7 +47,6 @@ class FedFA(Algorithm):
 
     name = "fedfa"
     hp: declared.FedFA
-    state_cls = FedFAState
     kept_vectors = (0, 1)          # momentum [d]
 
     def init(self, w0, num_clients):

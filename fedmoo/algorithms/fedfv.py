@@ -43,7 +43,6 @@ class FedFV(Algorithm):
 
     name = "fedfv"
     hp: declared.FedFV
-    state_cls = FedFVState
 
     @property
     def kept_vectors(self) -> tuple[int, int]:

@@ -3,7 +3,7 @@ as in the federated trainer of the authors' code (litian96/TERM, fair_flearn/...
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -18,7 +18,7 @@ from fedmoo.state import ServerState
 class TERMState(ServerState):
     """``est``: running normaliser of the tilted weights (0-d float64 tensor, starts at 0)."""
 
-    est: Tensor | None = None
+    est: Tensor = field(default_factory=lambda: torch.zeros((), dtype=torch.float64))
 
 
 class TERM(Algorithm):
@@ -36,9 +36,6 @@ class TERM(Algorithm):
     name = "term"
     hp: declared.TERM
     state_cls = TERMState
-
-    def init(self, w0, num_clients):
-        return TERMState(w=w0.detach().clone(), round=0, est=torch.zeros((), dtype=torch.float64))
 
     def step(self, state, cohort):
         f = cohort.require("loss_before", self.name).to(torch.float64).cpu()
