@@ -22,7 +22,6 @@ class ClientSampler:
             raise UserError(f"{self.forced.size} clients must join every round "
                             f"(attack.always_participate=true) but clients_per_round={per_round}; "
                             f"set clients_per_round>={self.forced.size} or null")
-        self.scheme = scheme
         self.rest = np.setdiff1d(np.arange(num_clients), self.forced)
         self.p = None
         if scheme == "weighted" and per_round < num_clients:
