@@ -57,6 +57,18 @@ class SGD:
             p.add_(d, alpha=-self.lr)
 
 
+def sgd_step(opt: SGD, loss: Tensor, anchor: list[Tensor], mu: float, scale=None) -> Tensor:
+    """One step of ``opt`` on ``scale * loss + (mu/2)||w - anchor||^2``; returns ``loss``."""
+    opt.zero_grad()
+    (loss if scale is None else loss * scale).backward()
+    if mu:
+        with torch.no_grad():
+            for p, a in zip(opt.params, anchor):
+                p.grad.add_(p - a, alpha=mu)
+    opt.step()
+    return loss.detach()
+
+
 def last_epoch_loss(idx: Tensor, batches,
                     step: Callable[[Tensor], Tensor | float]) -> Tensor | float:
     """``step(b)`` on each minibatch ``b`` of the samples ``idx`` that ``batches`` (from
@@ -89,17 +101,9 @@ class SequentialEngine:
 
     def _step(self, model, opt, xb, yb, anchor: list[Tensor], mu: float, scale,
               task_weights: Tensor | None = None) -> Tensor:
-        """One SGD step on ``scale * mean loss + (mu/2)||w - anchor||^2``; returns the mean loss."""
+        """``sgd_step`` on the mean loss of the minibatch ``xb``, ``yb``."""
         loss = objective_losses(model(xb), yb, self.data.task, task_weights).mean()
-        opt.zero_grad()
-        (loss if scale is None else loss * scale).backward()
-        if mu:
-            with torch.no_grad():
-                params = [p for p in model.parameters() if p.requires_grad]
-                for p, a in zip(params, anchor):
-                    p.grad.add_(p - a, alpha=mu)
-        opt.step()
-        return loss.detach()
+        return sgd_step(opt, loss, anchor, mu, scale)
 
     def train(self, client_ids: Tensor, w: Tensor, spec: ClientSpec, seed: int) -> Cohort:
         if spec.task_training is not None:

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from fedmoo.engine.base import LocalSGD
 from fedmoo.engine.common import (client_batches, forward_stats, param_views, round_seed,
                                   sample_losses)
-from fedmoo.engine.sequential import last_epoch_loss
+from fedmoo.engine.sequential import SGD, last_epoch_loss, sgd_step
 from fedmoo.flower.aggregation import CLIENT_ID, EVAL_TRAINED, LOCAL_LR, PROX_MU, ROUND
 from fedmoo.params import set_flat
 
@@ -64,20 +64,11 @@ class LocalTrainer:
             else generator_seed
         gen = torch.Generator().manual_seed(seed)
         anchor = param_views(model, w)
-        params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.SGD(params, lr=sgd.lr, momentum=sgd.momentum,
-                              weight_decay=sgd.weight_decay)
+        opt = SGD(model.parameters(), sgd.lr, sgd.momentum, sgd.weight_decay)
 
         def step(b: Tensor) -> float:
             loss = sample_losses(model(x[b]), y[b], self.task).mean()
-            opt.zero_grad(set_to_none=False)
-            loss.backward()
-            if prox_mu:
-                with torch.no_grad():
-                    for p, a in zip(params, anchor):
-                        p.grad.add_(p - a, alpha=prox_mu)
-            opt.step()
-            return float(loss.detach())
+            return float(sgd_step(opt, loss, anchor, prox_mu))
 
         model.train()
         batches = client_batches(idx.numel(), sgd.batch_size, sgd.epochs, sgd.local_steps, gen)
