@@ -19,7 +19,7 @@ def image_shape(input_shape: tuple[int, ...], model: str) -> tuple[int, int, int
     return input_shape
 
 
-def _flat(conv: nn.Conv2d, h: int, w: int, *pools: int) -> int:
+def flat_size(conv: nn.Conv2d, h: int, w: int, *pools: int) -> int:
     """Dense inputs after convolutions like ``conv`` on h x w, each max-pooled by one of pools."""
     k, p = conv.kernel_size[0], conv.padding[0]
     for pool in pools:
@@ -48,7 +48,7 @@ class CNNCifar(Model):
         self.conv1 = nn.Conv2d(c, 64, 5)
         self.conv2 = nn.Conv2d(64, 64, 5)
         self.lrn = nn.LocalResponseNorm(2)
-        self.fc1 = nn.Linear(_flat(self.conv2, h, w, 2, 2), 384)
+        self.fc1 = nn.Linear(flat_size(self.conv2, h, w, 2, 2), 384)
         self.fc2 = nn.Linear(384, 192)
         self.fc3 = nn.Linear(192, num_classes)
 
@@ -72,7 +72,7 @@ class CNNFmnist(Model):
         self.conv2 = nn.Conv2d(10, 20, 5)
         self.drop2d = nn.Dropout2d(0.5)
         self.drop = nn.Dropout(0.5)
-        self.fc1 = nn.Linear(_flat(self.conv2, h, w, 2, 2), 50)
+        self.fc1 = nn.Linear(flat_size(self.conv2, h, w, 2, 2), 50)
         self.fc2 = nn.Linear(50, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -95,7 +95,7 @@ class CNNFemnist(Model):
         self.conv2 = nn.Conv2d(32, 64, 3)
         self.drop1 = nn.Dropout(0.25)
         self.drop2 = nn.Dropout(0.5)
-        self.fc1 = nn.Linear(_flat(self.conv2, h, w, 1, 2), 128)
+        self.fc1 = nn.Linear(flat_size(self.conv2, h, w, 1, 2), 128)
         self.fc2 = nn.Linear(128, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -115,7 +115,7 @@ class CNNMnist(Model):
         c, h, w = image_shape(input_shape, self.name)
         self.conv1 = nn.Conv2d(c, 32, 5, padding=2)
         self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
-        self.fc1 = nn.Linear(_flat(self.conv2, h, w, 2, 2), 512)
+        self.fc1 = nn.Linear(flat_size(self.conv2, h, w, 2, 2), 512)
         self.fc2 = nn.Linear(512, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fedmoo.models import Model
-from fedmoo.models.cnn import ConvPoolReLU, image_shape
+from fedmoo.models.cnn import ConvPoolReLU, flat_size, image_shape
 from fedmoo.models.linear import relu_layers
 from fedmoo.models.resnet import FEATURES, stem_and_blocks
 
@@ -55,8 +55,7 @@ class _LeNetTrunk(nn.Module):
         super().__init__()
         self.conv1 = ConvPoolReLU(c, 10, 5)
         self.conv2 = ConvPoolReLU(10, 20, 5)
-        hh, ww = ((h - 4) // 2 - 4) // 2, ((w - 4) // 2 - 4) // 2
-        self.fc = nn.Linear(20 * hh * ww, width)
+        self.fc = nn.Linear(flat_size(self.conv2, h, w, 2, 2), width)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(self.fc(self.conv2(self.conv1(x)).flatten(1)))
