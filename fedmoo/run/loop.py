@@ -118,18 +118,16 @@ def _interrupt_all(sessions: list[Session], stop) -> None:
         raise RunInterrupted(said[0], stop.signum)
 
 
-def check_diverged(w, losses, round_done: int,
+def check_diverged(models: dict[str, torch.Tensor], losses: list, round_done: int,
                    cfg: dict[str, Any], updates: torch.Tensor | None = None) -> None:
-    """Raise DivergenceError if a model, the clients' losses or their ``updates`` are not
-    finite, or a model's norm (in float64) exceeds ``diverge_norm``. ``w``: the global model, or
-    ``{name: model}`` (``reported_models``; a ``[N, d]`` model is one model per client)."""
+    """Raise DivergenceError if a model of ``models`` (``reported_models``; a ``[N, d]`` model
+    is one model per client), the clients' ``losses`` (tensors or None) or their ``updates``
+    are not finite, or a model's norm (in float64) exceeds ``diverge_norm``."""
     limit = cfg["diverge_norm"]
-    models = {"the global model": w} if isinstance(w, torch.Tensor) else w
     norms = {}
     for name, m in models.items():   # a model per client [N, d]: the largest norm
         n = torch.linalg.vector_norm(m, dim=-1, dtype=torch.float64)
         norms[name] = float(n.max()) if n.numel() else 0.0
-    losses = [] if losses is None else [losses] if isinstance(losses, torch.Tensor) else losses
     bad = [name for name, n in norms.items() if not math.isfinite(n)]
     big = [name for name, n in norms.items() if limit is not None and n > float(limit)]
     if bad:
@@ -290,7 +288,7 @@ class Session(contextlib.ExitStack):
             reported = [cohort.loss_before, cohort.loss_after, cohort.loss_trained]
             check_diverged({}, reported, t + 1, cfg, cohort.deltas)
             new_state, diag = parts.algo.server_update(state, cohort, self._due("eval_every", t + 1))
-            check_diverged(reported_models(parts.algo, new_state), None, t + 1, cfg)
+            check_diverged(reported_models(parts.algo, new_state), [], t + 1, cfg)
         except DivergenceError as e:
             self.rundir.summary("diverged", state, self.final, self.elapsed(), str(e))
             raise

@@ -62,8 +62,9 @@ def test_nan_in_round_3_keeps_rows_1_2(tmp_path, monkeypatch):
 def test_divergence_rules(w, losses, limit, needle):
     cfg = small_cfg(diverge_norm=limit)
     with pytest.raises(DivergenceError, match=needle):
-        check_diverged(torch.tensor(w), torch.tensor(losses), 4, cfg)
-    check_diverged(torch.tensor([3.0, 4.0]), torch.tensor([0.5]), 4, small_cfg(diverge_norm=5.0))
+        check_diverged({"the global model": torch.tensor(w)}, [torch.tensor(losses)], 4, cfg)
+    check_diverged({"the global model": torch.tensor([3.0, 4.0])}, [torch.tensor([0.5])], 4,
+                   small_cfg(diverge_norm=5.0))
 
 
 @pytest.mark.slow

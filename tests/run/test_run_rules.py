@@ -60,7 +60,7 @@ def test_fmgda_logs_the_papers_stationarity_measure(tmp_path):
 # -- overflow: never a silent skip ---------------------------------------------------------------
 def test_non_finite_updates_stop_the_run_as_diverged():
     cfg = small_cfg()
-    w = torch.zeros(3)
+    w = {"the global model": torch.zeros(3)}
     check_diverged(w, [torch.ones(2), None], 1, cfg, torch.ones(2, 3))
     with pytest.raises(DivergenceError, match="a client's update is not finite"):
         check_diverged(w, [torch.ones(2)], 1, cfg, torch.tensor([[1.0, float("inf"), 0.0]]))
@@ -68,4 +68,5 @@ def test_non_finite_updates_stop_the_run_as_diverged():
         check_diverged(w, [torch.ones(2), torch.tensor([float("nan")])], 1, cfg)
     # a float32 model of norm 1e20 is finite: its norm is taken in float64
     with pytest.raises(DivergenceError, match="norm 1e\\+20 exceeds diverge_norm"):
-        check_diverged(torch.tensor([1e20, 0.0]), None, 1, cfg | {"diverge_norm": 1e6})
+        check_diverged({"the global model": torch.tensor([1e20, 0.0])}, [], 1,
+                       cfg | {"diverge_norm": 1e6})
