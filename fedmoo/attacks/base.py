@@ -43,7 +43,6 @@ class Attack:
     def bind(self, num_clients: int, client_names: list[str] | None = None,
              num_classes: int | None = None) -> Attack:
         """Resolve ``malicious`` against the federation; returns self."""
-        self.num_classes = num_classes
         ids = resolve_malicious(self.hp.malicious, num_clients, client_names, self.hp.seed)
         self.attackers = torch.tensor(ids, dtype=torch.long)
         self.mask = torch.zeros(num_clients, dtype=torch.bool)
