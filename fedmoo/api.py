@@ -34,13 +34,12 @@ def run(overrides: list[str] | tuple[str, ...] = (), run_dir: str | Path | None 
     (``resume=false`` in the overrides starts over), as with the CLI."""
     from omegaconf import OmegaConf
 
-    from fedmoo.cli.groups import GROUPS
     from fedmoo.cli.overrides import check_new_keys, check_overrides
     from fedmoo.run import loop
     from fedmoo.run.gpu_lease import lease_device
 
     overrides = [str(o) for o in overrides]
-    err = check_overrides(overrides) or check_new_keys(overrides, GROUPS)
+    err = check_overrides(overrides) or check_new_keys(overrides)
     if err:
         raise UserError(err)
     if any(o.lstrip("+~").startswith(("hydra.", "hydra/")) for o in overrides):

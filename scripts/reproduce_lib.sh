@@ -68,14 +68,13 @@ smoke_check() {
     printf '%s\n' "$@" | "$PYTHON" -c '
 import sys
 from fedmoo.cli.config import compose
-from fedmoo.cli.groups import GROUPS
 from fedmoo.cli.overrides import check_new_keys, check_overrides
 from fedmoo.data import load_source
 from fedmoo.errors import UserError
 
 for line in sys.stdin.read().splitlines():
     args = line.split("\x1f")
-    why = check_overrides(args) or check_new_keys(args, GROUPS)
+    why = check_overrides(args) or check_new_keys(args)
     try:
         if why:
             raise UserError(why)

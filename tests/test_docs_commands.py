@@ -17,7 +17,6 @@ import pytest
 
 from fedmoo.cli import overrides as ov
 from fedmoo.cli.config import compose
-from fedmoo.cli.groups import GROUPS
 from fedmoo.cli import hydra_run
 from fedmoo.errors import UserError
 
@@ -98,7 +97,7 @@ def check(command: str) -> None:
     launcher = check_launcher(args)
     if launcher and "not installed" in launcher:
         pytest.skip(launcher)            # e.g. hydra/launcher=ray without hydra-ray-launcher
-    err = ov.check_overrides(args) or ov.check_new_keys(args, GROUPS) or launcher
+    err = ov.check_overrides(args) or ov.check_new_keys(args) or launcher
     assert err is None, err
     hydra_run.check(hydra_run.plan([*(["-m"] if multirun else []), *args]))
     for job in jobs(args, multirun):

@@ -149,7 +149,7 @@ VALID_METRICS |= {k for prefix in ("test", "val", "train")
                   for k in task_metrics(np.ones((3, MAX_TASKS)), np.ones((3, MAX_TASKS)),
                                         np.array([10, 10, 10]), None, prefix,
                                         reference=np.ones(MAX_TASKS))}
-VALID_METRICS |= set(rounds_to_threshold([], MAX_TASKS, 0.01, "train"))
+VALID_METRICS |= set(rounds_to_threshold([], MAX_TASKS, 0.01))
 VALID_METRICS |= {"server/d_norm", "server/d_norm_sq"} | {f"server/lambda_task{s}" for s in range(MAX_TASKS)}
 VALID_METRICS |= {STATIONARITY}   # FMGDA's gradient_probe on evaluated rounds
 

@@ -54,7 +54,6 @@ def describe(cfg: dict[str, Any], model_only: bool = False) -> dict[str, Any]:
                 "id": k, **{s: (0 if v is None else int(v[k])) for s, v in sizes.items()},
                 "labels": {str(c): int(n) for c, n in enumerate(counts) if n}})
         meta["has_val"] = fed.val is not None
-        meta["class_names"] = fed.class_names
     model = models.build(cfg["model"], shape, n_cls, n_tasks)
     meta.update(input_shape=list(shape), num_classes=n_cls)
     return {**info, "num_params": num_params(model), "_meta": meta}

@@ -76,7 +76,7 @@ def cmd_run(args: list[str]) -> int:
     from fedmoo.run.launchers import check_launcher
 
     args = overrides.aliases(args)
-    if err := (overrides.check_overrides(args) or overrides.check_new_keys(args, GROUPS)
+    if err := (overrides.check_overrides(args) or overrides.check_new_keys(args)
                 or check_launcher(args)):
         return _fail(err)
     from hydra.errors import HydraException

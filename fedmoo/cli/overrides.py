@@ -68,7 +68,7 @@ def aliases(args: list[str]) -> list[str]:
             if a.lower() != "debug=false"]
 
 
-def top_level_keys(groups: tuple[str, ...]) -> set[str]:
+def top_level_keys() -> set[str]:
     """The schema's top-level keys, the groups of config.yaml's defaults list, the CLI's groups,
     hydra."""
     from omegaconf import OmegaConf
@@ -82,17 +82,17 @@ def top_level_keys(groups: tuple[str, ...]) -> set[str]:
             continue
         name = next(iter(entry)).replace("optional ", "").replace("override ", "").strip()
         keys.add(name.split("@")[0])
-    return keys | set(groups) | {"hydra", "row"}  # row: +row/<paper>/<table>=<row> (conf/row)
+    return keys | set(GROUPS) | {"hydra", "row"}  # row: +row/<paper>/<table>=<row> (conf/row)
 
 
-def check_new_keys(args: list[str], groups: tuple[str, ...]) -> str | None:
+def check_new_keys(args: list[str]) -> str | None:
     """Reject ``+key=value`` that adds a top-level key nothing reads (Hydra accepts it)."""
     known: set[str] | None = None
     for arg in args:
         if not arg.startswith("+") or "=" not in arg:
             continue
         top = re.split(r"[./@]", arg.lstrip("+").partition("=")[0], maxsplit=1)[0]
-        known = known or top_level_keys(groups)
+        known = known or top_level_keys()
         if top not in known:
             close = difflib.get_close_matches(top, sorted(known), n=1)
             hint = f"did you mean {close[0]}? " if close else ""
@@ -166,7 +166,7 @@ def hydra_error_line(e: BaseException, args: list[str]) -> str:
         swept = next((a.partition("=")[2] for a in args if "," in a
                       and a.partition("=")[0].lstrip("+") == key.split(".")[0]), None)
         try:
-            keys = node_keys(args, parent, swept) if parent else sorted(top_level_keys(GROUPS))
+            keys = node_keys(args, parent, swept) if parent else sorted(top_level_keys())
         except Exception:  # noqa: BLE001 - the key list is only a hint
             keys = []
         close = difflib.get_close_matches(leaf, keys, n=1)

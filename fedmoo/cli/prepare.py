@@ -84,11 +84,10 @@ def main(args: list[str]) -> int:
     p.add_argument("overrides", nargs="*", help="the same overrides as `fedmoo run`")
     ns = p.parse_args(args)
 
-    from fedmoo.cli.groups import GROUPS
     from fedmoo.cli.overrides import aliases, check_new_keys, check_overrides
 
     overrides = aliases(ns.overrides)
-    if err := check_overrides(overrides) or check_new_keys(overrides, GROUPS):
+    if err := check_overrides(overrides) or check_new_keys(overrides):
         raise UserError(err)
     jobs = expand(overrides, ns.multirun)
     pairs = datasets(jobs)

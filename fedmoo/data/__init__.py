@@ -14,7 +14,7 @@ import torch
 
 from fedmoo.config import hparams
 from fedmoo.data import partition as _partition
-from fedmoo.data.checks import check_finite_samples, check_labels
+from fedmoo.data.checks import check_labels
 from fedmoo.data.federated import MULTITASK, ClientSplit, FederatedData, Source
 from fedmoo.errors import UserError
 from fedmoo.config.hparams.partition import Partition
@@ -51,9 +51,15 @@ def load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
     settings = hparams.resolve("data", name, given)
     src = loader(Path(data_dir), **{k: v for k, v in settings.items() if k not in DESCRIBED})
     check_described(name, data_cfg, src)
-    check_finite_samples(src.x, src.y, f"data={name}",
-                         "its files are damaged or hold missing values; re-download or "
-                         "regenerate them (see docs/datasets.md)")
+    for what, t in (("features", src.x), ("targets", src.y)):   # NaN / inf would train to NaN
+        if t.is_floating_point() and not bool(torch.isfinite(t.sum())):
+            bad = ~torch.isfinite(t)     # (a finite sum means every value is finite)
+            if bool(bad.any()):
+                row = int(bad.reshape(len(t), -1).any(1).nonzero()[0, 0])
+                raise UserError(f"data={name}: its {what} hold {int(bad.sum())} values that are "
+                                f"not finite (NaN or inf; the first in sample {row}); its files "
+                                "are damaged or hold missing values; re-download or regenerate "
+                                "them (see docs/datasets.md)")
     if src.task != "multitask_regression" and not src.y.is_floating_point():
         check_labels(src.y.cpu().numpy(), src.num_classes, f"data={name}",
                      "its files are damaged; re-download or regenerate them (see docs/datasets.md)")

@@ -37,20 +37,6 @@ def check_labels(y: np.ndarray, num_classes: int, where: str, fix: str) -> None:
                         f"outside 0..{num_classes - 1}; {fix}")
 
 
-def check_finite_samples(x, y, where: str, fix: str) -> None:
-    """Refuse samples (float features, float targets) that hold NaN or inf: a damaged file or a
-    missing value would otherwise train to NaN and be reported as divergence."""
-    import torch
-
-    for what, t in (("features", x), ("targets", y)):
-        if t.is_floating_point() and not bool(torch.isfinite(t.sum())):
-            bad = ~torch.isfinite(t)     # (a finite sum means every value is finite)
-            if bool(bad.any()):
-                row = int(bad.reshape(len(t), -1).any(1).nonzero()[0, 0])
-                raise UserError(f"{where}: its {what} hold {int(bad.sum())} values that are not "
-                                f"finite (NaN or inf; the first in sample {row}); {fix}")
-
-
 def open_image(path: Path, fix: str, size: tuple[int, int] | None = None):
     """A decoded RGB PIL image; unreadable, oversized or (with ``size``) wrongly sized images
     are a UserError naming the file."""

@@ -14,11 +14,9 @@ TAIL_PERCENTS = (5, 10, 20)
 PER_CLIENT_MAX = 10  # federations up to this size also get one column per client
 
 
-def tail_mean(a: np.ndarray, percent: float, worst: bool, presorted: bool = False) -> float:
-    """Mean of the int(percent% N) lowest (worst) or highest clients, at least one client
-    (``presorted``: ``a`` is sorted already)."""
-    s = np.asarray(a, dtype=np.float64)
-    s = s if presorted else np.sort(s)
+def tail_mean(s: np.ndarray, percent: float, worst: bool) -> float:
+    """Mean of the int(percent% N) lowest (worst) or highest clients of a sorted ``s``, at least
+    one client."""
     m = max(1, int(percent / 100.0 * len(s)))
     return float(s[:m].mean() if worst else s[-m:].mean())
 
@@ -72,8 +70,8 @@ def accuracy_metrics(acc: np.ndarray, correct: np.ndarray, count: np.ndarray, lo
     out[f"{prefix}/acc_var"] = std * std
     ranked = np.sort(a)
     for p in TAIL_PERCENTS:
-        out[f"{prefix}/acc_worst{p}"] = tail_mean(ranked, p, worst=True, presorted=True)
-        out[f"{prefix}/acc_best{p}"] = tail_mean(ranked, p, worst=False, presorted=True)
+        out[f"{prefix}/acc_worst{p}"] = tail_mean(ranked, p, worst=True)
+        out[f"{prefix}/acc_best{p}"] = tail_mean(ranked, p, worst=False)
     out[f"{prefix}/acc_p5"] = percentile_sorted(ranked, 5)
     out[f"{prefix}/acc_p95"] = percentile_sorted(ranked, 95)
     out[f"{prefix}/acc_angle"] = angle_to_uniform(a)
@@ -129,12 +127,11 @@ def task_metrics(loss: np.ndarray, acc: np.ndarray, count: np.ndarray, mask: np.
     return out
 
 
-def rounds_to_threshold(rows: list[dict], num_tasks: int, threshold: float,
-                        prefix: str = "train") -> dict[str, float]:
-    """First logged round at which each task's ``{prefix}/task{s}_loss`` is below ``threshold``
+def rounds_to_threshold(rows: list[dict], num_tasks: int, threshold: float) -> dict[str, float]:
+    """First logged round at which each task's ``train/task{s}_loss`` is below ``threshold``
     (``task{s}_rounds_to_threshold``) and at which every logged task's is (``rounds_to_threshold``);
     NaN if never. Tasks no client holds are never logged and are left out."""
-    keys = [f"{prefix}/task{t}_loss" for t in range(num_tasks)]
+    keys = [f"train/task{t}_loss" for t in range(num_tasks)]
     logged = [t for t, k in enumerate(keys) if any(r.get(k) not in (None, "") for r in rows)]
     first = [math.nan] * num_tasks
     every = math.nan
@@ -146,6 +143,6 @@ def rounds_to_threshold(rows: list[dict], num_tasks: int, threshold: float,
                 first[t] = float(r["round"])
         if logged and all(below.values()) and math.isnan(every):
             every = float(r["round"])
-    out = {f"{prefix}/task{t}_rounds_to_threshold": v for t, v in enumerate(first)}
-    out[f"{prefix}/rounds_to_threshold"] = every
+    out = {f"train/task{t}_rounds_to_threshold": v for t, v in enumerate(first)}
+    out["train/rounds_to_threshold"] = every
     return out

@@ -49,11 +49,8 @@ def hypervolume(points: np.ndarray, ref: tuple[float, float]) -> float:
     the rectangles [ref_x, x] x [ref_y, y]. Points not above ``ref`` on both axes add nothing."""
     p = np.asarray(points, dtype=float)
     p = p[(p[:, 0] > ref[0]) & (p[:, 1] > ref[1])]
-    if not len(p):
-        return 0.0
-    p = p[front(p)]
-    p = p[np.argsort(-p[:, 0])]               # x descending, so y ascends along the front
-    area, y_done = 0.0, ref[1]
+    p = p[np.lexsort((-p[:, 1], -p[:, 0]))]   # x descending (ties: y descending): a dominated
+    area, y_done = 0.0, ref[1]                # point comes after one that dominates it, adds 0
     for x, y in p:
         if y > y_done:
             area += (x - ref[0]) * (y - y_done)

@@ -117,7 +117,7 @@ class RoundEvaluator:
         writer.log(done, test.acc, test.loss, self._evaluate("train", params).loss)
 
     def summary(self, rows: list[dict[str, Any]]) -> dict[str, float]:
-        return (rounds_to_threshold(rows, self.data.num_tasks, self.threshold, "train")
+        return (rounds_to_threshold(rows, self.data.num_tasks, self.threshold)
                 if self.tasks else {})
 
     def clients_rows(self, state, done: int) -> list[dict[str, Any]]:

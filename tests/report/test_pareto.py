@@ -24,6 +24,17 @@ def test_hypervolume_by_hand():
     assert hypervolume(pts, (5.0, 0.0)) == 0.0
 
 
+def test_hypervolume_of_dominated_tied_and_repeated_points_is_the_fronts():
+    """Points a front point dominates, ties on x and repeated points add nothing, in any order
+    (the area is the front's alone, summed in the same order: the same float)."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        pts = rng.integers(0, 5, size=(8, 2)).astype(float) + rng.choice([0.0, 0.1, 1 / 3], (8, 2))
+        on = np.unique(pts[front(pts)], axis=0)
+        assert hypervolume(pts, (0.0, 0.0)) == hypervolume(on[np.argsort(-on[:, 0])], (0.0, 0.0))
+    assert hypervolume(np.array([[1.0, 1.0], [1.0, 2.0], [1.0, 2.0], [0.5, 2.0]]), (0, 0)) == 2.0
+
+
 def test_cli_lists_the_front_with_error_bars(tmp_path, capsys):
     f = {"algo=fedavg": (80.0, 40.0), "algo=qfedavg": (78.0, 50.0), "algo=afl": (75.0, 45.0)}
     for i, (ov, (acc, worst)) in enumerate(f.items()):
