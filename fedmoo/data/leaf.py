@@ -41,6 +41,8 @@ def _read_file(path: Path) -> dict[str, dict]:
     the same length."""
     try:
         blob = json.loads(path.read_bytes())
+    except OSError as e:
+        raise _bad(path, f"cannot be read ({reason(e)})") from None
     except UnicodeDecodeError as e:
         raise _bad(path, f"byte {e.start} is not UTF-8 text") from None
     except (ValueError, RecursionError) as e:     # (an integer of over 4,300 digits: ValueError)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -134,3 +135,15 @@ def test_a_folder_named_json_is_not_read_as_a_file(tmp_path, fmt):
     _femnist(tmp_path, fmt)
     (tmp_path / "femnist" / "train" / "copy.json").mkdir()    # was an IsADirectoryError
     assert source("femnist", tmp_path).client_names == ["f0000_14", "f0001_02"]
+
+
+def test_an_unreadable_leaf_file_names_it(tmp_path, fmt, monkeypatch):
+    _femnist(tmp_path, fmt)
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    with pytest.raises(UserError, match=r"all_data_0_niid_1_keep_0_train_9.json: cannot be read "
+                                        r"\(PermissionError: \[Errno 13\]"):
+        source("femnist", tmp_path)
