@@ -162,6 +162,24 @@ def test_celeba_damaged_attribute_table(tmp_path, old, new, needle):
     assert "\n" not in str(e.value) and needle in str(e.value)
 
 
+def test_celeba_image_without_a_partition_row_is_refused(tmp_path):
+    d = _celeba(tmp_path)                 # a cut list_eval_partition.txt: its last row lost
+    lines = (d / "list_eval_partition.txt").read_text().splitlines()
+    (d / "list_eval_partition.txt").write_text("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(UserError) as e:   # was: 000004.jpg silently a training image
+        source("celeba", tmp_path, size=8)
+    assert str(e.value) == (f"{d / 'list_eval_partition.txt'} has no row for 000004.jpg (and 0 "
+                            "more images of list_attr_celeba.txt); download it again from "
+                            "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html")
+
+
+def test_celeba_attribute_table_without_header_names_the_file(tmp_path):
+    d = _celeba(tmp_path)
+    (d / "list_attr_celeba.txt").write_text("4\n")
+    with pytest.raises(UserError, match=r"list_attr_celeba.txt has no header \(image count, "):
+        source("celeba", tmp_path, size=8)     # was: "data.target='Smiling' is not ..."
+
+
 def _bad_source(data_dir):
     return Source(x=torch.zeros(3, 2), y=torch.tensor([0, 1, 5]),
                   is_test=torch.zeros(3, dtype=torch.bool), num_classes=3, input_shape=(2,))
