@@ -26,13 +26,16 @@ FIX = f"download it again from {URL}"
 def read_table(path: Path, header: bool, allowed: set[int] | None = None
                ) -> tuple[list[str], list[str], np.ndarray]:
     """(column names, image names, int64 values [rows, columns]) of a CelebA text file, each
-    value in ``allowed`` when given."""
+    value in ``allowed`` when given; with ``header``, as many rows as its first line says."""
     lines = [ln.split() for ln in read_text(path, FIX).splitlines() if ln.strip()]
     cols: list[str] = []
     if header:
         if len(lines) < 2:
             raise UserError(f"{path} has no header (image count, attribute names); {FIX}")
-        cols, lines = lines[1], lines[2:]
+        count, cols, lines = lines[0], lines[1], lines[2:]
+        if count != [str(len(lines))]:       # (a file cut at the end of a line)
+            raise UserError(f"{path} declares {' '.join(count)!r} images but lists "
+                            f"{len(lines)}; {FIX}")
     width = len(cols) + 1 if header else 2
     for i, ln in enumerate(lines):
         if len(ln) != width:

@@ -151,11 +151,14 @@ def test_tinyimagenet_wnids_not_utf8(tmp_path):
     (" 1", " 3", "list_attr_celeba.txt: row 1 holds a value outside [-1, 1]"),
     (" 1", " x", "list_attr_celeba.txt holds a value that is not an integer"),
     (" 1", "", "list_attr_celeba.txt: row 1 (000001.jpg) has 39 values, expected 40"),
+    ("4", "5", "list_attr_celeba.txt declares '5' images but lists 4;"),   # were read as
+    ("4", "4 x", "list_attr_celeba.txt declares '4 x' images but lists 4;"),   # complete
 ])
 def test_celeba_damaged_attribute_table(tmp_path, old, new, needle):
     d = _celeba(tmp_path)
     lines = (d / "list_attr_celeba.txt").read_text().splitlines()
-    lines[2] = lines[2].replace(old, new, 1)
+    row = 0 if old == "4" else 2
+    lines[row] = lines[row].replace(old, new, 1)
     (d / "list_attr_celeba.txt").write_text("\n".join(lines) + "\n")
     with pytest.raises(UserError) as e:
         source("celeba", tmp_path, size=8)
