@@ -110,7 +110,8 @@ def _unpack(archive: Path, root: Path, entries, open_member) -> None:
             raise ValueError(f"{archive.name} has more than {MAX_MEMBERS} members; refused")
         if not (is_dir or is_file):
             raise ValueError(f"archive member {name!r} is a link or special file; refused")
-        if Path(name).is_absolute() or not (root / name).resolve().is_relative_to(root):
+        dest = (root / name).resolve()       # a file named "." would be written beside root
+        if Path(name).is_absolute() or not dest.is_relative_to(root) or is_file and dest == root:
             raise ValueError(f"archive member {name!r} would escape {root}; refused")
         total += size
         check_expansion(archive.name, total, packed)

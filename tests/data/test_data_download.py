@@ -116,13 +116,16 @@ def test_adult_plain_files_downloaded(tmp_path, monkeypatch):
     assert src.y.tolist() == [0, 1] and src.owner.tolist() == [1, 0]
 
 
-@pytest.mark.parametrize("name", ["../evil.txt", "/abs/evil.txt", "a/../../evil.txt"])
-def test_tar_members_escaping_the_target_are_refused(tmp_path, name):
+@pytest.mark.parametrize("name", ["../evil.txt", "/abs/evil.txt", "a/../../evil.txt", ".", ""])
+def test_tar_members_escaping_the_target_are_refused(tmp_path, name, monkeypatch):
     archive = tmp_path / "bad.tar.gz"
     archive.write_bytes(_tar_gz({"ok.txt": b"1", name: b"2"}))
+    opened = []
+    monkeypatch.setattr(download, "open", lambda p, *a: opened.append(p) or open(p, *a),
+                        raising=False)
     with pytest.raises(ValueError, match="escape"):
         download.extract(archive, tmp_path / "out")
-    assert not (tmp_path / "evil.txt").exists()
+    assert not (tmp_path / "evil.txt").exists() and opened == []   # "." wrote beside out/
 
 
 def _link_tar(path, kind, target: str):
