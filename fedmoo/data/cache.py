@@ -18,7 +18,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -105,8 +104,8 @@ def _save(src: Source, name: str, folders: list[Path]) -> None:
         tmp = None
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
+            tmp = folder / f".{name}.{os.getpid()}.tmp"   # (not mkstemp's mode 0600: others
+            with open(tmp, "wb") as f:                      # sharing data_dir read it too)
                 torch.save(fields, f)
                 f.flush()
                 os.fsync(f.fileno())
@@ -117,7 +116,7 @@ def _save(src: Source, name: str, folders: list[Path]) -> None:
             failures.append(f"{folder}: {reason(e)}")
         finally:
             if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
+                tmp.unlink(missing_ok=True)
     log.warning("the data cache could not be written (%s); going on without it, set FEDMOO_CACHE "
                 "to a writable folder to cache", "; ".join(failures) or "no cache folder")
 

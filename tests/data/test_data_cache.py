@@ -91,6 +91,14 @@ def test_an_entry_changed_after_it_was_written_is_rebuilt(tmp_path, raw, caplog,
                                               "rebuilding it")
 
 
+def test_an_entry_has_the_mode_of_any_new_file(tmp_path, raw):
+    # others sharing data_dir read it (mkstemp made it 0600: their runs rebuilt it, warning)
+    _load(tmp_path / "data", raw, Builder())
+    [entry] = (tmp_path / "data" / ".fedmoo_cache").iterdir()
+    (tmp_path / "probe").write_bytes(b"")
+    assert entry.stat().st_mode & 0o777 == (tmp_path / "probe").stat().st_mode & 0o777
+
+
 def test_an_entry_of_other_code_is_not_read(tmp_path, raw, monkeypatch):
     # another fedmoo (a changed loader or normalisation) keys its entries on its own code
     build = Builder()
