@@ -78,6 +78,17 @@ def test_cinic10_class_folders(tmp_path):
     assert len(source("cinic10", tmp_path, use_valid=True, download=False).y) == 8
 
 
+def test_cinic10_class_folders_are_part_of_the_cache_key(tmp_path):
+    root = tmp_path / "cinic10"
+    for split in ("train", "test"):
+        _png(root / split / "bird" / f"{split}.png", 10)
+    assert source("cinic10", tmp_path, download=False).y.tolist() == [0, 0]
+    for split in ("train", "test"):
+        (root / split / "airplane").mkdir()           # no image yet, but class 0 now
+    src = source("cinic10", tmp_path, download=False)  # was the cached entry: labels 0, 0
+    assert src.class_names == ["airplane", "bird"] and src.y.tolist() == [1, 1]
+
+
 def test_tinyimagenet_layout_with_val_annotations(tmp_path):
     root = tmp_path / "tiny-imagenet-200"
     wnids = ["n01443537", "n01629819"]
