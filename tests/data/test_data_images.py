@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -87,6 +89,21 @@ def test_cinic10_class_folders_are_part_of_the_cache_key(tmp_path):
         (root / split / "airplane").mkdir()           # no image yet, but class 0 now
     src = source("cinic10", tmp_path, download=False)  # was the cached entry: labels 0, 0
     assert src.class_names == ["airplane", "bird"] and src.y.tolist() == [1, 1]
+
+
+def test_a_folder_that_cannot_be_listed_is_one_line(tmp_path, monkeypatch):
+    root = tmp_path / "cinic10"
+    for split in ("train", "test"):
+        _png(root / split / "bird" / f"{split}.png", 10)
+
+    def refuse(self):                     # (root lists a chmod 000 folder, so it is simulated)
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    with pytest.raises(UserError) as e:   # was a traceback
+        source("cinic10", tmp_path, download=False)
+    assert str(e.value) == ("data=cinic10: cannot read its files (PermissionError: [Errno 13] "
+                            f"Permission denied: '{root / 'train'}')")
 
 
 def test_tinyimagenet_layout_with_val_annotations(tmp_path):
