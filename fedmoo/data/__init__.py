@@ -14,7 +14,7 @@ import torch
 
 from fedmoo.config import hparams
 from fedmoo.data import partition as _partition
-from fedmoo.data.checks import check_labels
+from fedmoo.data.checks import check_labels, reason
 from fedmoo.data.federated import MULTITASK, ClientSplit, FederatedData, Source
 from fedmoo.errors import UserError
 from fedmoo.config.hparams.partition import Partition
@@ -49,7 +49,10 @@ def load_source(data_cfg: dict[str, Any], data_dir: str | Path) -> Source:
     loader = hparams.component("data", name)       # declared with its slug and settings
     given = {k: v for k, v in data_cfg.items() if k not in hparams.NOTES}
     settings = hparams.resolve("data", name, given)
-    src = loader(Path(data_dir), **{k: v for k, v in settings.items() if k not in DESCRIBED})
+    try:
+        src = loader(Path(data_dir), **{k: v for k, v in settings.items() if k not in DESCRIBED})
+    except OSError as e:     # a folder it may not list, an I/O error: its message names the path
+        raise UserError(f"data={name}: cannot read its files ({reason(e)})") from None
     check_described(name, data_cfg, src)
     for what, t in (("features", src.x), ("targets", src.y)):   # NaN / inf would train to NaN
         if t.is_floating_point() and not bool(torch.isfinite(t.sum())):

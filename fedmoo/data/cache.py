@@ -1,8 +1,10 @@
 """Cache of preprocessed sources (LEAF JSON, CelebA, image folders, MNIST, Fashion-MNIST).
 
-An entry is keyed on the dataset, the loader options and the path and SHA-256 of every raw file
-read (a file rewritten with its old size and time rebuilds it; hashing MNIST's 55 MB takes
-29 ms, parsing it 1.3 s). Folders, in order: ``FEDMOO_CACHE`` when set, else
+An entry is keyed on the code that builds it (this package's modules: another fedmoo's entries
+are not read), the dataset, the loader options and the path and SHA-256 of every raw file read
+(a file rewritten with its old size and time rebuilds it; hashing MNIST's 55 MB takes 29 ms,
+parsing it 1.3 s), and holds the digest of its own content, checked when it is read (an entry
+changed after it was written is rebuilt). Folders, in order: ``FEDMOO_CACHE`` when set, else
 ``data_dir/.fedmoo_cache`` and ``$XDG_CACHE_HOME/fedmoo`` (``~/.cache/fedmoo``): read from the
 first holding the entry, written (atomically) to the first that takes it, else the run goes on
 uncached after a warning; an unreadable entry is rebuilt after a warning.
@@ -11,11 +13,11 @@ uncached after a warning; an unreadable entry is rebuilt after a warning.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,8 +27,24 @@ from fedmoo.data.checks import reason
 from fedmoo.data.download import md5sum
 from fedmoo.data.federated import Source
 
-VERSION = 1
 log = logging.getLogger(__name__)
+
+
+@functools.cache
+def code_digest() -> str:
+    """SHA-256 of the modules of fedmoo.data, which build the entries (a loader, a constant or
+    the normalisation changed by another fedmoo would otherwise be served from its entries)."""
+    h = hashlib.sha256()
+    for p in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def content_digest(src: Source) -> str:
+    """The digest of an entry's content: its tensors' and its other fields'."""
+    other = {f.name: getattr(src, f.name) for f in dataclasses.fields(src)
+             if not isinstance(getattr(src, f.name), torch.Tensor)}
+    return hashlib.sha256(f"{src.digest} {json.dumps(other, default=str)}".encode()).hexdigest()
 
 
 def _key(name: str, options: dict, files: list[Path]) -> str:
@@ -36,7 +54,7 @@ def _key(name: str, options: dict, files: list[Path]) -> str:
             contents.append((str(p), md5sum(p, "sha256")))
         except OSError:       # unreadable: the loader's build then reports it by name
             contents.append((str(p), None))
-    blob = json.dumps([VERSION, name, options, contents], sort_keys=True, default=str)
+    blob = json.dumps([code_digest(), name, options, contents], sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
@@ -62,10 +80,11 @@ def _load(path: Path) -> Source | None:
     """The cached source, or None (with a warning; the entry is removed) when unreadable."""
     try:
         fields = torch.load(path, weights_only=True)
+        stored = fields.pop("content_digest")
         fields["input_shape"] = tuple(fields["input_shape"])
         src = Source(**fields)
-        if not len(src.x) == len(src.y) == len(src.is_test):
-            raise ValueError("x, y and is_test differ in length")
+        if content_digest(src) != stored:
+            raise ValueError("its content is not the content written")
         return src
     except Exception as e:  # noqa: BLE001 - any damage to a disposable entry means: rebuild it
         log.warning("cache entry %s is unreadable (%s); rebuilding it", path, reason(e))
@@ -79,13 +98,14 @@ def _load(path: Path) -> Source | None:
 def _save(src: Source, name: str, folders: list[Path]) -> None:
     """Write the entry atomically (temporary file, os.replace) to the first folder that takes it."""
     fields = {f.name: getattr(src, f.name) for f in dataclasses.fields(src)}
+    fields["content_digest"] = content_digest(src)
     failures = []
     for folder in folders:
         tmp = None
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
+            tmp = folder / f".{name}.{os.getpid()}.tmp"   # (not mkstemp's mode 0600: others
+            with open(tmp, "wb") as f:                      # sharing data_dir read it too)
                 torch.save(fields, f)
                 f.flush()
                 os.fsync(f.fileno())
@@ -96,7 +116,7 @@ def _save(src: Source, name: str, folders: list[Path]) -> None:
             failures.append(f"{folder}: {reason(e)}")
         finally:
             if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
+                tmp.unlink(missing_ok=True)
     log.warning("the data cache could not be written (%s); going on without it, set FEDMOO_CACHE "
                 "to a writable folder to cache", "; ".join(failures) or "no cache folder")
 

@@ -26,13 +26,16 @@ FIX = f"download it again from {URL}"
 def read_table(path: Path, header: bool, allowed: set[int] | None = None
                ) -> tuple[list[str], list[str], np.ndarray]:
     """(column names, image names, int64 values [rows, columns]) of a CelebA text file, each
-    value in ``allowed`` when given."""
+    value in ``allowed`` when given; with ``header``, as many rows as its first line says."""
     lines = [ln.split() for ln in read_text(path, FIX).splitlines() if ln.strip()]
     cols: list[str] = []
     if header:
         if len(lines) < 2:
             raise UserError(f"{path} has no header (image count, attribute names); {FIX}")
-        cols, lines = lines[1], lines[2:]
+        count, cols, lines = lines[0], lines[1], lines[2:]
+        if count != [str(len(lines))]:       # (a file cut at the end of a line)
+            raise UserError(f"{path} declares {' '.join(count)!r} images but lists "
+                            f"{len(lines)}; {FIX}")
     width = len(cols) + 1 if header else 2
     for i, ln in enumerate(lines):
         if len(ln) != width:
@@ -57,7 +60,10 @@ def _build(root: Path, target: str, size: int, keep_valid: bool) -> Source:
     attrs = (attrs + 1) // 2                                    # -1/1 -> 0/1
     _, pfiles, parts = read_table(root / "list_eval_partition.txt", False, {0, 1, 2})
     split = dict(zip(pfiles, parts[:, 0].tolist()))
-    keep = [i for i, f in enumerate(files) if split.get(f, 0) != 1 or keep_valid]
+    if lost := [f for f in files if f not in split]:    # (a cut file: test images as training)
+        raise UserError(f"{root / 'list_eval_partition.txt'} has no row for {lost[0]} (and "
+                        f"{len(lost) - 1} more images of list_attr_celeba.txt); {FIX}")
+    keep = [i for i, f in enumerate(files) if split[f] != 1 or keep_valid]
     ident_path = root / "identity_CelebA.txt"
     owner = names = None
     if ident_path.is_file():
@@ -75,7 +81,7 @@ def _build(root: Path, target: str, size: int, keep_valid: bool) -> Source:
         img = open_image(root / "img_align_celeba" / files[i], FIX)
         img = img.resize((size, size), Image.BILINEAR)
         x[j] = np.asarray(img, np.float32).transpose(2, 0, 1) / 255.0
-    is_test = np.array([split.get(files[i], 0) == 2 for i in keep])
+    is_test = np.array([split[files[i]] == 2 for i in keep])
     multi = target == "all"
     y = attrs[keep] if multi else attrs[keep, names_attr.index(target)]
     return Source(x=x, y=np.ascontiguousarray(y), is_test=is_test, num_classes=2,
@@ -94,6 +100,9 @@ def load(data_dir: Path, *, target: str, size: int, keep_valid: bool) -> Source:
                         "(Google Drive; see docs/datasets.md)")
     lines = read_text(root / "list_attr_celeba.txt", FIX).splitlines()
     header = lines[1].split() if len(lines) > 1 else []
+    if not header:                  # (not "data.target is not an attribute")
+        raise UserError(f"{root / 'list_attr_celeba.txt'} has no header (image count, attribute "
+                        f"names); {FIX}")
     if target != "all" and target not in header:
         raise UserError(f"data.target={target!r} is not a CelebA attribute; use one of "
                         f"{', '.join(header)} or all")

@@ -19,8 +19,12 @@ def reason(e: BaseException) -> str:
 
 
 def read_text(path: Path, fix: str) -> str:
-    """``path`` decoded as UTF-8; a byte that is not UTF-8 is a UserError naming its line."""
-    data = Path(path).read_bytes()
+    """``path`` decoded as UTF-8; a file that cannot be read or a byte that is not UTF-8 is a
+    UserError naming the file (and the line)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:         # no permission, an I/O error
+        raise UserError(f"{path} cannot be read ({reason(e)}); {fix}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -134,6 +134,8 @@ def _batch(path: Path, spec: dict, md5: str) -> tuple[np.ndarray, np.ndarray]:
         raise UserError(f"{path}: 'data' must be uint8 [n, 3072], got {shape}; "
                         "re-download the dataset")
     try:
+        if isinstance(labels, list) and not all(isinstance(v, int) for v in labels):
+            raise ValueError     # (before np.asarray: lists of one shared list are a memory bomb)
         y = np.asarray(labels)
         if y.ndim != 1 or (y.size and not np.issubdtype(y.dtype, np.integer)):
             raise ValueError

@@ -80,12 +80,12 @@ def _download_limit(total: int) -> None:
 
 def download(res: Resource, folder: Path) -> Path:
     """Download ``res`` into ``folder`` (kept if already there with the right md5) through
-    ``<name>.part``, deleted unless the md5 matches; at most MAX_BYTES are accepted."""
+    ``_part(name)``, deleted unless the md5 matches; at most MAX_BYTES are accepted."""
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / res.filename
     if dest.exists() and (res.md5 is None or md5sum(dest) == res.md5):
         return dest
-    part = dest.with_name(dest.name + ".part")
+    part = _part(dest)
     try:
         with urlopen(res.url) as r, open(part, "wb") as f:
             copy_bounded(r, f, _download_limit)
@@ -101,7 +101,8 @@ def download(res: Resource, folder: Path) -> Path:
 
 def _unpack(archive: Path, root: Path, entries, open_member) -> None:
     """Check every ``(member, name, is_dir, is_file, size)`` entry, then create the folders and
-    files; on failure remove the files written so far."""
+    files (each written whole, then renamed), under a marker (``_marker``) removed at the end;
+    on failure remove the files written so far."""
     plan, total = [], 0
     packed = archive.stat().st_size
     for n, (member, name, is_dir, is_file, size) in enumerate(entries, 1):
@@ -109,11 +110,14 @@ def _unpack(archive: Path, root: Path, entries, open_member) -> None:
             raise ValueError(f"{archive.name} has more than {MAX_MEMBERS} members; refused")
         if not (is_dir or is_file):
             raise ValueError(f"archive member {name!r} is a link or special file; refused")
-        if Path(name).is_absolute() or not (root / name).resolve().is_relative_to(root):
+        dest = (root / name).resolve()       # a file named "." would be written beside root
+        if Path(name).is_absolute() or not dest.is_relative_to(root) or is_file and dest == root:
             raise ValueError(f"archive member {name!r} would escape {root}; refused")
         total += size
         check_expansion(archive.name, total, packed)
         plan.append((member, root / name, is_dir))
+    marker = _marker(archive.name, root)
+    marker.touch()
     written: list[Path] = []
     try:
         for member, dest, is_dir in plan:
@@ -121,13 +125,28 @@ def _unpack(archive: Path, root: Path, entries, open_member) -> None:
                 dest.mkdir(parents=True, exist_ok=True)
                 continue
             dest.parent.mkdir(parents=True, exist_ok=True)
-            written.append(dest)
-            with open_member(member) as src, open(dest, "wb") as dst:
+            written.append(part := _part(dest))
+            with open_member(member) as src, open(part, "wb") as dst:
                 shutil.copyfileobj(src, dst, CHUNK)     # readers stop at the declared size
+            os.replace(part, dest)          # (a reader, another job, never sees half a file)
+            written[-1] = dest
     except BaseException:
         for p in written:
             p.unlink(missing_ok=True)
         raise
+    marker.unlink(missing_ok=True)      # (another job unpacking the same archive may be first)
+
+
+def _part(dest: Path) -> Path:
+    """Where this process writes ``dest`` before renaming it: its own file, so jobs that fetch
+    the same file at once do not write into each other's."""
+    return dest.with_name(f".{dest.name}.{os.getpid()}.part")
+
+
+def _marker(archive_name: str, folder: Path) -> Path:
+    """Present while ``archive_name`` is being unpacked into ``folder``: left by a killed or
+    failed extraction, it says that not all of its files are there."""
+    return folder / f".{archive_name}.extracting"
 
 
 def extract(archive: Path, target: Path) -> None:
@@ -158,7 +177,7 @@ def extract(archive: Path, target: Path) -> None:
                                     for i in infos), zf.open)
     elif by_name:                                     # a single gzipped file
         dest = root / archive.name[:-3]
-        tmp = dest.with_name(dest.name + ".part")
+        tmp = _part(dest)
         try:
             with gzip.open(archive, "rb") as src, open(tmp, "wb") as dst:
                 packed = archive.stat().st_size
@@ -173,8 +192,9 @@ def extract(archive: Path, target: Path) -> None:
 def ensure(dataset: str, expected: Path, resources: list[Resource], folder: Path,
            allow_download: bool, present) -> None:
     """Make ``present()`` true by downloading ``resources`` into ``folder``, or fail in one line
-    naming ``expected`` (what the user should create by hand)."""
-    if present():
+    naming ``expected`` (what the user should create by hand); files left by a killed
+    extraction are not taken for present."""
+    if present() and not any(_marker(r.filename, folder).exists() for r in resources):
         return
     urls = " ".join(r.url for r in resources)
     if not allow_download:

@@ -53,7 +53,8 @@ def load_cinic10(data_dir: Path, *, normalize: str, use_valid: bool, download: b
     splits = [("train", False), ("test", True)] + ([("valid", False)] if use_valid else [])
     items = [(p, c, is_test) for split, is_test in splits
              for c, name in enumerate(classes) for p in _images(root / split / name)]
-    return cached(data_dir, "cinic10", {"normalize": normalize, "use_valid": use_valid},
+    return cached(data_dir, "cinic10",        # (the classes number the labels: in the key)
+                  {"normalize": normalize, "use_valid": use_valid, "classes": classes},
                   [p for p, _, _ in items],
                   lambda: _source(items, classes, normalize, (32, 32)))
 

@@ -29,7 +29,7 @@ RECIPES = {"femnist": "cd data/femnist && ./preprocess.sh -s niid --sf 1.0 -k 0 
 
 
 def _json_files(folder: Path) -> list[Path]:
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+    return sorted(p for p in folder.glob("*.json") if p.is_file()) if folder.is_dir() else []
 
 
 def _bad(path: Path, what: str) -> UserError:
@@ -41,9 +41,11 @@ def _read_file(path: Path) -> dict[str, dict]:
     the same length."""
     try:
         blob = json.loads(path.read_bytes())
+    except OSError as e:
+        raise _bad(path, f"cannot be read ({reason(e)})") from None
     except UnicodeDecodeError as e:
         raise _bad(path, f"byte {e.start} is not UTF-8 text") from None
-    except (json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:     # (an integer of over 4,300 digits: ValueError)
         raise _bad(path, f"not a LEAF JSON file ({reason(e)})") from None
     users = blob.get("user_data") if isinstance(blob, dict) else None
     if not isinstance(users, dict):
@@ -81,7 +83,7 @@ def _federate(root: Path, users: list[str] | None, encode, classes: list[str]) -
                 raise _bad(path, f"user {u} has no training samples")
             try:
                 x, y = encode(part["x"], part["y"])
-            except (ValueError, TypeError) as e:
+            except (ValueError, TypeError, OverflowError) as e:
                 raise _bad(path, f"user {u}: {reason(e)}") from None
             xs.append(x)
             ys.append(y)

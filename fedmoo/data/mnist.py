@@ -82,7 +82,11 @@ def read_idx(path: Path) -> np.ndarray:
                         "re-download it") from None
     except OSError as e:
         raise UserError(f"{path} cannot be read ({reason(e)})") from None
-    return np.frombuffer(data, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="))
+    try:
+        return np.frombuffer(data, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="))
+    except ValueError:     # no data but a shape numpy refuses: (0, 2**32-1, 2**32-1), 65 dims
+        raise UserError(f"{path}: its header declares the shape {dims}, which no array has; "
+                        "re-download it") from None
 
 
 def _complete(dirs: list[Path], names: list[str]) -> list[Path] | None:
@@ -97,9 +101,14 @@ def _complete(dirs: list[Path], names: list[str]) -> list[Path] | None:
 def _load_idx_pair(paths: list[Path], num_classes: int
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(train images, train labels, test images, test labels) -> x [M,H,W], y [M], is_test [M];
-    labels outside ``0..num_classes-1`` are refused, naming the label file."""
+    files of another IDX type than ubyte and labels outside ``0..num_classes-1`` are refused,
+    naming the file."""
     xtr, ytr, xte, yte = (read_idx(p) for p in paths)
     for x, y, p, q in ((xtr, ytr, paths[0], paths[1]), (xte, yte, paths[2], paths[3])):
+        for a, f in ((x, p), (y, q)):     # pixels 0..255 and class numbers: unsigned bytes
+            if a.dtype != np.uint8:
+                raise UserError(f"{f} holds {a.dtype} values, not the unsigned bytes of the "
+                                "MNIST family; re-download it")
         if x.ndim != 3 or y.ndim != 1 or len(x) != len(y):
             raise UserError(f"{p}: images {x.shape} and labels {y.shape} do not match; "
                             "re-download the dataset")

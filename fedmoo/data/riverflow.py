@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fedmoo.data.checks import reason
 from fedmoo.data.federated import Source
 from fedmoo.errors import UserError
 
@@ -27,10 +28,11 @@ def load(data_dir: Path, *, missing: str, test_fraction: float, seed: int,
                         "rf1.arff there (see docs/fmol.md)")
     try:
         data, meta = arff.loadarff(str(path))
+        names = list(meta.names())          # every column numeric, ``?`` read as NaN
+        values = np.stack([np.asarray(data[n], dtype=np.float64) for n in names], axis=1)
     except Exception as e:  # noqa: BLE001 - scipy raises several types for malformed files
-        raise UserError(f"{path} is not a readable ARFF file ({e}); re-download rf1.arff") from None
-    names = list(meta.names())          # every column numeric, ``?`` read as NaN
-    values = np.stack([np.asarray(data[n], dtype=np.float64) for n in names], axis=1)
+        raise UserError(f"{path} is not a readable ARFF file of numbers ({reason(e)}); "
+                        "re-download rf1.arff") from None
     if values.shape[1] != NUM_INPUTS + NUM_TARGETS:
         raise UserError(f"{path} has {values.shape[1]} attributes; rf1 has "
                         f"{NUM_INPUTS + NUM_TARGETS} (64 inputs, 8 targets)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -113,3 +115,22 @@ def test_authors_code_rows_only_federate_naturally(tmp_path, partition):
     with pytest.raises(UserError, match="the data leaves 2 samples to no client .*use "
                                         "partition=natural"):
         federate(src, partition, 2)
+
+
+def test_an_unreadable_file_is_one_line_naming_it(tmp_path, monkeypatch):
+    (tmp_path / "adult").mkdir()
+    (tmp_path / "adult" / "adult.data").write_text(TRAIN)
+    (tmp_path / "adult" / "adult.test").write_text(TEST)
+    real = Path.read_bytes
+
+    def read_bytes(self):      # (root reads a chmod 000 file, so the refusal is simulated)
+        if self.name == "adult.test":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    with pytest.raises(UserError) as e:                  # was a traceback, status "internal"
+        source("adult", tmp_path, download=False)
+    path = tmp_path / "adult" / "adult.test"
+    assert str(e.value) == (f"{path} cannot be read (PermissionError: [Errno 13] Permission "
+                            f"denied: '{path}'); re-download the file")

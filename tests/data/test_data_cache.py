@@ -71,6 +71,43 @@ def test_unreadable_entry_is_rebuilt_with_one_warning(tmp_path, raw, caplog, dam
     assert _load(tmp_path / "data", raw, build) is not None and build.calls == 2   # rewritten
 
 
+@pytest.mark.parametrize("field", ["y", "class_names"])
+def test_an_entry_changed_after_it_was_written_is_rebuilt(tmp_path, raw, caplog, field):
+    # a bit flipped on disk, an edit: torch.load reads it without complaint (was served as is)
+    build = Builder()
+    _load(tmp_path / "data", raw, build)
+    [entry] = (tmp_path / "data" / ".fedmoo_cache").iterdir()
+    fields = torch.load(entry, weights_only=True)
+    if field == "y":
+        fields["y"][0] = 1
+    else:
+        fields["class_names"] = ["b", "a"]
+    torch.save(fields, entry)
+    with caplog.at_level(logging.WARNING, logger="fedmoo.data.cache"):
+        src = _load(tmp_path / "data", raw, build)
+    assert build.calls == 2 and src.y.tolist() == [0, 1, 1] and src.class_names == ["a", "b"]
+    assert caplog.records[0].getMessage() == (f"cache entry {entry} is unreadable (ValueError: "
+                                              "its content is not the content written); "
+                                              "rebuilding it")
+
+
+def test_an_entry_has_the_mode_of_any_new_file(tmp_path, raw):
+    # others sharing data_dir read it (mkstemp made it 0600: their runs rebuilt it, warning)
+    _load(tmp_path / "data", raw, Builder())
+    [entry] = (tmp_path / "data" / ".fedmoo_cache").iterdir()
+    (tmp_path / "probe").write_bytes(b"")
+    assert entry.stat().st_mode & 0o777 == (tmp_path / "probe").stat().st_mode & 0o777
+
+
+def test_an_entry_of_other_code_is_not_read(tmp_path, raw, monkeypatch):
+    # another fedmoo (a changed loader or normalisation) keys its entries on its own code
+    build = Builder()
+    _load(tmp_path / "data", raw, build)
+    monkeypatch.setattr(cache, "code_digest", lambda: "another fedmoo's")
+    _load(tmp_path / "data", raw, build)
+    assert build.calls == 2 and len(_entries(tmp_path / "data" / ".fedmoo_cache")) == 2
+
+
 def test_killed_write_leaves_no_entry_and_no_temporary_file(tmp_path, raw, monkeypatch):
     folder, during, real_save = tmp_path / "data" / ".fedmoo_cache", [], torch.save
 

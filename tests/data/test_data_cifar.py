@@ -6,6 +6,7 @@ import builtins
 import os
 import pickle
 import struct
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -163,6 +164,23 @@ def test_damaged_batches_name_the_file(tmp_path, fmt, batch, needle):
         source("cifar10", tmp_path, download=False)
     msg = str(e.value)
     assert "\n" not in msg and str(folder / "data_batch_5") in msg and needle in msg
+
+
+def test_nested_labels_are_refused_before_they_are_expanded(tmp_path, fmt):
+    # 1,000 references to one list of 1,000 zeros: 4 kB of pickle, 8 MB as an int64 array (a
+    # third level of references made 8 GB of a 15 kB file)
+    folder = fmt.write_cifar10(tmp_path)
+    row = [0] * 1000
+    d = {"labels": [row] * 1000, "data": np.zeros((2, 3072), np.uint8)}
+    (folder / "data_batch_5").write_bytes(pickle.dumps(d, protocol=2))
+    tracemalloc.start()
+    try:
+        with pytest.raises(UserError, match="'labels' must be a list of integers"):
+            source("cifar10", tmp_path, download=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2_000_000
 
 
 def test_cifar100_label_outside_100_classes(tmp_path, fmt):

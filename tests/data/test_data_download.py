@@ -116,13 +116,16 @@ def test_adult_plain_files_downloaded(tmp_path, monkeypatch):
     assert src.y.tolist() == [0, 1] and src.owner.tolist() == [1, 0]
 
 
-@pytest.mark.parametrize("name", ["../evil.txt", "/abs/evil.txt", "a/../../evil.txt"])
-def test_tar_members_escaping_the_target_are_refused(tmp_path, name):
+@pytest.mark.parametrize("name", ["../evil.txt", "/abs/evil.txt", "a/../../evil.txt", ".", ""])
+def test_tar_members_escaping_the_target_are_refused(tmp_path, name, monkeypatch):
     archive = tmp_path / "bad.tar.gz"
     archive.write_bytes(_tar_gz({"ok.txt": b"1", name: b"2"}))
+    opened = []
+    monkeypatch.setattr(download, "open", lambda p, *a: opened.append(p) or open(p, *a),
+                        raising=False)
     with pytest.raises(ValueError, match="escape"):
         download.extract(archive, tmp_path / "out")
-    assert not (tmp_path / "evil.txt").exists()
+    assert not (tmp_path / "evil.txt").exists() and opened == []   # "." wrote beside out/
 
 
 def _link_tar(path, kind, target: str):
@@ -314,3 +317,48 @@ def test_failed_extraction_removes_the_files_it_wrote(tmp_path, monkeypatch):
         download.extract(tmp_path / "two.tar.gz", tmp_path / "out")
     assert not (tmp_path / "out" / "d" / "a.txt").exists()
     assert not (tmp_path / "out" / "d" / "b.txt").exists()
+
+
+def test_files_left_by_a_killed_extraction_are_unpacked_again(tmp_path, monkeypatch):
+    # CINIC-10 is "present" once its folders exist; a job killed while unpacking left some files
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(_tar_gz({"d/a.txt": b"A", "d/b.txt": b"B", "d/c.txt": b"C"}))
+    res, folder = Resource(archive.as_uri(), download.md5sum(archive), extract=True), tmp_path / "f"
+    real, calls = download.shutil.copyfileobj, []
+
+    def killed(src, dst, n):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt        # with the cleanup below, a SIGKILL
+        real(src, dst, n)
+
+    monkeypatch.setattr(download.shutil, "copyfileobj", killed)
+    monkeypatch.setattr(download.Path, "unlink", lambda self, missing_ok=False: None)
+    with pytest.raises(KeyboardInterrupt):
+        download.ensure("x", folder, [res], folder, True, lambda: (folder / "d").is_dir())
+    monkeypatch.undo()
+    assert sorted(p.name for p in (folder / "d").iterdir() if not p.name.startswith(".")) \
+        == ["a.txt", "b.txt"]
+    download.ensure("x", folder, [res], folder, True, lambda: (folder / "d").is_dir())
+    assert [(folder / "d" / n).read_bytes() for n in ("a.txt", "b.txt", "c.txt")] \
+        == [b"A", b"B", b"C"]                       # was: c.txt missing, taken for complete
+    assert not list(folder.glob(".*.extracting"))
+
+
+def test_two_jobs_downloading_the_same_file_at_once_both_get_it(tmp_path, monkeypatch):
+    data = b"0123456789" * 1000
+    res = Resource("https://h/f.bin", _md5(data))
+
+    class Slow(io.BytesIO):            # the second job starts while the first is downloading
+        def read(self, n=-1):
+            if self.tell() == 0 and not started:
+                started.append(1)
+                with monkeypatch.context() as other_process:
+                    other_process.setattr(download.os, "getpid", lambda: 4_000_000)
+                    assert download.download(res, tmp_path).read_bytes() == data
+            return super().read(min(n, 4000))
+
+    started = []
+    monkeypatch.setattr(download, "urlopen", lambda url: Slow(data))
+    assert download.download(res, tmp_path).read_bytes() == data    # was FileNotFoundError
+    assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]

@@ -33,6 +33,8 @@ def test_read_idx_parses_header_and_big_endian_data(tmp_path):
     (b"\x00\x01\x08\x01\x00\x00\x00\x01\x05", "bad magic"),
     (bytes([0, 0, 8, 1]) + (5).to_bytes(4, "big") + b"\x01\x02", "truncated"),
     (bytes([0, 0, 8, 0]), "declares no dimensions"),   # was a reshape traceback
+    (bytes([0, 0, 8, 3]) + bytes(4) + b"\xff" * 8,          # no data, a shape too big: was
+     r"declares the shape \(0, 4294967295, 4294967295\), which no array has"),  # a traceback
 ])
 def test_read_idx_rejects_bad_files(tmp_path, raw, needle):
     (tmp_path / "f").write_bytes(raw)
@@ -142,6 +144,22 @@ def test_labels_outside_the_classes_fail_at_load_naming_the_file(tmp_path, fmt):
         source("mnist", tmp_path, download=False)
     assert str(e.value) == (f"{raw / 't10k-labels-idx1-ubyte'}: label 10 at row 2 is outside "
                             "0..9; re-download it")
+
+
+@pytest.mark.parametrize("name,code,values", [
+    ("train-labels-idx1-ubyte", 0x0D, np.arange(9) + 0.5),     # were truncated to 0..8
+    ("train-images-idx3-ubyte", 0x0C, np.full((9, 28, 28), 1000)),  # were 1000/255 "pixels"
+])
+def test_mnist_files_of_another_idx_type_are_refused(tmp_path, fmt, name, code, values):
+    raw = tmp_path / "MNIST" / "raw"
+    fmt.write_mnist_family(raw)
+    dtype = {0x0D: ">f4", 0x0C: ">i4"}[code]
+    head = bytes([0, 0, code, values.ndim]) + b"".join(d.to_bytes(4, "big") for d in values.shape)
+    (raw / name).write_bytes(head + values.astype(dtype).tobytes())
+    with pytest.raises(UserError) as e:
+        source("mnist", tmp_path, download=False)
+    assert str(e.value) == (f"{raw / name} holds {np.dtype(dtype).newbyteorder('=')} values, "
+                            "not the unsigned bytes of the MNIST family; re-download it")
 
 
 def test_emnist_labels_checked_against_the_split(tmp_path, fmt):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -78,6 +80,32 @@ def test_cinic10_class_folders(tmp_path):
     assert len(source("cinic10", tmp_path, use_valid=True, download=False).y) == 8
 
 
+def test_cinic10_class_folders_are_part_of_the_cache_key(tmp_path):
+    root = tmp_path / "cinic10"
+    for split in ("train", "test"):
+        _png(root / split / "bird" / f"{split}.png", 10)
+    assert source("cinic10", tmp_path, download=False).y.tolist() == [0, 0]
+    for split in ("train", "test"):
+        (root / split / "airplane").mkdir()           # no image yet, but class 0 now
+    src = source("cinic10", tmp_path, download=False)  # was the cached entry: labels 0, 0
+    assert src.class_names == ["airplane", "bird"] and src.y.tolist() == [1, 1]
+
+
+def test_a_folder_that_cannot_be_listed_is_one_line(tmp_path, monkeypatch):
+    root = tmp_path / "cinic10"
+    for split in ("train", "test"):
+        _png(root / split / "bird" / f"{split}.png", 10)
+
+    def refuse(self):                     # (root lists a chmod 000 folder, so it is simulated)
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    with pytest.raises(UserError) as e:   # was a traceback
+        source("cinic10", tmp_path, download=False)
+    assert str(e.value) == ("data=cinic10: cannot read its files (PermissionError: [Errno 13] "
+                            f"Permission denied: '{root / 'train'}')")
+
+
 def test_tinyimagenet_layout_with_val_annotations(tmp_path):
     root = tmp_path / "tiny-imagenet-200"
     wnids = ["n01443537", "n01629819"]
@@ -151,15 +179,36 @@ def test_tinyimagenet_wnids_not_utf8(tmp_path):
     (" 1", " 3", "list_attr_celeba.txt: row 1 holds a value outside [-1, 1]"),
     (" 1", " x", "list_attr_celeba.txt holds a value that is not an integer"),
     (" 1", "", "list_attr_celeba.txt: row 1 (000001.jpg) has 39 values, expected 40"),
+    ("4", "5", "list_attr_celeba.txt declares '5' images but lists 4;"),   # were read as
+    ("4", "4 x", "list_attr_celeba.txt declares '4 x' images but lists 4;"),   # complete
 ])
 def test_celeba_damaged_attribute_table(tmp_path, old, new, needle):
     d = _celeba(tmp_path)
     lines = (d / "list_attr_celeba.txt").read_text().splitlines()
-    lines[2] = lines[2].replace(old, new, 1)
+    row = 0 if old == "4" else 2
+    lines[row] = lines[row].replace(old, new, 1)
     (d / "list_attr_celeba.txt").write_text("\n".join(lines) + "\n")
     with pytest.raises(UserError) as e:
         source("celeba", tmp_path, size=8)
     assert "\n" not in str(e.value) and needle in str(e.value)
+
+
+def test_celeba_image_without_a_partition_row_is_refused(tmp_path):
+    d = _celeba(tmp_path)                 # a cut list_eval_partition.txt: its last row lost
+    lines = (d / "list_eval_partition.txt").read_text().splitlines()
+    (d / "list_eval_partition.txt").write_text("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(UserError) as e:   # was: 000004.jpg silently a training image
+        source("celeba", tmp_path, size=8)
+    assert str(e.value) == (f"{d / 'list_eval_partition.txt'} has no row for 000004.jpg (and 0 "
+                            "more images of list_attr_celeba.txt); download it again from "
+                            "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html")
+
+
+def test_celeba_attribute_table_without_header_names_the_file(tmp_path):
+    d = _celeba(tmp_path)
+    (d / "list_attr_celeba.txt").write_text("4\n")
+    with pytest.raises(UserError, match=r"list_attr_celeba.txt has no header \(image count, "):
+        source("celeba", tmp_path, size=8)     # was: "data.target='Smiling' is not ..."
 
 
 def _bad_source(data_dir):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -90,6 +91,9 @@ def _user(x, y):
     (_user([[0.5] * 784], [2.5]), "user u1: ValueError: FEMNIST targets must be integers"),
     (_user([[0.5] * 784], ["a"]), "user u1: ValueError: FEMNIST targets must be integers"),
     (_user([[0.5] * 784], [62]), "user u1: ValueError: label 62 of sample 0 is outside 0..61"),
+    (_user([[0.5] * 784], [2**70]), "user u1: OverflowError: Python int too large"),  # were
+    (b'{"user_data": {"u1": {"x": [], "y": [' + b"1" * 5000 + b"]}}}",              # tracebacks
+     "not a LEAF JSON file (ValueError: Exceeds the limit (4300 digits)"),
 ])
 def test_damaged_femnist_files_name_file_and_user(tmp_path, raw, needle):
     path = tmp_path / "femnist" / "train" / "all_data_0.json"
@@ -125,3 +129,21 @@ def test_natural_partition_takes_the_writers_in_the_files(tmp_path, fmt):
     assert fed.train.sizes.tolist() == [1, 2] and fed.test.sizes.tolist() == [1, 1]
     with pytest.raises(UserError, match="num_clients=3 but this dataset has 2 natural clients"):
         federate(source("femnist", tmp_path), {"name": "natural", "seed": 0}, 3)
+
+
+def test_a_folder_named_json_is_not_read_as_a_file(tmp_path, fmt):
+    _femnist(tmp_path, fmt)
+    (tmp_path / "femnist" / "train" / "copy.json").mkdir()    # was an IsADirectoryError
+    assert source("femnist", tmp_path).client_names == ["f0000_14", "f0001_02"]
+
+
+def test_an_unreadable_leaf_file_names_it(tmp_path, fmt, monkeypatch):
+    _femnist(tmp_path, fmt)
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    with pytest.raises(UserError, match=r"all_data_0_niid_1_keep_0_train_9.json: cannot be read "
+                                        r"\(PermissionError: \[Errno 13\]"):
+        source("femnist", tmp_path)

@@ -151,6 +151,18 @@ def write_rf1(path, rows):
     path.write_text("\n".join(lines) + "\n")
 
 
+def test_riverflow_nominal_attribute_is_one_line(tmp_path):
+    path = tmp_path / "riverflow" / "rf1.arff"
+    write_rf1(path, [["1.0"] * 71 + ["x"]])
+    path.write_text(path.read_text().replace("T7_48H__0 numeric", "T7_48H__0 {x,y}"))
+    with pytest.raises(UserError) as e:                  # was a traceback
+        source("riverflow", tmp_path)
+    msg = str(e.value)              # (numpy 1 and 2 write the bytes differently)
+    assert msg.startswith(f"{path} is not a readable ARFF file of numbers (ValueError: could "
+                          "not convert string to float: ") and "\n" not in msg
+    assert msg.endswith("); re-download rf1.arff")
+
+
 def test_riverflow_arff(tmp_path):
     rows = [[str(float(i * 72 + j)) for j in range(72)] for i in range(10)]
     rows[0][3] = "?"                                   # one missing input
