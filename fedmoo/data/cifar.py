@@ -9,7 +9,6 @@ batch dict is a UserError naming it.
 
 from __future__ import annotations
 
-import functools
 import io
 import pickle
 from pathlib import Path
@@ -174,6 +173,9 @@ def load(data_dir: Path, name: str, normalize: str, download: bool, verify: bool
                   class_names=list(names))
 
 
-# the loaders data=cifar10 and data=cifar100 declare (fedmoo.config.hparams.data)
-load_cifar10 = functools.partial(load, name="cifar10")
-load_cifar100 = functools.partial(load, name="cifar100")
+def load_cifar10(data_dir: Path, *, normalize: str, download: bool, verify: bool) -> Source:
+    return load(data_dir, "cifar10", normalize, download, verify)
+
+
+def load_cifar100(data_dir: Path, *, normalize: str, download: bool, verify: bool) -> Source:
+    return load(data_dir, "cifar100", normalize, download, verify)
