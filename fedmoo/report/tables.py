@@ -244,6 +244,11 @@ def _natural(v: str):
         return (1, 0.0, v)
 
 
+def is_count(key: str, m: dict[str, Any]) -> bool:
+    """Whether a table prints metric ``key`` (spec entry ``m``) as a count (no decimals)."""
+    return "decimals" not in m and COUNT_METRIC.search(key) is not None
+
+
 def fmt_value(x: float | None, decimals: int, count: bool = False) -> str:
     """One number as a table prints it: ``—`` for none; a count as ``8`` or ``8.5``."""
     if x is None or math.isnan(x):
@@ -258,8 +263,7 @@ def cell(r: dict[str, Any], m: dict[str, Any], dec: int, std: bool = True) -> st
     k = m["key"]
     mean, sd = r[f"{k}/mean"], r[f"{k}/std"]
     n = r.get(f"{k}/n", r.get("n_seeds", 2))
-    count = "decimals" not in m and COUNT_METRIC.search(k) is not None
-    places = int(m.get("decimals", dec))
+    count, places = is_count(k, m), int(m.get("decimals", dec))
     text = fmt_value(mean, places, count)
     if std and n != 1 and text != "—":
         text += f" ± {fmt_value(sd, places, count)}"
