@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -79,7 +80,14 @@ def cache_dirs(data_dir: Path) -> list[Path]:
 def _load(path: Path) -> Source | None:
     """The cached source, or None (with a warning; the entry is removed) when unreadable."""
     try:
+        size = path.stat().st_size      # (a crafted entry: deflated or stride-0 tensors, which
+        with zipfile.ZipFile(path) as z:   # torch.load and the digest would blow up in memory)
+            if sum(i.file_size for i in z.infolist()) > size:
+                raise ValueError("it unpacks to more than its own size")
         fields = torch.load(path, weights_only=True)
+        if sum(t.numel() * t.element_size() for t in fields.values()
+               if isinstance(t, torch.Tensor)) > size:
+            raise ValueError("its tensors hold more bytes than the entry")
         stored = fields.pop("content_digest")
         fields["input_shape"] = tuple(fields["input_shape"])
         src = Source(**fields)
