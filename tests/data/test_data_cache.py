@@ -232,3 +232,21 @@ def test_a_file_rewritten_with_its_size_and_mtime_rebuilds_the_entry(tmp_path, r
     assert build.calls == 2
     _load(tmp_path / "data", raw, build)
     assert build.calls == 2
+
+
+def test_a_file_changed_while_it_is_read_is_refused_not_cached(tmp_path, raw):
+    """Rewritten between hashing it (the key) and parsing it: the new content was cached under
+    the old content's key, and served stale once the old content came back."""
+    from fedmoo.errors import UserError
+
+    def rewritten_during_the_build():
+        raw.write_text("new")
+        return Builder()()
+
+    with pytest.raises(UserError, match=f"^{raw} changed while it was read .* run again once"):
+        _load(tmp_path / "data", raw, rewritten_during_the_build)
+    assert _entries(tmp_path / "data" / ".fedmoo_cache") == []
+    raw.write_text("raw")
+    build = Builder()
+    _load(tmp_path / "data", raw, build)
+    assert build.calls == 1
