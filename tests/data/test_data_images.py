@@ -211,6 +211,19 @@ def test_celeba_attribute_table_without_header_names_the_file(tmp_path):
         source("celeba", tmp_path, size=8)     # was: "data.target='Smiling' is not ..."
 
 
+@pytest.mark.parametrize("name", ["../../outside.jpg", "/tmp/outside.jpg"])
+def test_celeba_image_name_outside_the_image_folder_is_refused(tmp_path, name):
+    d = _celeba(tmp_path)                 # was read: ../../outside.jpg as image 000002.jpg
+    _png(tmp_path / "outside.jpg", 255, (178, 218), "JPEG")
+    for table in ("list_attr_celeba.txt", "list_eval_partition.txt"):
+        (d / table).write_text((d / table).read_text().replace("000002.jpg", name))
+    with pytest.raises(UserError) as e:
+        source("celeba", tmp_path, size=8, keep_valid=True)
+    assert str(e.value) == (f"{d / 'list_attr_celeba.txt'}: {name!r} is not a file name of "
+                            "img_align_celeba/; download it again from "
+                            "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html")
+
+
 def _bad_source(data_dir):
     return Source(x=torch.zeros(3, 2), y=torch.tensor([0, 1, 5]),
                   is_test=torch.zeros(3, dtype=torch.bool), num_classes=3, input_shape=(2,))
