@@ -91,6 +91,20 @@ def test_cinic10_class_folders_are_part_of_the_cache_key(tmp_path):
     assert src.class_names == ["airplane", "bird"] and src.y.tolist() == [1, 1]
 
 
+def test_cinic10_hidden_folders_are_no_classes_and_test_classes_come_from_train(tmp_path):
+    root = tmp_path / "cinic10"
+    for split in ("train", "test"):
+        _png(root / split / "bird" / f"{split}.png", 10)
+        (root / split / ".ipynb_checkpoints").mkdir()      # was class 0 (bird class 1)
+    src = source("cinic10", tmp_path, download=False)
+    assert src.class_names == ["bird"] and src.y.tolist() == [0, 0]
+    _png(root / "test" / "cat" / "test.png", 20)            # was dropped silently
+    with pytest.raises(UserError) as e:
+        source("cinic10", tmp_path, download=False)
+    assert str(e.value) == (f"{root / 'test' / 'cat'} is a class folder that train/ does not "
+                            "have; re-download the dataset")
+
+
 def test_a_folder_that_cannot_be_listed_is_one_line(tmp_path, monkeypatch):
     root = tmp_path / "cinic10"
     for split in ("train", "test"):
