@@ -3,7 +3,8 @@
 An entry is keyed on the code that builds it (this package's modules: another fedmoo's entries
 are not read), the dataset, the loader options and the path and SHA-256 of every raw file read
 (a file rewritten with its old size and time rebuilds it; hashing MNIST's 55 MB takes 29 ms,
-parsing it 1.3 s), and holds the digest of its own content, checked when it is read (an entry
+parsing it 1.3 s; the files are hashed again after a build, and one that changed meanwhile is a
+UserError), and holds the digest of its own content, checked when it is read (an entry
 changed after it was written is rebuilt). Folders, in order: ``FEDMOO_CACHE`` when set, else
 ``data_dir/.fedmoo_cache`` and ``$XDG_CACHE_HOME/fedmoo`` (``~/.cache/fedmoo``): read from the
 first holding the entry, written (atomically) to the first that takes it, else the run goes on
@@ -18,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +28,7 @@ import torch
 from fedmoo.data.checks import reason
 from fedmoo.data.download import md5sum
 from fedmoo.data.federated import Source
+from fedmoo.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +50,17 @@ def content_digest(src: Source) -> str:
     return hashlib.sha256(f"{src.digest} {json.dumps(other, default=str)}".encode()).hexdigest()
 
 
-def _key(name: str, options: dict, files: list[Path]) -> str:
+def _hashes(files: list[Path]) -> list[tuple[str, str | None]]:
     contents = []
     for p in sorted(files):
         try:
             contents.append((str(p), md5sum(p, "sha256")))
         except OSError:       # unreadable: the loader's build then reports it by name
             contents.append((str(p), None))
+    return contents
+
+
+def _key(name: str, options: dict, contents: list[tuple[str, str | None]]) -> str:
     blob = json.dumps([code_digest(), name, options, contents], sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
@@ -79,7 +86,14 @@ def cache_dirs(data_dir: Path) -> list[Path]:
 def _load(path: Path) -> Source | None:
     """The cached source, or None (with a warning; the entry is removed) when unreadable."""
     try:
+        size = path.stat().st_size      # (a crafted entry: deflated or stride-0 tensors, which
+        with zipfile.ZipFile(path) as z:   # torch.load and the digest would blow up in memory)
+            if sum(i.file_size for i in z.infolist()) > size:
+                raise ValueError("it unpacks to more than its own size")
         fields = torch.load(path, weights_only=True)
+        if sum(t.numel() * t.element_size() for t in fields.values()
+               if isinstance(t, torch.Tensor)) > size:
+            raise ValueError("its tensors hold more bytes than the entry")
         stored = fields.pop("content_digest")
         fields["input_shape"] = tuple(fields["input_shape"])
         src = Source(**fields)
@@ -123,12 +137,17 @@ def _save(src: Source, name: str, folders: list[Path]) -> None:
 
 def cached(data_dir: Path, name: str, options: dict, files: list[Path],
            build: Callable[[], Source]) -> Source:
-    entry = f"{name}-{_key(name, options, files)}.pt"
+    hashes = _hashes(files)
+    entry = f"{name}-{_key(name, options, hashes)}.pt"
     folders = cache_dirs(data_dir)
     for folder in folders:
         if (folder / entry).is_file() and (src := _load(folder / entry)) is not None:
             log.debug("data cache: read %s", folder / entry)
             return src
     src = build()
+    if (now := _hashes(files)) != hashes:      # (else cached under the old content's key)
+        changed = next(p for (p, a), (_, b) in zip(hashes, now) if a != b)
+        raise UserError(f"{changed} changed while it was read (a copy still running?); run "
+                        "again once it is complete")
     _save(src, entry, folders)
     return src

@@ -106,7 +106,11 @@ def load(data_dir: Path, *, target: str, size: int, keep_valid: bool) -> Source:
     if target != "all" and target not in header:
         raise UserError(f"data.target={target!r} is not a CelebA attribute; use one of "
                         f"{', '.join(header)} or all")
-    images = [root / "img_align_celeba" / ln.split()[0] for ln in lines[2:] if ln.strip()]
+    names = [ln.split()[0] for ln in lines[2:] if ln.strip()]
+    if bad := [n for n in names if "/" in n]:      # (../x, /x: read from outside the folder)
+        raise UserError(f"{root / 'list_attr_celeba.txt'}: {bad[0]!r} is not a file name of "
+                        f"img_align_celeba/; {FIX}")
+    images = [root / "img_align_celeba" / n for n in names]
     files = need + [p for p in [root / "identity_CelebA.txt"] if p.is_file()] + images
     return cached(data_dir, "celeba", {"target": target, "size": size, "keep_valid": keep_valid},
                   files, lambda: _build(root, target, size, keep_valid))

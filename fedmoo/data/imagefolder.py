@@ -35,6 +35,12 @@ def _images(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXT)
 
 
+def _classes(folder: Path) -> list[str]:
+    """The class folders of a split (a hidden one, such as .ipynb_checkpoints, is no class)."""
+    return sorted(p.name for p in folder.iterdir()
+                  if p.is_dir() and not p.name.startswith(".")) if folder.is_dir() else []
+
+
 def _source(items: list[tuple[Path, int, bool]], classes: list[str], normalize: str,
             size: tuple[int, int]) -> Source:
     arrs = [np.asarray(open_image(p, FIX, size), np.uint8).transpose(2, 0, 1) for p, _, _ in items]
@@ -49,8 +55,12 @@ def load_cinic10(data_dir: Path, *, normalize: str, use_valid: bool, download: b
     root = data_dir / "cinic10"
     ensure("cinic10", root, [CINIC_URL], root, download,
            lambda: (root / "train").is_dir() and (root / "test").is_dir())
-    classes = sorted(p.name for p in (root / "train").iterdir() if p.is_dir())
+    classes = _classes(root / "train")
     splits = [("train", False), ("test", True)] + ([("valid", False)] if use_valid else [])
+    for split, _ in splits[1:]:        # (its images were dropped silently)
+        if extra := sorted(set(_classes(root / split)) - set(classes)):
+            raise UserError(f"{root / split / extra[0]} is a class folder that train/ does not "
+                            f"have; {FIX}")
     items = [(p, c, is_test) for split, is_test in splits
              for c, name in enumerate(classes) for p in _images(root / split / name)]
     return cached(data_dir, "cinic10",        # (the classes number the labels: in the key)

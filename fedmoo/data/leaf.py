@@ -62,8 +62,14 @@ def _read_file(path: Path) -> dict[str, dict]:
 
 
 def _federate(root: Path, users: list[str] | None, encode, classes: list[str]) -> Source:
-    train, test = ({u: (path, d) for path in _json_files(root / split)
-                    for u, d in _read_file(path).items()} for split in ("train", "test"))
+    train, test = {}, {}
+    for split, found in (("train", train), ("test", test)):
+        for path in _json_files(root / split):
+            for u, d in _read_file(path).items():
+                if u in found:              # (two LEAF runs in one folder: the last one won)
+                    raise UserError(f"{path}: user {u} is also in {found[u][0].name}; keep "
+                                    "the files of one LEAF run in the folder")
+                found[u] = (path, d)
     names = sorted(train)
     if users is not None:
         missing = [u for u in users if u not in train]

@@ -91,6 +91,35 @@ def test_an_entry_changed_after_it_was_written_is_rebuilt(tmp_path, raw, caplog,
                                               "rebuilding it")
 
 
+@pytest.mark.parametrize("craft", ["deflated", "stride0"])
+def test_a_crafted_entry_is_refused_before_it_blows_up_in_memory(tmp_path, raw, caplog, craft):
+    # a deflated record unpacked 1000x by torch.load; a stride-0 tensor that the digest makes
+    # contiguous (1,577 bytes on disk held 4 GB of x)
+    import zipfile
+
+    build = Builder()
+    _load(tmp_path / "data", raw, build)
+    [entry] = (tmp_path / "data" / ".fedmoo_cache").iterdir()
+    fields = torch.load(entry, weights_only=True)
+    if craft == "deflated":
+        fields["x"] = torch.zeros(100_000)
+        torch.save(fields, tmp_path / "plain.pt")
+        with zipfile.ZipFile(tmp_path / "plain.pt") as zin, zipfile.ZipFile(entry, "w") as zout:
+            for info in zin.infolist():
+                zout.writestr(info.filename, zin.read(info), zipfile.ZIP_DEFLATED)
+        why = "it unpacks to more than its own size"
+    else:
+        fields["x"] = torch.zeros(1).expand(100_000)
+        torch.save(fields, entry)
+        why = "its tensors hold more bytes than the entry"
+    assert entry.stat().st_size < 20_000
+    with caplog.at_level(logging.WARNING, logger="fedmoo.data.cache"):
+        src = _load(tmp_path / "data", raw, build)
+    assert build.calls == 2 and src.x.shape == (3, 2)
+    assert caplog.records[0].getMessage() == (f"cache entry {entry} is unreadable "
+                                              f"(ValueError: {why}); rebuilding it")
+
+
 def test_an_entry_has_the_mode_of_any_new_file(tmp_path, raw):
     # others sharing data_dir read it (mkstemp made it 0600: their runs rebuilt it, warning)
     _load(tmp_path / "data", raw, Builder())
@@ -203,3 +232,21 @@ def test_a_file_rewritten_with_its_size_and_mtime_rebuilds_the_entry(tmp_path, r
     assert build.calls == 2
     _load(tmp_path / "data", raw, build)
     assert build.calls == 2
+
+
+def test_a_file_changed_while_it_is_read_is_refused_not_cached(tmp_path, raw):
+    """Rewritten between hashing it (the key) and parsing it: the new content was cached under
+    the old content's key, and served stale once the old content came back."""
+    from fedmoo.errors import UserError
+
+    def rewritten_during_the_build():
+        raw.write_text("new")
+        return Builder()()
+
+    with pytest.raises(UserError, match=f"^{raw} changed while it was read .* run again once"):
+        _load(tmp_path / "data", raw, rewritten_during_the_build)
+    assert _entries(tmp_path / "data" / ".fedmoo_cache") == []
+    raw.write_text("raw")
+    build = Builder()
+    _load(tmp_path / "data", raw, build)
+    assert build.calls == 1

@@ -91,6 +91,20 @@ def test_cinic10_class_folders_are_part_of_the_cache_key(tmp_path):
     assert src.class_names == ["airplane", "bird"] and src.y.tolist() == [1, 1]
 
 
+def test_cinic10_hidden_folders_are_no_classes_and_test_classes_come_from_train(tmp_path):
+    root = tmp_path / "cinic10"
+    for split in ("train", "test"):
+        _png(root / split / "bird" / f"{split}.png", 10)
+        (root / split / ".ipynb_checkpoints").mkdir()      # was class 0 (bird class 1)
+    src = source("cinic10", tmp_path, download=False)
+    assert src.class_names == ["bird"] and src.y.tolist() == [0, 0]
+    _png(root / "test" / "cat" / "test.png", 20)            # was dropped silently
+    with pytest.raises(UserError) as e:
+        source("cinic10", tmp_path, download=False)
+    assert str(e.value) == (f"{root / 'test' / 'cat'} is a class folder that train/ does not "
+                            "have; re-download the dataset")
+
+
 def test_a_folder_that_cannot_be_listed_is_one_line(tmp_path, monkeypatch):
     root = tmp_path / "cinic10"
     for split in ("train", "test"):
@@ -209,6 +223,19 @@ def test_celeba_attribute_table_without_header_names_the_file(tmp_path):
     (d / "list_attr_celeba.txt").write_text("4\n")
     with pytest.raises(UserError, match=r"list_attr_celeba.txt has no header \(image count, "):
         source("celeba", tmp_path, size=8)     # was: "data.target='Smiling' is not ..."
+
+
+@pytest.mark.parametrize("name", ["../../outside.jpg", "/tmp/outside.jpg"])
+def test_celeba_image_name_outside_the_image_folder_is_refused(tmp_path, name):
+    d = _celeba(tmp_path)                 # was read: ../../outside.jpg as image 000002.jpg
+    _png(tmp_path / "outside.jpg", 255, (178, 218), "JPEG")
+    for table in ("list_attr_celeba.txt", "list_eval_partition.txt"):
+        (d / table).write_text((d / table).read_text().replace("000002.jpg", name))
+    with pytest.raises(UserError) as e:
+        source("celeba", tmp_path, size=8, keep_valid=True)
+    assert str(e.value) == (f"{d / 'list_attr_celeba.txt'}: {name!r} is not a file name of "
+                            "img_align_celeba/; download it again from "
+                            "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html")
 
 
 def _bad_source(data_dir):

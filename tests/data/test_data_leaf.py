@@ -131,6 +131,19 @@ def test_natural_partition_takes_the_writers_in_the_files(tmp_path, fmt):
         federate(source("femnist", tmp_path), {"name": "natural", "seed": 0}, 3)
 
 
+def test_a_user_in_two_files_of_a_folder_is_refused(tmp_path, fmt):
+    # two LEAF runs (--sf 0.5, --sf 1) in one folder: the last file's samples were taken silently
+    fmt.write_leaf(tmp_path / "femnist" / "train", [{"w1": ([_img(0.1)] * 3, [1, 2, 3])},
+                                                    {"w1": ([_img(0.2)], [7])}])
+    fmt.write_leaf(tmp_path / "femnist" / "test", [{"w1": ([_img(0.2)], [7])}])
+    train = tmp_path / "femnist" / "train"
+    with pytest.raises(UserError) as e:
+        source("femnist", tmp_path)
+    assert str(e.value) == (f"{train / 'all_data_1_niid_1_keep_0_train_9.json'}: user w1 is "
+                            "also in all_data_0_niid_1_keep_0_train_9.json; keep the files of "
+                            "one LEAF run in the folder")
+
+
 def test_a_folder_named_json_is_not_read_as_a_file(tmp_path, fmt):
     _femnist(tmp_path, fmt)
     (tmp_path / "femnist" / "train" / "copy.json").mkdir()    # was an IsADirectoryError
