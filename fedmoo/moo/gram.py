@@ -34,10 +34,9 @@ def combine(coef: Tensor, x: Tensor) -> Tensor:
 
 
 def sq_norms(x: Tensor) -> Tensor:
-    """Squared norms ``[K]`` of the rows of ``x [K, d]``, float64 on the CPU, taken one row at a time
-    in float64 (a float32 norm overflows past ~1.8e19; no float64 copy of the whole ``x``)."""
-    return torch.stack([torch.linalg.vector_norm(r.to(torch.float64)) ** 2 for r in x]).cpu() \
-        if x.shape[0] else torch.zeros(0, dtype=torch.float64)
+    """Squared norms ``[K]`` of the rows of ``x [K, d]`` (K >= 1), float64 on the CPU, one row at a
+    time in float64 (a float32 norm overflows past ~1.8e19; no float64 copy of the whole ``x``)."""
+    return torch.stack([torch.linalg.vector_norm(r.to(torch.float64)) ** 2 for r in x]).cpu()
 
 
 def normalizer(g: Tensor) -> Tensor:
@@ -67,10 +66,9 @@ def project_conflicts(g: Tensor, order: Tensor, project: Tensor) -> Tensor:
 
 
 def row_dots(rows: Tensor, x: Tensor) -> Tensor:
-    """``<rows_j, x>`` for ``rows [J, d]`` and ``x [d]``: ``[J]`` float64 (taken in float64, so
+    """``<rows_j, x>`` for ``rows [J, d]`` (J >= 1) and ``x [d]``: ``[J]`` float64 (in float64, so
     float32 vectors with norms past ~1.8e19 do not overflow to inf)."""
-    return torch.stack([r.to(torch.float64) @ x.to(torch.float64) for r in rows]) if rows.shape[0] \
-        else torch.zeros(0, dtype=torch.float64, device=x.device)
+    return torch.stack([r.to(torch.float64) @ x.to(torch.float64) for r in rows])
 
 
 def remove_conflict(x: Tensor, s: Tensor) -> Tensor:
