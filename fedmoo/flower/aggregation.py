@@ -18,6 +18,7 @@ import torch
 
 from fedmoo.algorithms import Algorithm, build
 from fedmoo.errors import UserError
+from fedmoo.state import Cohort
 
 # Metric keys a client reports with its trained parameters (fedmoo.flower.client sends them all).
 CLIENT_ID = "client_id"          # fedmoo client index in [0, num_clients): per-client state rows
@@ -84,9 +85,9 @@ class ServerRule:
         return torch.cat([torch.as_tensor(np.asarray(a, dtype=np.float32)).reshape(-1)
                           for a in arrays])
 
-    def arrays(self, flat: torch.Tensor | None = None) -> list[np.ndarray]:
-        """The global model (or ``flat``) as arrays shaped and typed like the initial ones."""
-        flat = (self.state.w if flat is None else flat).detach().cpu().numpy()
+    def arrays(self) -> list[np.ndarray]:
+        """The global model as arrays shaped and typed like the initial ones."""
+        flat = self.state.w.detach().cpu().numpy()
         ends = np.cumsum([int(np.prod(shape, dtype=np.int64)) for shape in self.shapes])
         return [part.reshape(shape).astype(dtype, copy=True) for part, shape, dtype
                 in zip(np.split(flat, ends[:-1]), self.shapes, self.dtypes)]
@@ -109,8 +110,6 @@ class ServerRule:
 
     def cohort(self, replies: list[Reply]):
         """The Cohort of this round, clients sorted by index as fedmoo's sampler orders them."""
-        from fedmoo.state import Cohort
-
         indexed = sorted(((self._client_index(r), r) for r in replies), key=lambda t: t[0])
         ids = [k for k, _ in indexed]
         if len(set(ids)) != len(ids):
