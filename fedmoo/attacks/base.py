@@ -36,8 +36,6 @@ class Attack:
                             "its package must declare them with fedmoo.config.hparams."
                             "declare (docs/plugins.md)")
         self.hp = declarations.make("attack", self.name, hyperparameters)
-        self.attackers = torch.zeros(0, dtype=torch.long)
-        self.mask = torch.zeros(0, dtype=torch.bool)
 
     # -- who is malicious ---------------------------------------------------------------------
     def bind(self, num_clients: int, client_names: list[str] | None = None,
