@@ -84,9 +84,7 @@ def setup(level: int | None = None) -> None:
     """fedmoo's messages go to stderr only, at ``level`` (default: ``FEDMOO_LOG_LEVEL``); this
     replaces the logger's handlers, a finished Hydra job's run log included."""
     log = logging.getLogger("fedmoo")
-    for h in log.handlers[:]:
-        log.removeHandler(h)
-    log.addHandler(StderrHandler(env_level() if level is None else level))
+    log.handlers = [StderrHandler(env_level() if level is None else level)]
     log.setLevel(logging.DEBUG)
     log.propagate = False
 
