@@ -32,14 +32,13 @@ def box_bounds(lam0: Tensor, eps: float) -> tuple[Tensor, Tensor]:
 
 
 def frank_wolfe_min_norm(g: Tensor, lo: Tensor | None = None, hi: Tensor | None = None,
-                         start: Tensor | None = None, max_iter: int = 20000,
-                         tol: float = 1e-10) -> Tensor:
+                         start: Tensor | None = None) -> Tensor:
     """Pairwise Frank-Wolfe for ``min 1/2 lam^T g lam`` over ``{lo <= lam <= hi, sum lam = 1}``.
 
     ``lo`` / ``hi [K]`` default to 0 / 1 (the plain simplex), ``start [K]`` to uniform (clipped into
     the box). Each iteration moves mass from the coordinate of largest gradient that can still
     decrease to the one of smallest gradient that can still increase, with exact line search, until
-    that gap (zero exactly at a KKT point) is below ``tol * trace(g) / K`` or after ``max_iter``
+    that gap (zero exactly at a KKT point) is below ``1e-10 trace(g) / K`` or after 20000
     iterations. Returns ``lam [K]`` float64 on the CPU."""
     gm = g.detach().to(torch.float64).cpu().numpy()
     k = gm.shape[0]
@@ -48,8 +47,8 @@ def frank_wolfe_min_norm(g: Tensor, lo: Tensor | None = None, hi: Tensor | None 
     lam = np.full(k, 1.0 / k) if start is None else start.detach().to(torch.float64).cpu().numpy()
     lam = np.clip(lam, lo_n, hi_n)
     grad = gm @ lam
-    stop = tol * max(np.trace(gm) / k, 1e-300)
-    for _ in range(max_iter):
+    stop = 1e-10 * max(np.trace(gm) / k, 1e-300)
+    for _ in range(20000):
         i = int(np.argmin(np.where(lam < hi_n, grad, np.inf)))
         j = int(np.argmax(np.where(lam > lo_n, grad, -np.inf)))
         gap = grad[j] - grad[i]
