@@ -151,7 +151,6 @@ class ServerRule:
         if not bool(torch.isfinite(self.state.w).all()):
             raise ValueError(f"{self.algo.name} produced a non-finite global model in round "
                              f"{self.state.round}; lower the clients' lr or the server step")
-        diag = dict(diag)
         if cohort.loss_before is not None:
             diag["train/loss_mean"] = float(cohort.loss_before.mean())
         return self.arrays(), diag
