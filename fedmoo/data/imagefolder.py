@@ -32,7 +32,8 @@ IMAGE_EXT = {".png", ".jpg", ".jpeg"}
 def _images(folder: Path) -> list[Path]:
     if not folder.is_dir():
         raise UserError(f"{folder} is missing or not a folder; {FIX}")
-    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXT)
+    return sorted(p for p in folder.iterdir()     # (._x.png: metadata a macOS copy leaves)
+                  if p.suffix.lower() in IMAGE_EXT and not p.name.startswith("."))
 
 
 def _classes(folder: Path) -> list[str]:

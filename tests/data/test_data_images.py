@@ -96,6 +96,7 @@ def test_cinic10_hidden_folders_are_no_classes_and_test_classes_come_from_train(
     for split in ("train", "test"):
         _png(root / split / "bird" / f"{split}.png", 10)
         (root / split / ".ipynb_checkpoints").mkdir()      # was class 0 (bird class 1)
+        (root / split / "bird" / f"._{split}.png").write_bytes(b"\0\5\26\7")  # macOS metadata
     src = source("cinic10", tmp_path, download=False)
     assert src.class_names == ["bird"] and src.y.tolist() == [0, 0]
     _png(root / "test" / "cat" / "test.png", 20)            # was dropped silently
