@@ -13,6 +13,7 @@ differs from a run on the real domains (docs/results/fedmgda_plus_adult_bias.md)
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +57,8 @@ VOCAB = {
 FEATURE = {cv: i for i, cv in enumerate((c, v) for c, vs in VOCAB.items() for v in vs)}  # one-hot
 NUM_FEATURES = len(FEATURE)   # 99
 DOMAINS = ["phd", "non-phd"]
+RECORDS = {"adult.data": 32_561, "adult.test": 16_281}   # UCI's files (a cut one still parses)
+log = logging.getLogger(__name__)
 
 
 def parse(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -109,6 +112,10 @@ def load(data_dir: Path, *, download: bool, train_rows: str) -> Source:
     ensure("adult", root, [Resource(URL + n, MD5[n]) for n in names], root, download,
            lambda: all((root / n).is_file() for n in names))
     (xtr, ytr, dtr), (xte, yte, dte) = parse(root / names[0]), parse(root / names[1])
+    for name, y in zip(names, (ytr, yte)):    # (a hand-placed copy is not md5-checked)
+        if len(y) != RECORDS[name]:
+            log.warning("%s has %d records, UCI's %d (a partial copy? re-download it): results "
+                        "will not be Adult's", root / name, len(y), RECORDS[name])
     if train_rows == "authors_code":
         dtr = authors_code_rows(dtr)
     return Source(

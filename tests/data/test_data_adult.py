@@ -41,6 +41,19 @@ def test_adult_99_one_hot_features_labels_and_domains(tmp_path):
     assert x[2].sum() == 6 and x[2, 98] == 1     # two "?" blocks empty; Holand-Netherlands last
 
 
+def test_a_file_with_other_than_ucis_record_count_is_warned_about(tmp_path, monkeypatch, caplog):
+    # a copy cut at a line end parses (was read silently as Adult; downloads are md5-checked)
+    (tmp_path / "adult").mkdir()
+    (tmp_path / "adult" / "adult.data").write_text(TRAIN)
+    (tmp_path / "adult" / "adult.test").write_text(TEST)
+    monkeypatch.setattr(adult, "RECORDS", {"adult.data": 3, "adult.test": 3})
+    with caplog.at_level("WARNING", logger="fedmoo.data.adult"):
+        source("adult", tmp_path, download=False)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{tmp_path / 'adult' / 'adult.test'} has 2 records, UCI's 3 (a partial copy? re-download "
+        "it): results will not be Adult's"]
+
+
 @pytest.mark.parametrize("test_text,needle", [
     (TEST.replace("Black, Male", "Bl\xe4ck, Male"),
      "adult.test:2: byte 98 (0xe4) is not UTF-8 text"),
