@@ -41,6 +41,14 @@ def _entries(folder):
     return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
 
 
+def _written(tmp_path, raw):
+    """A Builder that has built once, and the entry it wrote."""
+    build = Builder()
+    _load(tmp_path / "data", raw, build)
+    [entry] = (tmp_path / "data" / ".fedmoo_cache").iterdir()
+    return build, entry
+
+
 def test_entry_is_written_once_and_read_back(tmp_path, raw):
     build = Builder()
     a = _load(tmp_path / "data", raw, build)
@@ -52,9 +60,7 @@ def test_entry_is_written_once_and_read_back(tmp_path, raw):
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "foreign"])
 def test_unreadable_entry_is_rebuilt_with_one_warning(tmp_path, raw, caplog, damage):
-    build = Builder()
-    _load(tmp_path / "data", raw, build)
-    [entry] = (tmp_path / "data" / ".fedmoo_cache").iterdir()
+    build, entry = _written(tmp_path, raw)
     blob = entry.read_bytes()
     if damage == "foreign":
         torch.save({"x": torch.zeros(2)}, entry)           # another version's fields
@@ -74,9 +80,7 @@ def test_unreadable_entry_is_rebuilt_with_one_warning(tmp_path, raw, caplog, dam
 @pytest.mark.parametrize("field", ["y", "class_names"])
 def test_an_entry_changed_after_it_was_written_is_rebuilt(tmp_path, raw, caplog, field):
     # a bit flipped on disk, an edit: torch.load reads it without complaint (was served as is)
-    build = Builder()
-    _load(tmp_path / "data", raw, build)
-    [entry] = (tmp_path / "data" / ".fedmoo_cache").iterdir()
+    build, entry = _written(tmp_path, raw)
     fields = torch.load(entry, weights_only=True)
     if field == "y":
         fields["y"][0] = 1
@@ -97,9 +101,7 @@ def test_a_crafted_entry_is_refused_before_it_blows_up_in_memory(tmp_path, raw, 
     # contiguous (1,577 bytes on disk held 4 GB of x)
     import zipfile
 
-    build = Builder()
-    _load(tmp_path / "data", raw, build)
-    [entry] = (tmp_path / "data" / ".fedmoo_cache").iterdir()
+    build, entry = _written(tmp_path, raw)
     fields = torch.load(entry, weights_only=True)
     if craft == "deflated":
         fields["x"] = torch.zeros(100_000)
@@ -122,8 +124,7 @@ def test_a_crafted_entry_is_refused_before_it_blows_up_in_memory(tmp_path, raw, 
 
 def test_an_entry_has_the_mode_of_any_new_file(tmp_path, raw):
     # others sharing data_dir read it (mkstemp made it 0600: their runs rebuilt it, warning)
-    _load(tmp_path / "data", raw, Builder())
-    [entry] = (tmp_path / "data" / ".fedmoo_cache").iterdir()
+    _, entry = _written(tmp_path, raw)
     (tmp_path / "probe").write_bytes(b"")
     assert entry.stat().st_mode & 0o777 == (tmp_path / "probe").stat().st_mode & 0o777
 
