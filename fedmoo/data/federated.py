@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,21 +41,12 @@ class Source:
             if isinstance(value := getattr(self, name), np.ndarray):
                 setattr(self, name, torch.from_numpy(value))
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         """sha256 of the samples, their labels (targets), test flags and owners, made once per
         source object (a sweep that shares a source hashes it once; sources are never changed
         in place)."""
-        hit = _DIGESTS.get(id(self))
-        if hit is not None and hit[0]() is self:
-            return hit[1]
-        digest = tensors_digest(self.x, self.y, self.is_test, self.owner)
-        key = id(self)
-        _DIGESTS[key] = (weakref.ref(self, lambda _: _DIGESTS.pop(key, None)), digest)
-        return digest
-
-
-_DIGESTS: dict[int, tuple[weakref.ref, str]] = {}   # id(source) -> (the source, its digest)
+        return tensors_digest(self.x, self.y, self.is_test, self.owner)
 
 
 def tensors_digest(*tensors: Tensor | None) -> str:

@@ -3,6 +3,8 @@ the objective indicator, River Flow's ARFF."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -139,7 +141,7 @@ def test_federation_of_multitask_data_partitions_on_the_left_label(tmp_path):
     fed.save_partition(tmp_path / "p.npz")
     assert np.array_equal(np.load(tmp_path / "p.npz")["task_mask"], fed.task_mask.numpy())
     with pytest.raises(UserError, match="need multi-task data"):
-        federate(src.__class__(**{**src.__dict__, "y": src.y[:, 0], "task": "classification"}),
+        federate(dataclasses.replace(src, y=src.y[:, 0], task="classification"),
                  {"name": "iid", "tasks": [[0], [1]]}, num_clients=2)
 
 
