@@ -126,7 +126,8 @@ def build_parts(cfg: dict[str, Any], num_clients: int | None, per_round: int | N
                else "choose a dataset with a test split, or partition.split=pooled")
         raise UserError(f"partition={part.get('name')}{how} gives no client any {split} samples, "
                         f"so the run would report nothing; {fix}")
-    d, vectors = parameter_count(cfg, federation), kept(algo, num_clients)
+    per_client, total = algo.kept_vectors   # model-sized vectors its state keeps besides w
+    d, vectors = parameter_count(cfg, federation), per_client * num_clients + total
     check_fits(cfg, d, per_round, device, kept=vectors)   # before allocating the parameters
     torch.manual_seed(int(cfg["seed"]))
     one = federation.x[federation.train.index[:1].cpu()].cpu()
@@ -264,12 +265,6 @@ def activations_per_sample(model: torch.nn.Module, x1: torch.Tensor) -> int:
 def available(device: torch.device) -> int | None:
     """Bytes fedmoo may still allocate on ``device`` (None if unknown; ``fedmoo.budget``)."""
     return budget.available(device)
-
-
-def kept(algo, num_clients: int) -> int:
-    """Model-sized vectors ``algo``'s state keeps besides w, for ``num_clients`` clients."""
-    per_client, total = algo.kept_vectors
-    return per_client * num_clients + total
 
 
 def lower_bound(d: int, per_round: int, acts: int = 0, batch: int = 1, kept: int = 0) -> int:
