@@ -160,7 +160,6 @@ class LinearHead:
         ``reuse`` > 1: each plan row feeds ``reuse`` consecutive rows of ``order``, which read
         its gathered inputs through a stride-0 view (``_products``)."""
         n_rows = int(order.order.numel())
-        assert n_rows == reuse * plan.index.shape[0]
         fold = self.bi is not None and x.numel() * x.element_size() <= FOLD_BYTES
         if fold:
             x = self._with_ones(x)
@@ -211,7 +210,6 @@ class LinearHead:
         loss_after = whole.acc.view(-1).neg().index_select(0, order.inv)
         if not before:
             return loss_after, None
-        assert sum(f[0].numel() for f in firsts) == n_rows, "before: every row takes step 1"
         return loss_after, tuple(torch.cat(parts).index_select(0, order.inv)
                                  for parts in zip(*firsts))
 

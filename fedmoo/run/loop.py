@@ -86,7 +86,7 @@ def drive(sessions: list[Session], train: Callable[[list[Member]], list[Any]],
             for (s, _), cohort in zip(started, cohorts):
                 s.guard(failures, s.update, t, cohort)
             for s in [s for s, _ in started if s not in failures]:
-                s.guard(failures, s.record, t)
+                s.guard(failures, s.record)
             live = _finish(live, failures)
             if progress is not None:
                 if len(sessions) > 1:     # a group: how many of its runs are through
@@ -271,13 +271,12 @@ class Session(contextlib.ExitStack):
         # what follows training draws from the RNG state the round had before it, so a run
         # gives the same numbers alone and trained together with others (fedmoo.run.group)
         cuda = torch.cuda.get_rng_state(parts.device) if parts.device.type == "cuda" else None
-        self._round = (t, rs, ids, (torch.get_rng_state(), cuda), spec)
+        self._round = (rs, ids, (torch.get_rng_state(), cuda), spec)
         return Member(parts.engine, ids.to(parts.device), state.w, spec, rs)
 
     def update(self, t: int, trained) -> None:
         """Round ``t`` after local training: attack and server update (``record`` follows)."""
-        t_begun, rs, ids, rng, spec = self._round
-        assert t_begun == t, "end() must follow begin() of the same round"
+        rs, ids, rng, spec = self._round
         parts, state, cfg = self.parts, self.state, self.cfg
         torch.set_rng_state(rng[0])
         if rng[1] is not None:
@@ -296,10 +295,9 @@ class Session(contextlib.ExitStack):
         self.next_round = done
         self._pending = (done, ids.to(parts.device), trained, cohort, diag, w_start)
 
-    def record(self, t: int) -> None:
-        """Round ``t``'s evaluation and records."""
+    def record(self) -> None:
+        """The evaluation and records of the round ``update`` ended."""
         done, dev_ids, trained, cohort, diag, w_start = self._pending
-        assert done == t + 1, "record() must follow update() of the same round"
         if self._due("eval_every", done):                                            # evaluate
             row = self.evaluator.row(done, self.state, dev_ids, trained, cohort, diag, w_start)
             now = time.perf_counter()
