@@ -96,10 +96,6 @@ def _fill(args, values):
     return fx.node.map_aggregate(args, lambda a: values[a.i] if isinstance(a, _Hole) else a)
 
 
-def _row0(v):
-    return fx.node.map_aggregate(v, lambda t: t[0] if isinstance(t, Tensor) else t)
-
-
 class LockstepProgram:
     def __init__(self, model: nn.Module, layout: ParamLayout, graph: fx.Graph):
         self.model, self.layout, self.graph = model, layout, graph
@@ -244,7 +240,8 @@ class LockstepProgram:
         if kind == "group_norm":
             return _stacked_group_norm(module, params, values[0]), True
         if kind in ("shape", "container"):
-            fill = values if kind == "container" else [_row0(v) for v in values]
+            fill = values if kind == "container" else [fx.node.map_aggregate(    # row 0
+                v, lambda t: t[0] if isinstance(t, Tensor) else t) for v in values]
             return fn(*_fill(args, fill), **_fill(kwargs, fill)), kind == "container"
 
         def row(*vals):
