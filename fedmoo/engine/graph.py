@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 from torch import Tensor
@@ -83,7 +84,7 @@ def train_steps_graphed(engine, plan: RoundPlan, stack, capture: bool) -> Tensor
 
     def body() -> None:
         x, y = gather(data.x, idx), relabel(stack.label_map, gather(data.y, idx))
-        loss_after.add_(engine._step(rule.with_lr(step_lr), x, y, weight, stack.scale) * last)
+        loss_after.add_(engine._step(replace(rule, lr=step_lr), x, y, weight, stack.scale) * last)
 
     if capture and engine.graph_pool is None:
         engine.graph_pool = torch.cuda.graph_pool_handle()

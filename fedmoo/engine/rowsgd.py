@@ -11,7 +11,7 @@ axpy for a materialised gradient, one ``baddbmm`` for a client-batched linear la
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -108,7 +108,3 @@ class RowSGD:
             if extra is not None:
                 g.add_(extra)
         axpy(p, neg_lr, g)
-
-    def with_lr(self, lr: Rows) -> "RowSGD":
-        """The same rule with this step's learning rates (padded steps: 0 for finished rows)."""
-        return replace(self, lr=lr)

@@ -12,7 +12,7 @@ shares with the model architecture (the caller checks); each ``Member`` brings i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -241,7 +241,7 @@ def train_steps(engine, rule: RowSGD, plan: RoundPlan, label_map: Tensor | None,
     loss_after = torch.zeros(plan.index.shape[0], dtype=like.dtype, device=like.device)
     for s in range(plan.steps):
         idx, weight = plan.index[:, s], plan.weight[:, s]
-        step = rule.with_lr(lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s])
+        step = replace(rule, lr=lr if isinstance(lr, float) and plan.full[s] else lr_plan[:, s])
         x, y = gather(data.x, idx), relabel(label_map, gather(data.y, idx))
         loss_after += engine._step(step, x, y, weight, scale, task_weights) * plan.last[:, s]
     return loss_after
