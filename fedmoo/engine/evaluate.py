@@ -31,7 +31,7 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
 
     With one model, all clients' samples go through the network in a few large chunks
     (``chunk`` samples each; default ``eval_chunk``) and the per-client sums are formed with
-    one ``index_add``. ``clients`` restricts to a subset.
+    one ``index_add``. ``clients`` restricts one model's evaluation to a subset.
     """
     s = data.split(split)
     n_clients, dev = s.num_clients, data.x.device
@@ -49,8 +49,7 @@ def evaluate_clients(model: nn.Module, data: FederatedData, split: str, params: 
         sums[1].index_add_(0, owner, correct.double())
         sums[2].index_add_(0, owner, torch.ones(loss.shape, dtype=torch.float64, device=dev))
     else:
-        ids = range(n_clients) if clients is None else clients.tolist()
-        for k in ids:
+        for k in range(n_clients):
             set_flat(model, params[k])
             loss, correct = forward_stats(model, data.x, data.y, s.of(k), data.task, chunk)
             sums[0, k], sums[1, k] = loss.double().sum(0), correct.double().sum(0)
