@@ -1,30 +1,16 @@
 """Softmax regression's local training in closed form: no autograd for the papers' logistic
-regressions.
+regressions (docs/PERFORMANCE.md: "Closed-form softmax regression" has the design, "Issue 41"
+the products stacked along M).
 
 When a model's traced graph is exactly ``flatten -> Linear [-> softmax]`` on classification data
-(fedmoo.models.LogReg: FedFV's FMNIST table, FedMGDA+'s and AFL's Adult, q-FFL's Synthetic), the
-gradient of ``sum_r scale_r sum_i weight_ri CE_ri`` with respect to the logits ``z = h W + b`` is
-``scale_r weight_ri (p_ri - e_y)`` (through the softmax's Jacobian ``s (g - <g, s>)`` for
-``softmax_output``) and the weight's is ``h^T g``. These sweeps run millions of tiny steps
-(FedMGDA+ Table B.2: 3,860 steps a round) whose cost is their number of kernels, so
-``LinearHead.train`` runs the round's steps itself, about ten kernels each:
-
-- Each row multiplies its own minibatch by its own weights, one entry of a batched product as
-  alone (fedmoo.engine.stacked); a large step (TALL_BYTES) multiplies each source's inputs by
-  its rows' weights stacked along M, which keeps each row's bits for any number of rows. A
-  weight ``[R, in, out]`` is held as ``[R, out, in]`` and the step works in ``[R, out, B]``:
-  the softmax then runs over a dimension that is not the innermost (with a few classes several
-  times faster) and the weight's gradient is ``d h``.
-- With a bias, the inputs carry a column of ones (FOLD_BYTES), so the bias trains inside the
-  same GEMMs.
-- Sources are ordered longest first (``fedmoo.engine.plan.longest_first``): finished clients
-  leave the step by slicing.
-- Per-step tensors are cut once per run of steps; the inputs of a few steps are gathered at
-  once. (A fused ``baddbmm_`` update is twice as fast alone but slower in this loop on
-  Fashion-MNIST's head, measured in place; so the update is a ``bmm`` and an axpy.)
-
-The update is RowSGD's. tests/engine checks all of it against the sequential engine in float64,
-for every client setting.
+(fedmoo.models.LogReg), the gradient of ``sum_r scale_r sum_i weight_ri CE_ri`` with respect to
+the logits ``z = h W + b`` is ``scale_r weight_ri (p_ri - e_y)`` (through the softmax's Jacobian
+``s (g - <g, s>)`` for ``softmax_output``) and the weight's is ``h^T g``; ``LinearHead.train``
+runs the round's steps itself, about ten kernels each. A weight ``[R, in, out]`` is held as
+``[R, out, in]`` and a step works in ``[R, out, B]``. (A fused ``baddbmm_`` update is twice as
+fast alone but slower in this loop on Fashion-MNIST's head, measured in place; so the update is
+a ``bmm`` and an axpy.) The update is RowSGD's. tests/engine checks all of it against the
+sequential engine in float64, for every client setting.
 """
 
 from __future__ import annotations
