@@ -83,8 +83,6 @@ def stack_plans(plans: list[RoundPlan]) -> RoundPlan:
     """One plan whose rows are the rows of ``plans`` in order (several runs trained together,
     or Ditto's personal rows). Shorter plans are padded to the most steps and the widest batch
     as ``make_plan`` pads a client: the row's first sample at weight 0, steps with ``active`` 0."""
-    if len(plans) == 1:
-        return plans[0]
     steps = max(p.steps for p in plans)
     width = max(int(p.index.shape[2]) for p in plans)
     index, weight, active, last = [], [], [], []

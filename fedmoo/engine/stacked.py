@@ -112,8 +112,6 @@ class _Stack:
 
     def row_plan(self) -> RoundPlan:
         """The plan with one row per stacked row."""
-        if self.sources == list(range(self.total)):
-            return self.base
         return self.base.take(torch.tensor(self.sources, device=self.base.index.device))
 
 
