@@ -228,8 +228,7 @@ class Session(contextlib.ExitStack):
             state = algo.init(get_flat(parts.model), num_clients=parts.num_clients)
             self.evaluator = RoundEvaluator(cfg, algo, parts.model, parts.federation,
                                             attack.groups(), state.w)
-            state, rows, self.elapsed0 = (rundir.resume(state, device) if cfg["resume"]
-                                          else (state, [], 0.0))
+            state, rows, self.elapsed0 = rundir.resume(state, device)  # (resume=false: none left)
             self.state = state
             self.next_round = rundir.resumed_from
             rundir.accept()   # every check passed: this run owns the directory's record
