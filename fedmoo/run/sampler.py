@@ -33,8 +33,6 @@ class ClientSampler:
             self.p = n / n.sum()
 
     def sample(self, round_idx: int) -> torch.Tensor:
-        if self.k >= self.n:
-            return torch.arange(self.n)
         rng = np.random.default_rng([self.seed, round_idx, 7])
         if not self.forced.size and self.p is None:      # (the draws of earlier versions)
             return torch.from_numpy(np.sort(rng.choice(self.n, self.k, replace=False))).long()

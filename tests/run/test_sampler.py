@@ -98,3 +98,9 @@ def test_a_weighted_run_samples_differently_and_replays(tmp_path):
     strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]  # noqa: E731
     assert strip(a.rows) == strip(b.rows)
     assert strip(a.rows) != strip(u.rows)
+
+
+@pytest.mark.parametrize("forced,scheme", [((), "uniform"), ((0, 3), "uniform"), ((), "weighted")])
+def test_a_cohort_of_every_client_is_every_client_in_order(forced, scheme):
+    s = ClientSampler(4, 4, seed=7, forced=forced, scheme=scheme, sizes=SIZES)
+    assert all(s.sample(t).tolist() == [0, 1, 2, 3] for t in range(3))
