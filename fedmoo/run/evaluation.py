@@ -60,10 +60,7 @@ class RoundEvaluator:
     def _evaluate(self, split: str, params: Tensor) -> ClientEval:
         """Clients without samples on ``split``: NaN accuracy and loss (missing, not 0 %)."""
         ev = evaluate_clients(self.model, self.data, split, params, chunk=self.chunk)
-        empty = np.asarray(ev.count) == 0
-        if not empty.any():
-            return ev
-        mask = empty.reshape(-1, *([1] * (np.ndim(ev.acc) - 1)))
+        mask = (np.asarray(ev.count) == 0).reshape(-1, *([1] * (np.ndim(ev.acc) - 1)))
         return dataclasses.replace(ev, acc=np.where(mask, np.nan, ev.acc),
                                    loss=np.where(mask, np.nan, ev.loss))
 
