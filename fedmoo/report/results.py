@@ -82,10 +82,6 @@ class RoundsWriter:
                 {k: _fmt(v) for k, v in row.items()})
 
 
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    atomic_write_text(Path(path), csv_text(list(rows[0]) if rows else [], rows))
-
-
 def one_line(e: BaseException) -> str:
     """An error's message on one line of at most 200 characters."""
     return " ".join(str(e).split())[:200]

@@ -22,7 +22,6 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
 from fedmoo.report.checks import did_you_mean, require_known, writing
 from fedmoo.report.jobs import (Group, Job, as_text, counts, final_metrics, find_jobs, flatten,
@@ -181,9 +180,7 @@ def _recipe(compose: Callable, experiment: str, row: tuple[str, ...]) -> dict[st
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Equal as config values (1 and 1.0 alike; lists and tuples alike)."""
-    if number(a) and number(b):
-        return float(a) == float(b)
+    """Equal as config values (1 and 1.0 alike, as ``==`` has them; lists and tuples alike)."""
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     return a == b

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from fedmoo.errors import DivergenceError, UserError
-from fedmoo.report.results import (atomic_write_text, read_summary, to_jsonable, write_csv,
+from fedmoo.report.results import (atomic_write_text, csv_text, read_summary, to_jsonable,
                                    write_json)
 from fedmoo.run import checkpoint, identity, locks
 from fedmoo.data.federated import tensors_digest
@@ -165,7 +165,8 @@ class RunDir:
     def complete(self, state, final: dict[str, Any], wall: float,
                  clients: list[dict[str, Any]], model: torch.nn.Module) -> None:
         """clients.csv and model.pt, then summary.json; the checkpoint is no longer needed."""
-        write_csv(self.path / "clients.csv", clients)
+        atomic_write_text(self.path / "clients.csv",
+                          csv_text(list(clients[0]) if clients else [], clients))
         checkpoint.atomic_torch_save({k: v.detach().cpu() for k, v in model.state_dict().items()},
                                      self.path / "model.pt")
         self.summary("completed", state, final, wall)
