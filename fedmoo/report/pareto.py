@@ -238,8 +238,8 @@ def spec_settings(name: str | None, spec: dict[str, Any] | None) -> dict[str, An
 
 
 def main(args: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="fedmoo pareto", usage=USAGE,
-                                description=__doc__.split("\n\n")[1].replace("\n", " "))
+    about = __doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`")
+    p = argparse.ArgumentParser(prog="fedmoo pareto", usage=USAGE, description=about)
     p.add_argument("dirs", nargs="+", help="run or sweep directories")
     p.add_argument("--x", help="utility metric, higher is better (default test/acc_mean)")
     p.add_argument("--y", help="fairness metric (default test/acc_worst10)")
