@@ -153,6 +153,9 @@ def hydra_error_line(e: BaseException, args: list[str]) -> str:
         return (f"{where}{problem}; a config file holds plain YAML values only (no tags such as "
                 "!!python/...)")
     text = str(e)
+    if swept := re.match(r"Ambiguous value for argument '([^']*)'", text):   # seed=0,1
+        return (f"{swept.group(1)} gives several values: sweep them with -m (one job each), or "
+                "write a list value as key=[a,b]; --cfg shows one job's config: give one value")
     if "hydra.launcher.invariant" in text:     # removed with its second arithmetic (CHANGELOG)
         return ("hydra.launcher.invariant is gone: a lockstep group's jobs always give each "
                 "job's numbers alone, bit for bit (CHANGELOG); drop it")

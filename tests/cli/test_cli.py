@@ -89,6 +89,17 @@ def test_unknown_group_option_is_one_line_exit_2(cli):
     assert len(lines) == 1 and "unknown algo 'nope'" in lines[0] and "fedavg" in lines[0]
 
 
+@pytest.mark.parametrize("args", [["seed=0,1"], ["-m", "seed=0,1", "--cfg", "job"]])
+def test_several_values_without_a_sweep_say_how_to_sweep(cli, args):
+    """Hydra's advice, 'add --multirun', was wrong where -m was given (with --cfg)."""
+    r = cli("run", *args)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0] == ("fedmoo: error: seed=0,1 gives several values: sweep them with -m (one "
+                        "job each), or write a list value as key=[a,b]; --cfg shows one job's "
+                        "config: give one value")
+
+
 def test_unknown_command_exit_2(cli):
     r = cli("frobnicate")
     assert r.returncode == 2 and "unknown command" in r.stderr
