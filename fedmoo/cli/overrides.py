@@ -63,9 +63,15 @@ def config_folders(args: list[str]) -> list[Path]:
 
 
 def aliases(args: list[str]) -> list[str]:
-    """``debug=true`` / ``debug=false`` (Hydra would read a boolean, not a group option)."""
-    return ["debug=traceback" if a.lower() == "debug=true" else a for a in args
-            if a.lower() != "debug=false"]
+    """``debug=true`` / ``debug=false`` (Hydra would read a boolean, not a group option);
+    ``--info TOPIC`` (``-i``) as ``--info=TOPIC`` (its optional topic is no override)."""
+    out: list[str] = []
+    for a in args:
+        if out and out[-1] in ("--info", "-i") and "=" not in a and not a.startswith("-"):
+            out[-1] = f"--info={a}"
+        elif a.lower() != "debug=false":
+            out.append("debug=traceback" if a.lower() == "debug=true" else a)
+    return out
 
 
 def top_level_keys() -> set[str]:

@@ -100,6 +100,14 @@ def test_several_values_without_a_sweep_say_how_to_sweep(cli, args):
                         "config: give one value")
 
 
+@pytest.mark.parametrize("flag", ["--info", "-i"])
+def test_hydra_info_takes_its_topic(cli, flag):
+    """`fedmoo run --info defaults` (Hydra's flag, `fedmoo run --hydra-help`): the topic is no
+    override ('defaults' is not an override (key=value) before)."""
+    r = cli("run", flag, "defaults", "algo=fedfv")
+    assert r.returncode == 0 and "Defaults List" in r.stdout, r.stderr
+
+
 def test_unknown_command_exit_2(cli):
     r = cli("frobnicate")
     assert r.returncode == 2 and "unknown command" in r.stderr
