@@ -108,6 +108,17 @@ def test_hydra_info_takes_its_topic(cli, flag):
     assert r.returncode == 0 and "Defaults List" in r.stdout, r.stderr
 
 
+@pytest.mark.parametrize("args", [["-p", "nosuch"], ["--package=algo.nosuch"]])
+def test_cfg_of_a_package_that_is_not_there_is_a_user_error(cli, args):
+    """Hydra wrote `package 'nosuch' not found in config` and exited with 1 (a failed sweep)."""
+    r = cli("run", "--cfg", "job", *args)
+    name = args[-1].rpartition("=")[2]
+    assert r.returncode == 2 and r.stderr.strip() == (
+        f"fedmoo: error: --package {name}: no such key in the config; `fedmoo run --cfg job` "
+        "shows the keys"), r.stderr
+    assert cli("run", "--cfg", "job", "-p", "algo").stdout.startswith("# @package algo\n")
+
+
 def test_unknown_command_exit_2(cli):
     r = cli("frobnicate")
     assert r.returncode == 2 and "unknown command" in r.stderr
