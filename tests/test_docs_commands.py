@@ -126,3 +126,12 @@ def test_doc_command_composes(where, command):
         check(command)
     except UserError as e:
         pytest.fail(f"{where}: `{command}` does not compose: {e}")
+
+
+def test_the_docs_point_at_no_yaml_of_a_declared_group():
+    """algo, attack, model and partition options are declarations (fedmoo/config/hparams), not
+    files of fedmoo's config tree; only a plugin's own conf/ folder holds such YAML."""
+    for path in DOCS:
+        if path.name != "plugins.md":
+            found = re.findall(r"conf/(?:algo|attack|model|partition)\b", path.read_text())
+            assert not found, (path.relative_to(ROOT).as_posix(), found)

@@ -118,7 +118,7 @@ def plot(info: dict[str, Any], path: str) -> None:
 
 def main(args: list[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="fedmoo describe", description=__doc__.split("\n\n")[1],
+        prog="fedmoo describe", description=__doc__.split("\n\n")[1].replace("``", "`"),
         usage="fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--model-only", action="store_true",

@@ -127,13 +127,21 @@ def check(p: Plan) -> None:
     ...): ``Refused`` when it names foreign code or cannot be composed."""
     from fedmoo.errors import Refused
 
+    from omegaconf import OmegaConf
+
     with loader(p) as checked:
         try:
-            _compose(checked, p)
+            cfg = _compose(checked, p)
         except Exception as e:  # noqa: BLE001 - nothing Hydra cannot compose is handed to it
             from fedmoo.cli.overrides import hydra_error_line
 
             raise Refused(hydra_error_line(e, list(p.overrides))) from None
+    words = [w for f in p.flags for w in f.split("=", 1)]   # --cfg job -p algo: Hydra exits 1
+    package = next((words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-p", "--package")),
+                   None)
+    if package not in (None, "_global_") and OmegaConf.select(cfg, package) is None:
+        raise Refused(f"--package {package}: no such key in the config; `fedmoo run --cfg job` "
+                      "shows the keys")
 
 
 class Callbacks:

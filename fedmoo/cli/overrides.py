@@ -63,9 +63,15 @@ def config_folders(args: list[str]) -> list[Path]:
 
 
 def aliases(args: list[str]) -> list[str]:
-    """``debug=true`` / ``debug=false`` (Hydra would read a boolean, not a group option)."""
-    return ["debug=traceback" if a.lower() == "debug=true" else a for a in args
-            if a.lower() != "debug=false"]
+    """``debug=true`` / ``debug=false`` (Hydra would read a boolean, not a group option);
+    ``--info TOPIC`` (``-i``) as ``--info=TOPIC`` (its optional topic is no override)."""
+    out: list[str] = []
+    for a in args:
+        if out and out[-1] in ("--info", "-i") and "=" not in a and not a.startswith("-"):
+            out[-1] = f"--info={a}"
+        elif a.lower() != "debug=false":
+            out.append("debug=traceback" if a.lower() == "debug=true" else a)
+    return out
 
 
 def top_level_keys() -> set[str]:
@@ -153,6 +159,9 @@ def hydra_error_line(e: BaseException, args: list[str]) -> str:
         return (f"{where}{problem}; a config file holds plain YAML values only (no tags such as "
                 "!!python/...)")
     text = str(e)
+    if swept := re.match(r"Ambiguous value for argument '([^']*)'", text):   # seed=0,1
+        return (f"{swept.group(1)} gives several values: sweep them with -m (one job each), or "
+                "write a list value as key=[a,b]; --cfg shows one job's config: give one value")
     if "hydra.launcher.invariant" in text:     # removed with its second arithmetic (CHANGELOG)
         return ("hydra.launcher.invariant is gone: a lockstep group's jobs always give each "
                 "job's numbers alone, bit for bit (CHANGELOG); drop it")

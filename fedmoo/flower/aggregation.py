@@ -44,7 +44,7 @@ class Reply:
 class ServerRule:
     """A fedmoo algorithm and its state, fed with Flower replies one round at a time. ``algo``:
     a slug (default hyperparameters), an ``algo`` config mapping (``{"name": "fedfv",
-    "alpha": 0.1}``, as in conf/algo/*.yaml) or an instance."""
+    "alpha": 0.1}``, as in a run's config) or an instance."""
 
     def __init__(self, algo: str | dict[str, Any] | Algorithm, initial_arrays: list[np.ndarray],
                  num_clients: int, clients_per_round: int | None = None,

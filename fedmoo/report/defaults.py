@@ -3,7 +3,7 @@
 A job written before a key existed must still be grouped with the jobs of its configuration, so
 the reports fill the keys it lacks from fedmoo's config: a top-level key from its declaration
 (``fedmoo.config.schema``), a group's key (``algo.mu``) from the file of the option the job names
-(``conf/algo/fedprox.yaml``; the plugins' conf folders too), else from the declaration of that
+(a plugin's ``conf/algo/<slug>.yaml``), else from the declaration of that
 component (``fedmoo.config.hparams``). An interpolation (``${num_clients}``) stays missing.
 """
 

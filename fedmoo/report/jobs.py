@@ -197,8 +197,10 @@ def load_job(path: Path) -> Job:
 
 
 def find_jobs(dirs: list[str | Path]) -> list[Job]:
-    """Every job directory (holding ``.hydra/config.yaml`` or ``summary.json``) below ``dirs``."""
+    """Every job directory (holding ``.hydra/config.yaml`` or ``summary.json``) below ``dirs``,
+    once (``fedmoo table sweep sweep/0`` names job 0 twice: it is no repeated seed)."""
     jobs: list[Job] = []
+    seen: set[Path] = set()
     for d in dirs:
         d = Path(d)
         if not d.exists():
@@ -210,7 +212,10 @@ def find_jobs(dirs: list[str | Path]) -> list[Job]:
                             "below it)")
         # not inside another job: trackers keep copies of a run's files in its directory
         # (MLflow's mlartifacts/<id>/artifacts/summary.json), which are not jobs
-        jobs += [load_job(p) for p in sorted(found) if not any(a in found for a in p.parents)]
+        for p in sorted(found):
+            if not any(a in found for a in p.parents) and p.resolve() not in seen:
+                seen.add(p.resolve())
+                jobs.append(load_job(p))
     fill_defaults(jobs)
     compare_data_and_builds(jobs)
     return jobs

@@ -92,8 +92,9 @@ def render(recs: list[dict], x: str, y: str, hv: float, ref: tuple[float, float]
            fixed: bool = True) -> str:
     lines = [f"| configuration | {x} | {y} | seeds | front |", "|---|---|---|---|---|"]
     for r in sorted(recs, key=lambda r: (not r["front"], -r["x"])):
-        lines.append(f"| {r['label'].translate(MD_ESCAPES)} | {r['x']:.2f} ± {r['x_std']:.2f} | "
-                     f"{r['y']:.2f} ± {r['y_std']:.2f} | {r['n']} | "
+        x_text, y_text = (f"{r[k]:.2f}" + (f" ± {r[k + '_std']:.2f}" if r["n"] > 1 else "")
+                          for k in ("x", "y"))    # one seed: its value, no spread (fedmoo table)
+        lines.append(f"| {r['label'].translate(MD_ESCAPES)} | {x_text} | {y_text} | {r['n']} | "
                      f"{'yes' if r['front'] else ''} |")
     lines.append(f"\nhypervolume of the front above the reference ({ref[0]:.4g}, {ref[1]:.4g}): "
                  f"{hv:.4g}\nreference point: " + ("fixed" if fixed else "the worst x and worst y "
@@ -238,8 +239,8 @@ def spec_settings(name: str | None, spec: dict[str, Any] | None) -> dict[str, An
 
 
 def main(args: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="fedmoo pareto", usage=USAGE,
-                                description=__doc__.split("\n\n")[1].replace("\n", " "))
+    about = __doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`")
+    p = argparse.ArgumentParser(prog="fedmoo pareto", usage=USAGE, description=about)
     p.add_argument("dirs", nargs="+", help="run or sweep directories")
     p.add_argument("--x", help="utility metric, higher is better (default test/acc_mean)")
     p.add_argument("--y", help="fairness metric (default test/acc_worst10)")

@@ -89,6 +89,36 @@ def test_unknown_group_option_is_one_line_exit_2(cli):
     assert len(lines) == 1 and "unknown algo 'nope'" in lines[0] and "fedavg" in lines[0]
 
 
+@pytest.mark.parametrize("args", [["seed=0,1"], ["-m", "seed=0,1", "--cfg", "job"]])
+def test_several_values_without_a_sweep_say_how_to_sweep(cli, args):
+    """Hydra's advice, 'add --multirun', was wrong where -m was given (with --cfg)."""
+    r = cli("run", *args)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0] == ("fedmoo: error: seed=0,1 gives several values: sweep them with -m (one "
+                        "job each), or write a list value as key=[a,b]; --cfg shows one job's "
+                        "config: give one value")
+
+
+@pytest.mark.parametrize("flag", ["--info", "-i"])
+def test_hydra_info_takes_its_topic(cli, flag):
+    """`fedmoo run --info defaults` (Hydra's flag, `fedmoo run --hydra-help`): the topic is no
+    override ('defaults' is not an override (key=value) before)."""
+    r = cli("run", flag, "defaults", "algo=fedfv")
+    assert r.returncode == 0 and "Defaults List" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("args", [["-p", "nosuch"], ["--package=algo.nosuch"]])
+def test_cfg_of_a_package_that_is_not_there_is_a_user_error(cli, args):
+    """Hydra wrote `package 'nosuch' not found in config` and exited with 1 (a failed sweep)."""
+    r = cli("run", "--cfg", "job", *args)
+    name = args[-1].rpartition("=")[2]
+    assert r.returncode == 2 and r.stderr.strip() == (
+        f"fedmoo: error: --package {name}: no such key in the config; `fedmoo run --cfg job` "
+        "shows the keys"), r.stderr
+    assert cli("run", "--cfg", "job", "-p", "algo").stdout.startswith("# @package algo\n")
+
+
 def test_unknown_command_exit_2(cli):
     r = cli("frobnicate")
     assert r.returncode == 2 and "unknown command" in r.stderr

@@ -62,6 +62,8 @@ def test_every_option_has_a_description():
                   "debug"):
         for name, text in group_options(group).items():
             assert text, f"{group}={name} has no description"
+            # the command that runs an experiment is not its description
+            assert "fedmoo run" not in text, f"{group}={name}: {text}"
 
 
 def test_a_description_is_never_cut_mid_sentence(tmp_path):

@@ -31,6 +31,15 @@ def test_run_help_is_fedmoos_own(capsys, flag):
                 assert option in out, (group, option)
 
 
+@pytest.mark.parametrize("command", ["describe", "pareto", "table", "plot", "prepare", "list"])
+def test_command_help_reads_as_plain_text(capsys, command):
+    """A command's --help is for a terminal: `code`, not the docstrings' reST ``code``."""
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and out.startswith(f"usage: fedmoo {command}") and "``" not in out
+
+
 @pytest.mark.slow
 def test_hydra_help_stays_hydras(cli):
     r = cli("run", "--hydra-help")

@@ -233,3 +233,9 @@ def test_seeds_whose_partition_follows_the_seed_are_one_configuration(tmp_path):
     t = run_main(["table", str(sweep), "--format", "csv"], tmp_path)
     assert t.returncode == 0 and "split by data_digest" not in t.stderr, t.stderr
     assert [row.split(",")[-1] for row in t.stdout.strip().splitlines()[1:]] == ["2"]
+
+
+def test_a_job_named_twice_is_one_job(tmp_path):
+    """`fedmoo table sweep sweep/0` (or the sweep twice) names job 0 twice: no repeated seed."""
+    _job(tmp_path, "a", ["data=digits"], 0, {"test/acc_mean": 90.0}, config=_digits(50))
+    assert [j.path for j in find_jobs([tmp_path, tmp_path / "a", tmp_path])] == [tmp_path / "a"]

@@ -198,4 +198,14 @@ def test_a_label_with_a_bar_keeps_the_markdown_table_whole():
     from fedmoo.report.pareto import render
 
     rec = {"label": "a|b", "x": 1.0, "x_std": 0.0, "y": 2.0, "y_std": 0.0, "n": 1, "front": True}
-    assert "| a\\|b | 1.00 ± 0.00 | 2.00 ± 0.00 | 1 | yes |" in render([rec], "x", "y", 0.0, (0, 0))
+    assert "| a\\|b | 1.00 | 2.00 | 1 | yes |" in render([rec], "x", "y", 0.0, (0, 0))
+
+
+def test_one_seed_is_its_value_without_a_spread():
+    """As `fedmoo table` prints it: `93.84`, not `93.84 ± 0.00` (which reads as seeds agreeing)."""
+    from fedmoo.report.pareto import render
+
+    one = {"label": "A", "x": 1.0, "x_std": 0.0, "y": 2.0, "y_std": 0.0, "n": 1, "front": True}
+    two = {**one, "label": "B", "x": 0.5, "x_std": 0.25, "n": 2, "front": False}
+    assert render([one, two], "x", "y", 0.0, (0, 0)).splitlines()[2:4] == [
+        "| A | 1.00 | 2.00 | 1 | yes |", "| B | 0.50 ± 0.25 | 2.00 ± 0.00 | 2 |  |"]
