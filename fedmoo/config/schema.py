@@ -108,7 +108,8 @@ class Config:
                                          "norm exceeds this (null = NaN/inf only)",
                                          lo=0.0, lo_open=True)
     threads: Any = knob("auto", "CPU threads: auto = 1 for models under 100k parameters (rows "
-                        "trained side by side: torch's default), else torch's default",
+                        "trained side by side: the count below), else torch's default capped at "
+                        "the CPUs free now (the load taken off)",
                         kind=int, lo=1, words=("auto",))
     loss_threshold: Optional[float] = knob(0.01, "multi-task data: summary's rounds until every "
                                            "task's train loss < this", lo=0.0)

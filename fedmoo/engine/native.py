@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedmoo.data.cache import user_cache_dir
+from fedmoo.errors import UserError
 from fedmoo.models.cnn import ConvPoolReLU
 
 SOURCE = Path(__file__).with_name("conv_pool.c")
@@ -103,7 +104,11 @@ def _ensure(compiler: list[str], target: Path) -> None:
 @functools.cache
 def library() -> ctypes.CDLL | None:
     """The compiled kernels, built on first use; None when turned off or not buildable."""
-    if os.environ.get("FEDMOO_NATIVE", "1") == "0":
+    switch = os.environ.get("FEDMOO_NATIVE", "1")
+    if switch not in ("0", "1"):
+        raise UserError(f"FEDMOO_NATIVE={switch}: 0 (torch's operators) or 1 (the C kernel, the "
+                        "default)")
+    if switch == "0":
         return None
     compiler = shlex.split(os.environ.get("CC") or "cc")     # CC may carry arguments
     if not compiler or shutil.which(compiler[0]) is None:

@@ -15,6 +15,7 @@ import torch
 
 from fedmoo.engine import native
 from fedmoo.engine.cpu_layout import FastConvPoolReLU, RowConv2d
+from fedmoo.errors import UserError
 from fedmoo.models.cnn import ConvPoolReLU
 from tests.engine.helpers import rel
 
@@ -163,6 +164,10 @@ def test_no_compiler_or_a_failed_build_falls_back_with_one_warning(fresh_library
     monkeypatch.delenv("CC")
     native.library.cache_clear()
     assert native.library() is None
+    monkeypatch.setenv("FEDMOO_NATIVE", "off")           # neither 0 nor 1: one line
+    native.library.cache_clear()
+    with pytest.raises(UserError, match="FEDMOO_NATIVE=off: 0 .* or 1"):
+        native.library()
 
 
 @needs_kernel
