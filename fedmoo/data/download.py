@@ -81,14 +81,15 @@ def _download_limit(total: int) -> None:
 def download(res: Resource, folder: Path) -> Path:
     """Download ``res`` into ``folder`` (kept if already there with the right md5) through
     ``_part(name)``, deleted unless the md5 matches; at most MAX_BYTES are accepted."""
-    folder.mkdir(parents=True, exist_ok=True)
     dest = folder / res.filename
     if dest.exists() and (res.md5 is None or md5sum(dest) == res.md5):
         return dest
     part = _part(dest)
     try:
-        with urlopen(res.url) as r, open(part, "wb") as f:
-            copy_bounded(r, f, _download_limit)
+        with urlopen(res.url) as r:
+            folder.mkdir(parents=True, exist_ok=True)  # once the server answers: an offline
+            with open(part, "wb") as f:                # try leaves no empty folder behind
+                copy_bounded(r, f, _download_limit)
         got = md5sum(part)
         if res.md5 is not None and got != res.md5:
             raise ValueError(f"md5 {got} of the downloaded {res.filename} is not the published "

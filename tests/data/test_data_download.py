@@ -43,11 +43,14 @@ def test_no_network_gives_one_line_with_dataset_path_and_url(tmp_path, monkeypat
 
     monkeypatch.setattr(download, "urlopen", offline)
     with pytest.raises(UserError) as e:
-        source("cifar10", tmp_path)
+        source("cifar10", tmp_path / "data")
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("data=cifar10:")
-    assert str(tmp_path / "cifar-10-batches-py") in msg
+    assert str(tmp_path / "data" / "cifar-10-batches-py") in msg
     assert "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz" in msg
+    with pytest.raises(UserError, match="data=mnist: files not found"):
+        source("mnist", tmp_path / "data")
+    assert not (tmp_path / "data").exists()        # a failed try leaves no empty folders
 
 
 def _tar_gz(members: dict[str, bytes]) -> bytes:
