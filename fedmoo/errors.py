@@ -1,5 +1,7 @@
 """Errors a user can cause. The CLI prints them as one line and exits with status 2."""
 
+import argparse
+
 
 class UserError(Exception):
     """A mistake in the configuration, the command line or the data on disk.
@@ -25,3 +27,11 @@ class Refused(BaseException):
     Hydra to the CLI, which prints its one line and exits with status 2. A BaseException, not an
     Exception: Hydra turns a callback's Exception into a warning and goes on to make the run
     directory."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser for fedmoo's commands: a mistake is one line and status 2, without
+    argparse's usage block above it (``--help`` shows the usage)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

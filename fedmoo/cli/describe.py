@@ -7,13 +7,12 @@ sizes and the label histogram of its training samples.
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any
 
 from fedmoo.cli.config import compose
 from fedmoo.cli.overrides import check_overrides
-from fedmoo.errors import UserError
+from fedmoo.errors import Parser, UserError
 from fedmoo.report.checks import check_figure, writing
 from fedmoo.report.results import save_figure
 
@@ -117,7 +116,7 @@ def plot(info: dict[str, Any], path: str) -> None:
 
 
 def main(args: list[str]) -> int:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="fedmoo describe", description=__doc__.split("\n\n")[1].replace("``", "`"),
         usage="fedmoo describe [overrides] [--json] [--model-only] [--plot FILE.png]")
     p.add_argument("--json", action="store_true", help="print one JSON object")

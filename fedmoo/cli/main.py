@@ -5,7 +5,6 @@ Torch is imported lazily so ``fedmoo --help`` and ``fedmoo list`` are instant.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import logging
 import os
@@ -15,7 +14,7 @@ import traceback
 
 from fedmoo import logs
 from fedmoo.cli.groups import GROUPS, group_options, option_text
-from fedmoo.errors import Refused, UserError
+from fedmoo.errors import Parser, Refused, UserError
 
 # OpenMP threads that wait for work sleep instead of spinning (read once, when torch loads its
 # OpenMP runtime, so before any import of torch): a spinning thread takes a core from whatever
@@ -116,7 +115,7 @@ def cmd_run(args: list[str]) -> int:
 
 
 def cmd_list(args: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="fedmoo list", description="List config group options; "
+    p = Parser(prog="fedmoo list", description="List config group options; "
                                 "with an option, what it sets (a component's hyperparameters "
                                 "with their values, defaults and help).")
     p.add_argument("group", nargs="?", choices=GROUPS, help="only this group")

@@ -9,14 +9,13 @@ once. With ``-m`` the overrides are expanded like Hydra's basic sweeper does (co
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 from typing import Any
 
 from fedmoo.cli.config import compose
-from fedmoo.errors import UserError
+from fedmoo.errors import Parser, UserError
 
 
 def _parse(overrides: list[str]):
@@ -76,7 +75,7 @@ def _where(location: str | None, data_dir: str) -> str:
 
 
 def main(args: list[str]) -> int:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="fedmoo prepare", usage="fedmoo prepare [overrides] [-m]",
         description="Download and cache the datasets that `fedmoo run [-m] OVERRIDES` needs "
                     "(run it once before a parallel sweep).")

@@ -12,7 +12,6 @@ and the worst y of the configurations shown, so the number changes when configur
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from fedmoo.config.knobs import number
-from fedmoo.errors import UserError
+from fedmoo.errors import Parser, UserError
 from fedmoo.report.checks import check_dpi, check_figure, require_known, writing
 from fedmoo.report.jobs import final_metrics, find_jobs, group_jobs, skipped_line
 from fedmoo.report.plots import axis_label, labeller, metric_range, pyplot
@@ -240,7 +239,7 @@ def spec_settings(name: str | None, spec: dict[str, Any] | None) -> dict[str, An
 
 def main(args: list[str]) -> int:
     about = __doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`")
-    p = argparse.ArgumentParser(prog="fedmoo pareto", usage=USAGE, description=about)
+    p = Parser(prog="fedmoo pareto", usage=USAGE, description=about)
     p.add_argument("dirs", nargs="+", help="run or sweep directories")
     p.add_argument("--x", help="utility metric, higher is better (default test/acc_mean)")
     p.add_argument("--y", help="fairness metric (default test/acc_worst10)")

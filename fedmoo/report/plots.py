@@ -9,7 +9,6 @@ axes name metrics in words and units (``axis_label``, for ``fedmoo pareto`` too)
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fedmoo.errors import UserError
+from fedmoo.errors import Parser, UserError
 from fedmoo.report import tables
 from fedmoo.report.jobs import (Group, Job, as_text, counts, find_jobs, group_jobs, label_keys,
                                 left_out, skipped_line)
@@ -444,7 +443,7 @@ def plot_radar(groups, label, pattern: str, out: Path, include_failed: bool = Fa
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="fedmoo plot",
+    p = Parser(prog="fedmoo plot",
                                 description="Plot metrics over rounds for runs and sweeps.")
     p.add_argument("dirs", nargs="+", help="sweep or run directories (searched recursively)")
     p.add_argument("--metric", action="append", help="rounds.csv column (repeatable; default "

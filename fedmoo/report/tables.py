@@ -10,7 +10,6 @@ paper's values, shown beside ours; ``pivot`` lays one metric out as a matrix (al
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import re
@@ -22,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from fedmoo.errors import UserError
+from fedmoo.errors import Parser, UserError
 from fedmoo.report.checks import did_you_mean, require_known, writing
 from fedmoo.report.jobs import (Group, Job, as_text, counts, final_metrics, find_jobs, flatten,
                                 group_jobs, is_result_key, label_keys, override_keys,
@@ -340,7 +339,7 @@ def check_names(jobs: list[Job], groups: list[Group], spec: dict[str, Any], ns) 
 
 
 def main(argv: list[str], compose: Callable[[list[str]], dict[str, Any]] | None = None) -> int:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="fedmoo table",
         description="Aggregate runs/sweeps over seeds into a paper-style table.")
     p.add_argument("dirs", nargs="+", help="sweep or run directories (searched recursively)")

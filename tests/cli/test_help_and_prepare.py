@@ -40,6 +40,18 @@ def test_command_help_reads_as_plain_text(capsys, command):
     assert e.value.code == 0 and out.startswith(f"usage: fedmoo {command}") and "``" not in out
 
 
+@pytest.mark.parametrize("args", [["table", "x", "--format", "xls"], ["plot", "x"],
+                                  ["pareto"], ["list", "algoo"], ["describe", "--bogus"],
+                                  ["prepare", "--bogus"]])
+def test_a_command_line_mistake_is_one_line(capsys, args):
+    """argparse's own refusals: one line (no usage block above it) and status 2."""
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"fedmoo {args[0]}: error: ") and "--help" in err
+
+
 @pytest.mark.slow
 def test_hydra_help_stays_hydras(cli):
     r = cli("run", "--hydra-help")
