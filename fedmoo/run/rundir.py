@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from fedmoo.report.results import (atomic_write_text, csv_text, read_summary, to
 from fedmoo.run import checkpoint, identity, locks
 from fedmoo.data.federated import tensors_digest
 
+log = logging.getLogger(__name__)
 # Files a run writes; ``resume=false`` deletes them before starting over.
 RESULT_FILES = ("summary.json", "rounds.csv", "clients.csv", "model.pt", checkpoint.FILENAME,
                 "partition.npz", "attack.json")
@@ -99,6 +101,11 @@ class RunDir:
         if summary["status"] == "diverged":
             raise DivergenceError(f"{summary.get('message')} (recorded by an earlier run in "
                                   f"{self.path}; resume=false runs it again)")
+        from fedmoo.report.jobs import load_job
+
+        if (job := load_job(self.path)).status == "corrupt":   # as `fedmoo table` would say
+            log.warning("%s: %s; running it again", self.path, job.reason)
+            return self.open(resume=False)
         return summary
 
     def check_same_config(self, old: dict[str, Any], what: str, as_json: bool = False) -> None:

@@ -92,3 +92,22 @@ def test_sweep_with_refused_jobs_fails(tmp_path):
         "(jobs 0-1; job 0, 0/: rounds: 1 -> 2): add hydra.sweep.dir=sw_2" in again.stderr
     # the same sweep again (nothing refused) is fine: completed jobs are skipped
     assert cli("run", "-m", *FAST, "rounds=1", "seed=0,1", "hydra.sweep.dir=sw").returncode == 0
+
+
+def test_a_completed_run_with_a_damaged_rounds_csv_runs_again(tmp_path):
+    """Its rounds.csv cut mid-row (what `fedmoo table` leaves out as corrupt), the same command
+    runs the job again, with one warning, instead of answering 'already completed'."""
+    cli = cli_in(tmp_path)
+    assert cli("run", *FAST, "rounds=2", "hydra.run.dir=r").returncode == 0
+    rows = tmp_path / "r" / "rounds.csv"
+    whole = rows.read_text()
+    rows.write_text(whole[:-5])
+    again = cli("run", *FAST, "rounds=2", "hydra.run.dir=r")
+    assert again.returncode == 0 and "already completed" not in again.stdout
+    assert "rounds.csv: its last line is cut mid-row" in again.stderr
+    assert "running it again" in again.stderr
+    columns = whole.splitlines()[0].split(",")
+    kept = [i for i, c in enumerate(columns) if not c.startswith("time/")]
+    strip = [[r.split(",")[i] for i in kept] for r in rows.read_text().splitlines()]
+    assert strip == [[r.split(",")[i] for i in kept] for r in whole.splitlines()]
+    assert "already completed" in cli("run", *FAST, "rounds=2", "hydra.run.dir=r").stdout
