@@ -89,19 +89,20 @@ class GridSweeper(Sweeper):
         size = self.max_batch_size or max(len(jobs), 1)
         self.validate_batch_is_legal(jobs[:size])   # a bad job: no sweep directory either
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        sweep_started(sweep_dir, len(jobs), [o.key_or_group for o in given if o.is_sweep_override()])
-        returns = []
-        for first in range(0, len(jobs), size):
-            batch = jobs[first:first + size]
-            if first:
-                self.validate_batch_is_legal(batch, first)
-            results = self.launcher.launch(batch, initial_job_idx=first)
-            for r in results:
-                r.return_value     # raises a job's error, as Hydra's basic sweeper does
-            returns.append(results)
-        return returns
+        with _one_sweep_in(sweep_dir):
+            OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+            sweep_started(sweep_dir, len(jobs),
+                          [o.key_or_group for o in given if o.is_sweep_override()])
+            returns = []
+            for first in range(0, len(jobs), size):
+                batch = jobs[first:first + size]
+                if first:
+                    self.validate_batch_is_legal(batch, first)
+                results = self.launcher.launch(batch, initial_job_idx=first)
+                for r in results:
+                    r.return_value     # raises a job's error, as Hydra's basic sweeper does
+                returns.append(results)
+            return returns
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]], first: int = 0) -> None:
         """Compose every job of ``batch`` (kept for the launcher; its first job is number
@@ -114,3 +115,19 @@ class GridSweeper(Sweeper):
         for cfg in configs:
             check_composed(cfg)     # fedmoo.config.schema.check: a bad value refuses the sweep
         check_collisions(configs, first)
+
+
+def _one_sweep_in(sweep_dir: Path):
+    """The sweep folder's lock, held while the sweep runs: a second sweep started in the same
+    folder meanwhile is refused in one line (their jobs, counts and multirun.yaml would mix)."""
+    from fedmoo.errors import Refused
+    from fedmoo.run import locks
+
+    path = sweep_dir / ".fedmoo" / "sweep.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    held = locks.try_lock(path)
+    if held is None:
+        raise Refused(f"hydra.sweep.dir={sweep_dir} is in use by another sweep "
+                      f"({locks.holder(path)}): wait for it to end, or give this sweep another "
+                      "hydra.sweep.dir")
+    return held

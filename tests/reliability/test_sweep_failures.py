@@ -116,3 +116,30 @@ def test_a_shared_job_directory_blames_the_refused_job_and_keeps_multirun_yaml(t
             "to run this sweep in its own folder") in r.stderr
     assert (sw / "multirun.yaml").read_text() == kept
     assert summary(sw / "s0")["algo"] == "fedavg"
+
+
+def test_a_second_sweep_in_a_busy_sweep_folder_is_refused(tmp_path):
+    """Another process runs a sweep in sw/ (it holds sw/.fedmoo/sweep.lock): a sweep started
+    there meanwhile is refused in one line naming it, before any job; once it ends, it runs."""
+    import subprocess
+
+    lock = tmp_path / "sw" / ".fedmoo" / "sweep.lock"
+    lock.parent.mkdir(parents=True)
+    hold = ("import sys, time; from pathlib import Path; from fedmoo.run.locks import try_lock; "
+            "held = try_lock(Path(sys.argv[1])); print(held is not None, flush=True); "
+            "time.sleep(120)")
+    other = subprocess.Popen([sys.executable, "-c", hold, str(lock)], stdout=subprocess.PIPE,
+                             text=True)
+    cli = cli_in(tmp_path)
+    args = ["run", "-m", *SMALL, "rounds=1", "seed=0,1", "hydra.sweep.dir=sw"]
+    try:
+        assert other.stdout.readline().strip() == "True"
+        r = cli(*args)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert f"hydra.sweep.dir=sw is in use by another sweep (pid {other.pid} on host" in r.stderr
+        assert not {"0", "multirun.yaml"} & {p.name for p in (tmp_path / "sw").iterdir()}
+    finally:
+        other.kill()
+        other.wait()
+    assert cli(*args).returncode == 0
+    assert (tmp_path / "sw" / "1" / "summary.json").is_file()
