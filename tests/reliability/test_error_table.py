@@ -24,6 +24,8 @@ CASES = [
     pytest.param(["model=nope"], ["unknown model 'nope'", "logreg"], id="model"),
     pytest.param(["partition=nope"], ["unknown partition 'nope'", "iid"], id="partition"),
     pytest.param(["attack=nope"], ["unknown attack 'nope'", "none"], id="attack"),
+    pytest.param(["data=digits", "data.name=nope"], ["unknown data 'nope'", "digits"],
+                 id="data.name"),   # (it named digits' first key as not declared by nope)
     # keys Hydra would add silently or reject with a multi-line block
     pytest.param(["+foo=bar"], ["'+foo=bar'", "'foo'", "remove it"], id="new-top-key"),
     pytest.param(["engine=batched", "engine.program=vmap"],

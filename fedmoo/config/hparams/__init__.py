@@ -208,8 +208,8 @@ def check(group: str, section: dict[str, Any]) -> None:
     ks = {k.leaf: k for k in (found.knobs if found is not None else ())}
     unknown = [key for key in section if key not in ks and key not in NOTES]
     if unknown and found is None:
-        raise UserError(f"{group}.{unknown[0]}: {group}={slug} declares no hyperparameters; a "
-                        "plugin declares them with fedmoo.config.hparams.declare (docs/plugins.md)")
+        raise UserError(f"unknown {group} {slug!r}; choose one of: {', '.join(options(group))} "
+                        "(a plugin declares its own: docs/plugins.md)")
     if unknown:
         valid = ", ".join(ks) or "(none)"
         raise UserError(f"{group}.{unknown[0]} is not a hyperparameter of {group}={slug}; "
