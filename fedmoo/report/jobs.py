@@ -213,8 +213,8 @@ def find_jobs(dirs: list[str | Path]) -> list[Job]:
         # not inside another job: trackers keep copies of a run's files in its directory
         # (MLflow's mlartifacts/<id>/artifacts/summary.json), which are not jobs
         for p in sorted(found):
-            if not any(a in found for a in p.parents) and p.resolve() not in seen:
-                seen.add(p.resolve())
+            if not any(a in found for a in p.parents) and (real := p.resolve()) not in seen:
+                seen.add(real)
                 jobs.append(load_job(p))
     fill_defaults(jobs)
     compare_data_and_builds(jobs)
