@@ -10,12 +10,15 @@ once. With ``-m`` the overrides are expanded like Hydra's basic sweeper does (co
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
 from fedmoo.cli.config import compose
 from fedmoo.errors import Parser, UserError
+
+log = logging.getLogger(__name__)
 
 
 def _parse(overrides: list[str]):
@@ -93,12 +96,20 @@ def main(args: list[str]) -> int:
 
     from fedmoo.data import load_source
 
+    missing = 0
     for data_cfg, data_dir in pairs:
         t0 = time.perf_counter()
-        src = load_source(data_cfg, data_dir)
+        try:
+            src = load_source(data_cfg, data_dir)
+        except UserError as e:     # said, and the others are still prepared
+            missing += 1
+            log.error("%s", e)
+            continue
         n_test = int(src.is_test.sum())
         print(f"ready: data={data_cfg['name']} in {_where(src.location, data_dir)}: "
               f"{len(src.y) - n_test} train + {n_test} test samples, input "
               f"{list(src.input_shape)} ({time.perf_counter() - t0:.1f} s)")
+    if missing:
+        raise UserError(f"{missing} of {len(pairs)} dataset(s) could not be prepared (above)")
     print(f"prepared {len(pairs)} dataset(s) for {len(jobs)} job(s)")
     return 0

@@ -115,6 +115,22 @@ def test_prepare_refuses_a_key_run_refuses(capsys):
     assert len(err) == 1 and "'+x=1' adds a config key 'x' that fedmoo does not use" in err[0]
 
 
+def test_prepare_goes_on_past_a_missing_dataset(capsys, tmp_path, monkeypatch):
+    """``prepare -m data=mnist,digits`` offline stopped at mnist; digits is now prepared too."""
+    from fedmoo.data import download
+
+    def offline(url):
+        raise OSError("offline")
+
+    monkeypatch.setattr(download, "urlopen", offline)
+    assert main(["prepare", "-m", "data=mnist,digits,mnist", f"data_dir={tmp_path}"]) == 2
+    out, err = capsys.readouterr()
+    assert out.startswith("ready: data=digits in ") and "prepared" not in out
+    err = err.strip().splitlines()
+    assert len(err) == 2 and err[0].startswith("fedmoo: error: data=mnist: files not found at ")
+    assert err[1] == "fedmoo: error: 1 of 2 dataset(s) could not be prepared (above)"
+
+
 def test_missing_fashion_mnist_names_debians_package(tmp_path, monkeypatch):
     from fedmoo.data import mnist
 
