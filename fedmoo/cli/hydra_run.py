@@ -123,20 +123,12 @@ def loader(p: Plan):
 
 
 def check(p: Plan) -> None:
-    """Parse ``p``'s flags and compose its configuration as ``@hydra.main`` will (for ``--cfg``,
-    ``--hydra-help``, ...): ``Refused`` when a flag is wrong, or the configuration names foreign
-    code or cannot be composed."""
-    from hydra._internal.utils import get_args_parser   # @hydra.main's parser
-    from omegaconf import OmegaConf
-
+    """Compose ``p``'s configuration as ``@hydra.main`` will (for ``--cfg``, ``--hydra-help``,
+    ...): ``Refused`` when it names foreign code or cannot be composed."""
     from fedmoo.errors import Refused
 
-    def refuse(message: str):
-        raise Refused(f"{message} (see fedmoo run --help)")
+    from omegaconf import OmegaConf
 
-    flags = get_args_parser()
-    flags.error = refuse     # one line, not argparse's usage block above it
-    flags.parse_args(argv(p))
     with loader(p) as checked:
         try:
             cfg = _compose(checked, p)

@@ -119,17 +119,6 @@ def test_cfg_of_a_package_that_is_not_there_is_a_user_error(cli, args):
     assert cli("run", "--cfg", "job", "-p", "algo").stdout.startswith("# @package algo\n")
 
 
-@pytest.mark.parametrize("args,line", [
-    (["--bogus"], "unrecognized arguments: --bogus"),
-    (["--cfg", "jb"], "argument --cfg/-c: invalid choice: 'jb' (choose from 'job', 'hydra', "
-                      "'all')"),
-    (["-c"], "argument --cfg/-c: expected one argument")])
-def test_a_wrong_hydra_flag_is_one_line(cli, args, line):
-    """Hydra's parser printed its 8-line usage block above the error."""
-    r = cli("run", *args)
-    assert r.returncode == 2 and r.stderr == f"fedmoo: error: {line} (see fedmoo run --help)\n"
-
-
 def test_unknown_command_exit_2(cli):
     r = cli("frobnicate")
     assert r.returncode == 2 and "unknown command" in r.stderr
