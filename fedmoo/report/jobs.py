@@ -94,8 +94,12 @@ class Job:
         return {k: v for k, v in flat.items() if is_result_key(k) and k not in self.seed_keys}
 
     def metric(self, key: str) -> float | None:
-        """summary.json's final ``key``; None if missing or not a number (in ``bad_metrics``)."""
-        v = ((self.summary or {}).get("final") or {}).get(key)
+        """summary.json's final ``key`` (a killed job's: its last rounds.csv row); None if
+        missing or not a number (in ``bad_metrics``)."""
+        final = (self.summary or {}).get("final")
+        if final is None and self.status == "incomplete" and len(rows := self.rounds()):
+            final = rows.iloc[-1].to_dict()
+        v = (final or {}).get(key)
         if v is None:
             return None
         if not number(v):
