@@ -303,3 +303,13 @@ def test_a_full_disk_leaves_no_cut_figure_or_table(tmp_path, monkeypatch, capsys
     assert "No space left on device" in capsys.readouterr().err
     assert sorted(p.name for p in out.rglob("*")) == ["p", "t.tex"]
     assert (out / "t.tex").read_text() == "the old table\n"
+
+
+def test_radar_without_task_columns_names_the_folders_plainly(tmp_path, figures, capsys):
+    from fedmoo.cli.main import main
+
+    _job(tmp_path, "r", ["algo=fedavg"], 0, {}, rounds=rounds([10.0, 20.0]))
+    assert main(["plot", str(tmp_path), "--out", str(tmp_path / "p"), "--radar"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"fedmoo: error: --radar train/task{{}}_loss_norm: no rounds.csv under {tmp_path} has the "
+        "columns train/task0_loss_norm, train/task1_loss_norm, ... (multi-task runs)")
