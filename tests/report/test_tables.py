@@ -248,3 +248,13 @@ def test_a_sweep_stopped_before_some_jobs_started_says_so(tmp_path, capsys):
     _job(tmp_path, "2", ["algo=qfedavg"], 0, {"test/acc_mean": 82.0})
     assert main(["table", str(tmp_path), "--metric", "test/acc_mean"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_rows_of_numbers_are_in_numeric_order(tmp_path):
+    """algo.q=1, 2, 10 (a string sort put 10 before 2)."""
+    for name, q in (("a", 10), ("b", 2), ("c", 1)):
+        config = {**config_of(["algo=qfedavg"], 0), "algo": {"name": "qfedavg", "q": q}}
+        _job(tmp_path, name, ["algo=qfedavg", f"algo.q={q}"], 0, {"test/acc_mean": 1.0 * q},
+             config=config)
+    records, _ = build_table(find_jobs([tmp_path]), {"metrics": [{"key": "test/acc_mean"}]})
+    assert [r["_label"] for r in records] == ["algo.q=1", "algo.q=2", "algo.q=10"]
