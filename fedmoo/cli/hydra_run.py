@@ -227,8 +227,9 @@ def _compose(checked: Any, p: Plan) -> Any:
                 run_mode=RunMode.MULTIRUN if p.multirun else RunMode.RUN)
         except ConfigCompositionException as e:
             m = re.search(r"Could not override '([^']+)'", str(e))
-            at = [i for i, o in enumerate(overrides) if m and p.multirun
-                  and o.partition("=")[0] == m.group(1) and "," not in o and "(" not in o]
+            at = [i for i, o in enumerate(overrides) if m and p.multirun   # not hydra.*: no
+                  and o.partition("=")[0] == m.group(1) and "," not in o   # option sets those
+                  and "(" not in o and not o.startswith("hydra.")]
             if not at:
                 raise
             key, _, value = overrides[at[0]].partition("=")

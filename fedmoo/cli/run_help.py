@@ -32,6 +32,8 @@ examples:
   fedmoo run data=digits partition=dirichlet partition.beta=0.5 client.lr=0.05
   fedmoo run -m seed=0,1,2 algo=fedavg,fedfv    6 jobs, one directory each under outputs/multirun/
   fedmoo run -m experiment=fmgda/multifashion_demo   a paper-style sweep that runs offline
+  fedmoo run -m hydra/launcher=lockstep seed=0,1,2   small runs trained together (other launchers:
+                                                joblib, local_gpus, slurm, ray; docs/scaling.md)
   fedmoo run hydra.run.dir=outputs/mine         choose the run directory (re-running resumes)"""
 
 MORE = """\

@@ -26,7 +26,7 @@ import yaml
 from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
 from fedmoo.report import defaults
-from fedmoo.report.results import one_line, read_rounds_frame
+from fedmoo.report.results import one_line, read_rounds_frame, read_summary
 
 # Keys (and their sub-keys) that never distinguish configurations: the seed and knobs that only
 # change where or how a job runs (fedmoo.run.identity.VOLATILE_KEYS among them).
@@ -94,8 +94,12 @@ class Job:
         return {k: v for k, v in flat.items() if is_result_key(k) and k not in self.seed_keys}
 
     def metric(self, key: str) -> float | None:
-        """summary.json's final ``key``; None if missing or not a number (in ``bad_metrics``)."""
-        v = ((self.summary or {}).get("final") or {}).get(key)
+        """summary.json's final ``key`` (a killed job's: its last rounds.csv row); None if
+        missing or not a number (in ``bad_metrics``)."""
+        final = (self.summary or {}).get("final")
+        if final is None and self.status == "incomplete" and len(rows := self.rounds()):
+            final = rows.iloc[-1].to_dict()
+        v = (final or {}).get(key)
         if v is None:
             return None
         if not number(v):
@@ -216,6 +220,11 @@ def find_jobs(dirs: list[str | Path]) -> list[Job]:
             if not any(a in found for a in p.parents) and (real := p.resolve()) not in seen:
                 seen.add(real)
                 jobs.append(load_job(p))
+        for note in d.rglob(".fedmoo/sweep.json"):   # fedmoo.run.sweeps' note: its job count
+            total, sweep = (read_summary(note) or {}).get("jobs"), note.parent.parent
+            if isinstance(total, int) and (have := sum(sweep in p.parents for p in found)) < total:
+                log.warning("%s: %d of the sweep's %d jobs have not started (no directory): "
+                            "run its command again to finish it", sweep, total - have, total)
     fill_defaults(jobs)
     compare_data_and_builds(jobs)
     return jobs

@@ -498,8 +498,8 @@ def main(argv: list[str]) -> int:
         if ns.radar:
             f = out / f"radar{ext}"
             if not plot_radar(groups, label, ns.radar, f, **opts):
-                raise UserError(f"--radar {ns.radar}: no rounds.csv under {ns.dirs} has the "
-                                f"columns {ns.radar.format(0)}, {ns.radar.format(1)}, ... "
+                raise UserError(f"--radar {ns.radar}: no rounds.csv under {' '.join(ns.dirs)} has "
+                                f"the columns {ns.radar.format(0)}, {ns.radar.format(1)}, ... "
                                 "(multi-task runs)")
             written.append(f)
     if not written:

@@ -150,7 +150,7 @@ def build_table(jobs: list[Job], spec: dict[str, Any], include_failed: bool = Fa
         rec["_notes"] = _notes(g, include_failed) + (
             [f"not the paper's recipe: {', '.join(gaps)}"] if gaps else [])
         records.append(rec)
-    records.sort(key=lambda r: (r["_order"], r["_label"]))
+    records.sort(key=lambda r: (r["_order"], [_natural(r[k]) for k in keys], r["_label"]))
     return records, problems(jobs, groups, include_failed)
 
 
@@ -197,7 +197,7 @@ def pivot(records: list[dict[str, Any]], spec: dict[str, Any],
     row_keys = [k for k in keys if k != col_key]
     rows_spec = spec.get("rows") or {}
     order = [str(v) for v in spec["pivot"].get("order") or []]
-    cols = order + sorted({str(r[col_key]) for r in records} - set(order))
+    cols = order + sorted({str(r[col_key]) for r in records} - set(order), key=_natural)
     empty = dict.fromkeys([f"{c}/{s}" for c in cols for s in ("mean", "std")], math.nan)
     out: dict[tuple, dict[str, Any]] = {}
     primary = [k for k in (records[0]["_primary"] if records else keys) if k != col_key]

@@ -22,7 +22,8 @@ def test_run_help_is_fedmoos_own(capsys, flag):
     assert "powered by Hydra" not in out and "row/" not in out
     for needle in ("config groups", "  algo=", "fedavg (default)", "synthetic (default)",
                    "  rounds=100", "  seed=0", "fedmoo run --cfg job", "fedmoo list [GROUP]",
-                   "--hydra-help", "fedmoo run -m experiment=fmgda/multifashion_demo"):
+                   "--hydra-help", "fedmoo run -m experiment=fmgda/multifashion_demo",
+                   "hydra/launcher=lockstep", "docs/scaling.md"):
         assert needle in out, needle
     assert max(len(line) for line in out.splitlines()) <= 100
     for group in GROUPS:

@@ -36,6 +36,9 @@ CASES = [
                  id="interval-sweep"),
     pytest.param(["client.lrr=0.1"], ["client.lrr is not a config key", "did you mean client.lr",
                                       "weight_decay"], id="unknown-key"),
+    pytest.param(["-m", "hydra/launcher=lockstep", "hydra.launcher.maxrows=5", "seed=0,1"],
+                 ["hydra.launcher.maxrows is not a config key"],   # was Hydra's "Sweeping over
+                 id="unknown-launcher-key"),                       # Hydra's configuration"
     # wrong types and out-of-range values
     pytest.param(["rounds=abc"], ["rounds='abc'", "positive integer"], id="type"),
     pytest.param(["client.lr=-0.5"], ["client.lr=-0.5", "(0.0, inf)"], id="negative-lr"),

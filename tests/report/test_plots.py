@@ -183,8 +183,8 @@ def test_plot_and_table_count_the_same_jobs_and_say_what_they_left_out(tmp_path,
     assert ax.get_lines()[0].get_ydata().tolist() == [20.0, 21.0]
     assert main(["table", str(tmp_path), "--metric", "test/acc_mean", "--include-failed"]) == 0
     out = capsys.readouterr().out
-    # the killed job counts as a seed but has no final metrics: the mean is over 4 values
-    assert "| all | 15.00 ± 11.18 | 5 | 1 diverged (counted); 1 incomplete (counted) |" in out
+    # the killed job (no summary.json) counts with its last rounds.csv row, 41
+    assert "| all | 20.20 ± 14.43 | 5 | 1 diverged (counted); 1 incomplete (counted) |" in out
 
 
 def test_a_round_written_twice_is_plotted_once_with_its_last_row(tmp_path, figures, capsys):
@@ -303,3 +303,13 @@ def test_a_full_disk_leaves_no_cut_figure_or_table(tmp_path, monkeypatch, capsys
     assert "No space left on device" in capsys.readouterr().err
     assert sorted(p.name for p in out.rglob("*")) == ["p", "t.tex"]
     assert (out / "t.tex").read_text() == "the old table\n"
+
+
+def test_radar_without_task_columns_names_the_folders_plainly(tmp_path, figures, capsys):
+    from fedmoo.cli.main import main
+
+    _job(tmp_path, "r", ["algo=fedavg"], 0, {}, rounds=rounds([10.0, 20.0]))
+    assert main(["plot", str(tmp_path), "--out", str(tmp_path / "p"), "--radar"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"fedmoo: error: --radar train/task{{}}_loss_norm: no rounds.csv under {tmp_path} has the "
+        "columns train/task0_loss_norm, train/task1_loss_norm, ... (multi-task runs)")

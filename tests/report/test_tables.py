@@ -230,3 +230,31 @@ def test_paper_values_only_for_the_papers_recipe(tmp_path, other, caplog):
         assert r["_notes"] == ["not the paper's recipe: rounds=2 (recipe 200), client.lr=0.5 "
                                "(recipe 0.1)"]
     assert "not the recipe of experiment=fedfv/table3 (rounds=2 (recipe 200)" in caplog.text
+
+
+def test_a_sweep_stopped_before_some_jobs_started_says_so(tmp_path, capsys):
+    """An interrupted sweep's unstarted jobs have no directory: the table names how many, so a
+    configuration missing from it does not read as never swept."""
+    from fedmoo.cli.main import main
+
+    _job(tmp_path, "0", ["algo=fedavg"], 0, {"test/acc_mean": 80.0})
+    (tmp_path / ".fedmoo").mkdir()
+    (tmp_path / ".fedmoo" / "sweep.json").write_text('{"jobs": 3, "start": 0, "swept": []}')
+    assert main(["table", str(tmp_path), "--metric", "test/acc_mean"]) == 0
+    assert capsys.readouterr().err == (
+        f"fedmoo: {tmp_path}: 2 of the sweep's 3 jobs have not started (no directory): run its "
+        "command again to finish it\n")
+    _job(tmp_path, "1", ["algo=fedfv"], 0, {"test/acc_mean": 81.0})
+    _job(tmp_path, "2", ["algo=qfedavg"], 0, {"test/acc_mean": 82.0})
+    assert main(["table", str(tmp_path), "--metric", "test/acc_mean"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_rows_of_numbers_are_in_numeric_order(tmp_path):
+    """algo.q=1, 2, 10 (a string sort put 10 before 2)."""
+    for name, q in (("a", 10), ("b", 2), ("c", 1)):
+        config = {**config_of(["algo=qfedavg"], 0), "algo": {"name": "qfedavg", "q": q}}
+        _job(tmp_path, name, ["algo=qfedavg", f"algo.q={q}"], 0, {"test/acc_mean": 1.0 * q},
+             config=config)
+    records, _ = build_table(find_jobs([tmp_path]), {"metrics": [{"key": "test/acc_mean"}]})
+    assert [r["_label"] for r in records] == ["algo.q=1", "algo.q=2", "algo.q=10"]
