@@ -61,7 +61,8 @@ class TensorBoardLogger(NullLogger):
     rounds.csv row (a tenth of the time of ``add_scalar`` per value), at the end the config as
     hparams."""
 
-    def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]):
+    def __init__(self, run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str],
+                 resumed: bool = False):      # a resumed run's events join the folder's
         _need("tensorboard")
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.compat.proto.summary_pb2 import Summary
@@ -115,19 +116,22 @@ def prestart(names: str | list[str] | None) -> None:
             tracker_process.prestart(WRITERS[n])
 
 
-def _mlflow(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]) -> ChildTracker:
-    """The MLflow run (fedmoo.run.mlflow_writer)."""
+def _mlflow(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str],
+            resumed: bool = False) -> ChildTracker:
+    """The MLflow run (fedmoo.run.mlflow_writer); a resumed run's goes on in the one its
+    directory started."""
     _need("mlflow")
     uri = (os.environ.get("MLFLOW_TRACKING_URI")
            or f"sqlite:///{(Path(run_dir) / 'mlflow.db').resolve()}")
     return ChildTracker("mlflow", {
         "uri": uri, "experiment": os.environ.get("MLFLOW_EXPERIMENT_NAME", "fedmoo"),
-        "run_name": name, "tags": tags,
+        "run_name": name, "tags": tags, "resumed": resumed,
         "params": {k: str(v)[:500] for k, v in flatten(cfg).items()}},
         uri, run_dir, confirm=bool(os.environ.get("MLFLOW_TRACKING_URI")))
 
 
-def _wandb(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str]) -> ChildTracker:
+def _wandb(run_dir: Path, cfg: dict[str, Any], name: str, tags: dict[str, str],
+           resumed: bool = False) -> ChildTracker:   # (a resumed run is a new W&B run)
     """The W&B run (fedmoo.run.wandb_writer); a sweep's runs are one group (``sweep_name``)."""
     _need("wandb")
     where = Path(os.environ.get("WANDB_DIR") or run_dir)
@@ -188,15 +192,15 @@ KINDS = {"tensorboard": TensorBoardLogger, "mlflow": _mlflow, "wandb": _wandb}
 
 
 def build(names: str | list[str] | None, run_dir: Path, cfg: dict[str, Any] | None = None,
-          overrides: list[str] | None = None) -> NullLogger:
+          overrides: list[str] | None = None, resumed: bool = False) -> NullLogger:
     """The trackers selected by the ``logger`` config key. ``overrides``: the job's command-line
     overrides; they name the tracked run (``algo=fedfv seed=1``; the run directory's name
-    without any)."""
+    without any). ``resumed``: the run goes on from a checkpoint."""
     members: dict[str, NullLogger] = {}
     name, tags = run_label(Path(run_dir), overrides)
     try:
         for n in dict.fromkeys(n for n in selected(names) if n != "none"):
-            members[n] = KINDS[n](Path(run_dir), cfg or {}, name, tags)
+            members[n] = KINDS[n](Path(run_dir), cfg or {}, name, tags, resumed)
     except BaseException:
         Trackers(members).close()
         raise

@@ -247,7 +247,7 @@ class Session(contextlib.ExitStack):
                 self.show_progress))
             self.tracker = self.enter_context(contextlib.closing(
                 loggers.build(cfg["logger"], rundir.path, identity.run_config(cfg),
-                              _overrides(rundir.record))))
+                              _overrides(rundir.record), rundir.resumed_from > 0)))
             return None
 
     def clock(self) -> None:

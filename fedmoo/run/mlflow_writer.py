@@ -1,8 +1,8 @@
 """``logger=mlflow``'s writer: a child process (fedmoo.run.tracker_child) that owns the MLflow
 run, so that importing MLflow and the store's commits run beside the training.
 
-The head message is ``{"uri", "experiment", "run_name", "tags", "params"}``; a run that ends
-without its final message is KILLED. Jobs may share one SQLite store: the schema and the
+The head message is ``{"uri", "experiment", "run_name", "tags", "params", "resumed"}``; a run
+that ends without its final message is KILLED, and its directory's resumed run goes on in it. Jobs may share one SQLite store: the schema and the
 experiment are created, and every write made, under a file lock beside it (``<db>.lock``).
 """
 
@@ -64,12 +64,26 @@ class Writer:
                 where = None if db is None else (db.parent / "mlartifacts").resolve().as_uri()
                 exp_id = self.client.create_experiment(head["experiment"],
                                                        artifact_location=where)
+            run = self._stopped_run(exp_id, head) if head.get("resumed") else None
+            if run is not None:      # a resumed run goes on in the tracked run it started
+                self.run_id = run.info.run_id
+                self.client.update_run(self.run_id, status="RUNNING")
+                return
             self.run_id = self.client.create_run(
                 exp_id, run_name=head["run_name"],
                 tags={k: str(v) for k, v in head["tags"].items()}).info.run_id
             params = [Param(k, v) for k, v in head["params"].items()]   # cut to 500 by the parent
             for i in range(0, len(params), PARAMS):
                 self.client.log_batch(self.run_id, params=params[i:i + PARAMS])
+
+    def _stopped_run(self, exp_id: str, head: dict[str, Any]):
+        """The latest run of this run directory, if it did not finish (None otherwise, and for
+        a directory whose path has a quote, which MLflow's filter cannot take)."""
+        where = head["tags"]["fedmoo.run_dir"]
+        runs = "'" not in where and self.client.search_runs(
+            [exp_id], f"tags.`fedmoo.run_dir` = '{where}'",
+            order_by=["attributes.start_time DESC"], max_results=1)
+        return runs[0] if runs and runs[0].info.status != "FINISHED" else None
 
     def metrics(self, rows: list[tuple[dict[str, float], int]]) -> None:
         """Rows of (metrics, step), in as few ``log_batch`` calls as MLflow allows."""

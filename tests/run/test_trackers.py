@@ -116,6 +116,47 @@ def test_mlflow_local_store(tmp_path, monkeypatch):
     assert not (Path.cwd() / "mlruns").exists()
 
 
+def test_a_resumed_run_goes_on_in_its_mlflow_run(tmp_path, monkeypatch):
+    """A run that crashed after its round-4 checkpoint, resumed: one MLflow run, KILLED after
+    rounds 1-4, then FINISHED with rounds 1-6 (a second run held 5-6 before)."""
+    mlflow = pytest.importorskip("mlflow")
+    from fedmoo import engine
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = dict(small_cfg(rounds=6, checkpoint_every=2, logger="mlflow"), resume=True)
+    real_build = engine.build
+
+    def crashing_build(*args, **kw):       # an engine that dies in round 5
+        eng, calls = real_build(*args, **kw), []
+        train = eng.train
+
+        def train_then_crash(*a, **k):
+            calls.append(1)
+            if len(calls) == 5:
+                raise RuntimeError("node lost")
+            return train(*a, **k)
+
+        eng.train = train_then_crash
+        return eng
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setattr(engine, "build", crashing_build)
+    with pytest.raises(RuntimeError, match="node lost"):
+        run(cfg, tmp_path)
+    assert _written(tmp_path, "mlflow").splitlines()[-1] == "done"
+    (r,) = client.search_runs([client.get_experiment_by_name("fedmoo").experiment_id])
+    assert r.info.status == "KILLED"
+    (tmp_path / "tracker-mlflow.log").unlink()
+    monkeypatch.setattr(engine, "build", real_build)
+    assert run(cfg, tmp_path).resumed_from == 4
+    assert _written(tmp_path, "mlflow").splitlines()[-1] == "done"
+    (again,) = client.search_runs([client.get_experiment_by_name("fedmoo").experiment_id])
+    assert again.info.run_id == r.info.run_id and again.info.status == "FINISHED"
+    history = client.get_metric_history(r.info.run_id, "test/acc_mean")
+    assert [m.step for m in history] == [1, 2, 3, 4, 5, 6]
+    assert again.data.params["algo.name"] == "fedavg"
+
+
 def test_mlflow_artifacts_are_the_runs_files(tmp_path, caplog):
     """`fedmoo run` ends before its writer (it says where the data goes); the writer then logs
     the config, rounds.csv, clients.csv and summary.json as the MLflow run's artifacts, in
