@@ -138,3 +138,27 @@ def declare_impl(monkeypatch, group: str, slug: str, impl, params=None, **defaul
                                 tuple(defaults.items()) or (found.defaults if found else ()))
     monkeypatch.setitem(hparams._DECLARED, (group, slug), entry)
     return entry
+
+
+def crash_in_round(monkeypatch, n: int):
+    """Make runs' engines die (``RuntimeError: node lost``) in their ``n``-th round of training;
+    returns the real ``fedmoo.engine.build``, to set back before resuming."""
+    from fedmoo import engine
+
+    real = engine.build
+
+    def crashing_build(*args, **kw):
+        eng, calls = real(*args, **kw), []
+        train = eng.train
+
+        def train_then_crash(*a, **k):
+            calls.append(1)
+            if len(calls) == n:
+                raise RuntimeError("node lost")
+            return train(*a, **k)
+
+        eng.train = train_then_crash
+        return eng
+
+    monkeypatch.setattr(engine, "build", crashing_build)
+    return real

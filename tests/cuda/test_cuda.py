@@ -29,7 +29,7 @@ from fedmoo.params import get_flat
 from fedmoo.run import checkpoint
 from fedmoo.run.loop import run
 from fedmoo.state import ClientSpec
-from tests.conftest import small_cfg
+from tests.conftest import crash_in_round, small_cfg
 from tests.engine.helpers import SmallCNN, TinyLSTM, federation, rel
 from tests.reliability.helpers import rows_without_time
 
@@ -136,22 +136,7 @@ def test_crash_then_resume_on_cuda_equals_the_uninterrupted_run(tmp_path, monkey
     cfg = dict(cuda_cfg(rounds=5, checkpoint_every=2, engine="auto", deterministic=True,
                         model={"name": "mlp", "hidden": [16]}), resume=True)
     run(cfg, tmp_path / "full")
-    real_build = fengine.build
-
-    def crashing_build(*args, **kw):           # dies in round 4, after the checkpoint of round 2
-        eng = real_build(*args, **kw)
-        train, calls = eng.train, []
-
-        def train_then_crash(*a, **k):
-            calls.append(1)
-            if len(calls) == 4:
-                raise RuntimeError("node lost")
-            return train(*a, **k)
-
-        eng.train = train_then_crash
-        return eng
-
-    monkeypatch.setattr(fengine, "build", crashing_build)
+    real_build = crash_in_round(monkeypatch, 4)      # dies in round 4, after checkpoint 2
     with pytest.raises(RuntimeError, match="node lost"):
         run(cfg, tmp_path / "cut")
     assert checkpoint.load(tmp_path / "cut", torch.device("cuda"))["round"] == 2

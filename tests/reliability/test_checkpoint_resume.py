@@ -19,7 +19,7 @@ from fedmoo.run import checkpoint
 from fedmoo import engine as fengine
 from fedmoo.run.loop import run
 from fedmoo.state import ServerState
-from tests.conftest import ROOT, small_cfg
+from tests.conftest import ROOT, crash_in_round, small_cfg
 from tests.inprocess import run_main
 from tests.reliability.helpers import ONE_THREAD, SMALL, rows_without_time, summary, wait_rows
 
@@ -71,22 +71,7 @@ def test_crash_then_resume_equals_uninterrupted_run(tmp_path, monkeypatch):
     cfg = dict(small_cfg(rounds=6, checkpoint_every=2), resume=True)
     run(cfg, tmp_path / "full")
 
-    real_build = fengine.build
-
-    def crashing_build(*args, **kw):  # an engine that dies in round 5 (after checkpoint 4)
-        eng = real_build(*args, **kw)
-        train, calls = eng.train, []
-
-        def train_then_crash(*a, **k):
-            calls.append(1)
-            if len(calls) == 5:
-                raise RuntimeError("node lost")
-            return train(*a, **k)
-
-        eng.train = train_then_crash
-        return eng
-
-    monkeypatch.setattr(fengine, "build", crashing_build)
+    real_build = crash_in_round(monkeypatch, 5)      # dies in round 5 (after checkpoint 4)
     with pytest.raises(RuntimeError, match="node lost"):
         run(cfg, tmp_path / "cut")
     ckpt = checkpoint.load(tmp_path / "cut", torch.device("cpu"))

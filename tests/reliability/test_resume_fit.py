@@ -11,12 +11,11 @@ import sys
 import pytest
 import torch
 
-from fedmoo import engine as fengine
 from fedmoo.errors import UserError
 from fedmoo.run import checkpoint
 from fedmoo.run.loop import run
 from fedmoo.run.setup import git_commit
-from tests.conftest import ROOT, small_cfg
+from tests.conftest import ROOT, crash_in_round, small_cfg
 from tests.data.conftest import write_mnist_family
 from tests.inprocess import run_main
 from tests.reliability.helpers import rows_without_time, wait_rows
@@ -24,29 +23,9 @@ from tests.reliability.helpers import rows_without_time, wait_rows
 AFL = {"name": "afl", "gamma_lambda": 0.1, "eta": 1.0, "average_iterates": True}
 
 
-def _crash_in_round(monkeypatch, n: int) -> None:
-    """The engine dies when training round ``n`` (after the checkpoint of round n - 1)."""
-    real = fengine.build
-
-    def build(*args, **kw):
-        eng = real(*args, **kw)
-        train, calls = eng.train, []
-
-        def crash(*a, **k):
-            calls.append(1)
-            if len(calls) == n:
-                raise RuntimeError("node lost")
-            return train(*a, **k)
-
-        eng.train = crash
-        return eng
-
-    monkeypatch.setattr(fengine, "build", build)
-
-
 def _cut(cfg, run_dir, monkeypatch, n: int = 5) -> None:
     with monkeypatch.context() as m:
-        _crash_in_round(m, n)
+        crash_in_round(m, n)
         with pytest.raises(RuntimeError, match="node lost"):
             run(cfg, run_dir)
     assert checkpoint.load(run_dir, torch.device("cpu"))["round"] == n - 1
@@ -219,7 +198,7 @@ def test_the_cli_refuses_a_damaged_checkpoint_in_one_line_exit_2(tmp_path, monke
     args = ["run", "rounds=4", "checkpoint_every=2", "num_clients=6", "clients_per_round=3",
             "data.max_samples=100", "progress=false", "hydra.run.dir=run"]
     with monkeypatch.context() as m:       # a run that dies in round 3, after checkpoint 2
-        _crash_in_round(m, 3)
+        crash_in_round(m, 3)
         with pytest.raises(RuntimeError, match="node lost"):   # a bug: its traceback
             run_main(args, tmp_path)
     path = tmp_path / "run" / "checkpoint.pt"

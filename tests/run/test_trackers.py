@@ -18,7 +18,7 @@ from fedmoo.errors import UserError
 from fedmoo.run import loggers, tracker_process
 from fedmoo.run.launchers import plugin_available
 from fedmoo.run.loop import run
-from tests.conftest import small_cfg
+from tests.conftest import crash_in_round, small_cfg
 from tests.inprocess import cli_in, fresh_joblib_workers
 
 
@@ -124,23 +124,8 @@ def test_a_resumed_run_goes_on_in_its_mlflow_run(tmp_path, monkeypatch):
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     cfg = dict(small_cfg(rounds=6, checkpoint_every=2, logger="mlflow"), resume=True)
-    real_build = engine.build
-
-    def crashing_build(*args, **kw):       # an engine that dies in round 5
-        eng, calls = real_build(*args, **kw), []
-        train = eng.train
-
-        def train_then_crash(*a, **k):
-            calls.append(1)
-            if len(calls) == 5:
-                raise RuntimeError("node lost")
-            return train(*a, **k)
-
-        eng.train = train_then_crash
-        return eng
-
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    monkeypatch.setattr(engine, "build", crashing_build)
+    real_build = crash_in_round(monkeypatch, 5)      # dies in round 5 (after checkpoint 4)
     with pytest.raises(RuntimeError, match="node lost"):
         run(cfg, tmp_path)
     assert _written(tmp_path, "mlflow").splitlines()[-1] == "done"
