@@ -2,8 +2,9 @@
 run, so that importing MLflow and the store's commits run beside the training.
 
 The head message is ``{"uri", "experiment", "run_name", "tags", "params", "resumed"}``; a run
-that ends without its final message is KILLED, and its directory's resumed run goes on in it. Jobs may share one SQLite store: the schema and the
-experiment are created, and every write made, under a file lock beside it (``<db>.lock``).
+that ends without its final message is KILLED, and its directory's resumed run goes on in it.
+Jobs may share one SQLite store: the schema and the experiment are created, and every write
+made, under a file lock beside it (``<db>.lock``).
 """
 
 from __future__ import annotations
