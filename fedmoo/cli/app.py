@@ -78,7 +78,7 @@ def prepare(cfg: DictConfig) -> tuple[Job, Exception | None]:
         job.sweep_dir = Path(str(hc.sweep.dir)).resolve()
         job.num = int(hc.job.num)
         os.environ[loggers.SWEEP_ENV] = str(job.sweep_dir)
-        note = sweeps.info(job.sweep_dir)
+        note = sweeps.sweep_info(job.sweep_dir)
         if note is not None:
             os.environ[loggers.SWEPT_ENV] = ",".join(note.get("swept") or [])
     try:

@@ -26,7 +26,7 @@ import yaml
 from fedmoo.config.knobs import number
 from fedmoo.errors import UserError
 from fedmoo.report import defaults
-from fedmoo.report.results import one_line, read_rounds_frame, read_summary
+from fedmoo.report.results import SWEEP_NOTE, one_line, read_rounds_frame, sweep_info
 
 # Keys (and their sub-keys) that never distinguish configurations: the seed and knobs that only
 # change where or how a job runs (fedmoo.run.identity.VOLATILE_KEYS among them).
@@ -220,9 +220,10 @@ def find_jobs(dirs: list[str | Path]) -> list[Job]:
             if not any(a in found for a in p.parents) and (real := p.resolve()) not in seen:
                 seen.add(real)
                 jobs.append(load_job(p))
-        for note in d.rglob(".fedmoo/sweep.json"):   # fedmoo.run.sweeps' note: its job count
-            total, sweep = (read_summary(note) or {}).get("jobs"), note.parent.parent
-            if isinstance(total, int) and (have := sum(sweep in p.parents for p in found)) < total:
+        for note in d.rglob(str(SWEEP_NOTE)):
+            sweep = note.parent.parent
+            total = (sweep_info(sweep) or {}).get("jobs", 0)
+            if (have := sum(sweep in p.parents for p in found)) < total:
                 log.warning("%s: %d of the sweep's %d jobs have not started (no directory): "
                             "run its command again to finish it", sweep, total - have, total)
     fill_defaults(jobs)

@@ -113,6 +113,16 @@ def read_summary(path: Path) -> dict[str, Any] | None:
     return out if isinstance(out, dict) else None
 
 
+# fedmoo's sweeper notes a sweep here, in its folder (fedmoo.run.sweeps)
+SWEEP_NOTE = Path(".fedmoo") / "sweep.json"
+
+
+def sweep_info(sweep_dir: Path) -> dict[str, Any] | None:
+    """The sweep's note (``jobs``, ``start``, ``swept``), if fedmoo's sweeper wrote one."""
+    note = read_summary(Path(sweep_dir) / SWEEP_NOTE)   # any JSON mapping, or None
+    return note if note is not None and isinstance(note.get("jobs"), int) else None
+
+
 def read_rounds_frame(path: Path, expected_rows: int | None = None):
     """(frame, problem, note): rounds.csv's whole rows as a DataFrame, what is wrong with the file
     (a cut last line or rows of another width, left out; fewer rows than ``expected_rows``; an

@@ -11,35 +11,27 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock
 
-from fedmoo.report.results import atomic_write_text, read_summary
+from fedmoo.report.results import SWEEP_NOTE, atomic_write_text, sweep_info
 from fedmoo.run.progress import duration
 
 log = logging.getLogger(__name__)
-NOTE = Path(".fedmoo") / "sweep.json"
 DONE = Path(".fedmoo") / "jobs-done"
 
 
 def start(sweep_dir: Path, jobs: int, swept: list[str]) -> None:
     """A sweep of ``jobs`` jobs starts now in ``sweep_dir`` (its count of finished jobs is reset)."""
-    (Path(sweep_dir) / NOTE).parent.mkdir(parents=True, exist_ok=True)
+    (Path(sweep_dir) / SWEEP_NOTE).parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(Path(sweep_dir) / DONE) + ".lock", thread_local=False):
         (Path(sweep_dir) / DONE).write_text("0")
-        atomic_write_text(Path(sweep_dir) / NOTE,
+        atomic_write_text(Path(sweep_dir) / SWEEP_NOTE,
                           json.dumps({"jobs": jobs, "start": time.time(), "swept": swept}))
 
 
-def info(sweep_dir: Path) -> dict[str, Any] | None:
-    """The sweep's note (``jobs``, ``start``, ``swept``), if fedmoo's sweeper wrote one."""
-    note = read_summary(Path(sweep_dir) / NOTE)   # any JSON mapping, or None
-    return note if note is not None and isinstance(note.get("jobs"), int) else None
-
-
 def job_started(sweep_dir: Path, num: int, label: str) -> None:
-    note = info(sweep_dir)
+    note = sweep_info(sweep_dir)
     if note is not None:
         log.info("job %d of %d: %s", num + 1, note["jobs"], label)
 
@@ -48,7 +40,7 @@ def job_done(sweep_dir: Path, now: float | None = None, count: int = 1) -> int |
     """Count ``count`` finished jobs (completed, skipped or failed) and say where the sweep
     stands; returns the count of finished jobs. Jobs that ended together (a lockstep launch)
     are counted at once: one line each would promise time for jobs already done."""
-    note = info(sweep_dir)
+    note = sweep_info(sweep_dir)
     if note is None:
         return None
     path = Path(sweep_dir) / DONE
